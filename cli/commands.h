@@ -1,0 +1,34 @@
+#pragma once
+// Subcommands of the blocklab CLI. Each register_* function adds its subcommand to the root app and
+// returns the action to run when that subcommand is chosen. Actions return the process exit status
+// and report bad input by throwing blocklab::Error (exit 2).
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "train/run_config.h"
+
+namespace blocklab::cli {
+
+using Action = std::function<int()>;
+struct Command {
+  CLI::App* app;
+  Action action;
+};
+
+void register_train(CLI::App& root, std::vector<Command>& commands);
+
+// Adds --config FILE and one --flag per config key (string-valued, parsed by the key table).
+struct ConfigFlags {
+  std::string config_file;
+  std::map<std::string, std::string> values;  // key -> text, for the flags given
+};
+void add_config_flags(CLI::App* app, ConfigFlags& flags);
+// defaults <- TOML file <- flags given on the command line.
+RunConfig build_config(const CLI::App* app, const ConfigFlags& flags, RunConfig base = {});
+
+std::string flag_name(const std::string& key);  // norm_placement -> --norm-placement
+
+}  // namespace blocklab::cli

@@ -1,0 +1,29 @@
+#include <algorithm>
+
+#include "commands.h"
+
+namespace blocklab::cli {
+
+std::string flag_name(const std::string& key) {
+  std::string flag = "--" + key;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
+void add_config_flags(CLI::App* app, ConfigFlags& flags) {
+  app->add_option("--config", flags.config_file, "TOML file of config keys (flags override it)");
+  const RunConfig defaults;
+  for (const ConfigKey& key : config_keys()) {
+    const std::string shown = key.get(defaults).dump();
+    app->add_option(flag_name(key.name), flags.values[key.name], key.help + " [" + shown + "]");
+  }
+}
+
+RunConfig build_config(const CLI::App* app, const ConfigFlags& flags, RunConfig base) {
+  if (!flags.config_file.empty()) apply_toml_file(base, flags.config_file);
+  for (const ConfigKey& key : config_keys())
+    if (app->count(flag_name(key.name)) > 0) set_config_value(base, key.name, flags.values.at(key.name));
+  return base;
+}
+
+}  // namespace blocklab::cli

@@ -1,0 +1,34 @@
+// blocklab: build, train and probe stacks of transformer blocks.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "commands.h"
+#include "util/error.h"
+
+int main(int argc, char** argv) {
+  using namespace blocklab;
+  CLI::App app{"blocklab: build, train and probe stacks of transformer blocks on the CPU"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "blocklab 0.1.0");
+  std::vector<cli::Command> commands;
+  cli::register_train(app, commands);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  try {
+    for (const auto& c : commands)
+      if (c.app->parsed()) return c.action();
+  } catch (const Error& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "blocklab: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "blocklab: internal error: %s\n", e.what());
+    return 3;
+  }
+  return 2;
+}

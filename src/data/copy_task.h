@@ -1,0 +1,43 @@
+#pragma once
+// The copy task: n uniform random tokens from a vocabulary of V, then the same n tokens again.
+// The model reads the first 2n-1 tokens; position t predicts token t+1; the loss counts only the n
+// predictions of the copied half (positions n-1 .. 2n-2). Learning nothing gives ln V.
+#include <cstdint>
+#include <vector>
+
+#include "util/rng.h"
+
+namespace blocklab {
+
+struct Batch {
+  int batch = 0, seq_len = 0;
+  std::vector<int32_t> inputs;   // (B, T)
+  std::vector<int32_t> targets;  // (B, T)
+  std::vector<uint8_t> loss_mask;  // (B, T), 1 where the loss counts
+};
+
+class CopyTask {
+ public:
+  // Throws Error for vocab < 2 or copy_len < 1.
+  CopyTask(int vocab, int copy_len, uint64_t seed);
+
+  int vocab() const { return vocab_; }
+  int copy_len() const { return copy_len_; }
+  int seq_len() const { return 2 * copy_len_ - 1; }
+
+  // Fills the next batch of the deterministic stream (resizes on first use only).
+  void next(Batch& batch, int batch_size);
+
+  // The stream's position, for checkpoints: the generator state and how many batches were drawn.
+  const Rng& rng() const { return rng_; }
+  void set_rng(const Rng& rng) { rng_ = rng; }
+  uint64_t batches_drawn() const { return batches_drawn_; }
+  void set_batches_drawn(uint64_t n) { batches_drawn_ = n; }
+
+ private:
+  int vocab_, copy_len_;
+  Rng rng_;
+  uint64_t batches_drawn_ = 0;
+};
+
+}  // namespace blocklab

@@ -1,0 +1,51 @@
+#include "kernels/elementwise.h"
+
+#include <cmath>
+
+namespace blocklab::kernels {
+
+template <typename T>
+void gelu_forward(T* out, const T* inp, long N) {
+  const T inv_sqrt2 = T(0.70710678118654752440);
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < N; ++i) out[i] = T(0.5) * inp[i] * (T(1) + std::erf(inp[i] * inv_sqrt2));
+}
+
+template <typename T>
+void gelu_backward(T* dinp, const T* dout, const T* inp, long N) {
+  // d/dx [x Phi(x)] = Phi(x) + x phi(x),  phi(x) = exp(-x^2/2) / sqrt(2 pi)
+  const T inv_sqrt2 = T(0.70710678118654752440);
+  const T inv_sqrt_2pi = T(0.39894228040143267794);
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < N; ++i) {
+    const T x = inp[i];
+    const T cdf = T(0.5) * (T(1) + std::erf(x * inv_sqrt2));
+    const T pdf = inv_sqrt_2pi * std::exp(T(-0.5) * x * x);
+    dinp[i] += dout[i] * (cdf + x * pdf);
+  }
+}
+
+template <typename T>
+void residual_forward(T* out, const T* a, const T* b, long N) {
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < N; ++i) out[i] = a[i] + b[i];
+}
+
+template <typename T>
+void residual_backward(T* da, T* db, const T* dout, long N) {
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < N; ++i) {
+    if (da != nullptr) da[i] += dout[i];
+    if (db != nullptr) db[i] += dout[i];
+  }
+}
+
+#define BLOCKLAB_INSTANTIATE(T)                                        \
+  template void gelu_forward<T>(T*, const T*, long);                   \
+  template void gelu_backward<T>(T*, const T*, const T*, long);        \
+  template void residual_forward<T>(T*, const T*, const T*, long);     \
+  template void residual_backward<T>(T*, T*, const T*, long);
+BLOCKLAB_INSTANTIATE(float)
+BLOCKLAB_INSTANTIATE(double)
+
+}  // namespace blocklab::kernels

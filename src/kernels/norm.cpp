@@ -1,0 +1,127 @@
+#include "kernels/norm.h"
+
+#include <cmath>
+
+namespace blocklab::kernels {
+
+namespace {
+constexpr int kColumnBlock = 64;
+
+// dweight[c] += sum_n dout[n,c] * xhat(n,c) and dbias[c] += sum_n dout[n,c], rows summed in order and
+// columns split across threads, so the result is independent of the thread count.
+template <typename T, typename Xhat>
+void accumulate_affine_grads(T* dweight, T* dbias, const T* dout, int N, int C, Xhat xhat) {
+  const int blocks = (C + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel for schedule(static)
+  for (int blk = 0; blk < blocks; ++blk) {
+    const int c0 = blk * kColumnBlock;
+    const int c1 = c0 + kColumnBlock < C ? c0 + kColumnBlock : C;
+    T acc_w[kColumnBlock] = {};
+    T acc_b[kColumnBlock] = {};
+    for (int n = 0; n < N; ++n) {
+      const T* g = dout + static_cast<long>(n) * C;
+      for (int c = c0; c < c1; ++c) {
+        acc_w[c - c0] += g[c] * xhat(n, c);
+        acc_b[c - c0] += g[c];
+      }
+    }
+    for (int c = c0; c < c1; ++c) {
+      dweight[c] += acc_w[c - c0];
+      if (dbias != nullptr) dbias[c] += acc_b[c - c0];
+    }
+  }
+}
+}  // namespace
+
+template <typename T>
+void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, const T* bias, int N, int C,
+                       T eps) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const T* x = inp + static_cast<long>(n) * C;
+    T* y = out + static_cast<long>(n) * C;
+    T sum = 0;
+    for (int c = 0; c < C; ++c) sum += x[c];
+    const T m = sum / C;
+    T var = 0;  // two-pass variance: no cancellation for rows with a large mean
+    for (int c = 0; c < C; ++c) var += (x[c] - m) * (x[c] - m);
+    var /= C;
+    const T s = T(1) / std::sqrt(var + eps);
+    for (int c = 0; c < C; ++c) y[c] = (x[c] - m) * s * weight[c] + bias[c];
+    mean[n] = m;
+    rstd[n] = s;
+  }
+}
+
+template <typename T>
+void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
+                        const T* mean, const T* rstd, int N, int C) {
+  // forward: xhat = (x - mean) * rstd;  y = xhat * w + b
+  // dxhat = dy * w;  dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const T* x = inp + static_cast<long>(n) * C;
+    const T* g = dout + static_cast<long>(n) * C;
+    T* dx = dinp + static_cast<long>(n) * C;
+    const T m = mean[n], s = rstd[n];
+    T mean_dxhat = 0, mean_dxhat_xhat = 0;
+    for (int c = 0; c < C; ++c) {
+      const T dxhat = g[c] * weight[c];
+      mean_dxhat += dxhat;
+      mean_dxhat_xhat += dxhat * (x[c] - m) * s;
+    }
+    mean_dxhat /= C;
+    mean_dxhat_xhat /= C;
+    for (int c = 0; c < C; ++c) {
+      const T xhat = (x[c] - m) * s;
+      dx[c] += s * (g[c] * weight[c] - mean_dxhat - xhat * mean_dxhat_xhat);
+    }
+  }
+  accumulate_affine_grads(dweight, dbias, dout, N, C, [&](int n, int c) {
+    return (inp[static_cast<long>(n) * C + c] - mean[n]) * rstd[n];
+  });
+}
+
+template <typename T>
+void rmsnorm_forward(T* out, T* rstd, const T* inp, const T* weight, int N, int C, T eps) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const T* x = inp + static_cast<long>(n) * C;
+    T* y = out + static_cast<long>(n) * C;
+    T sumsq = 0;
+    for (int c = 0; c < C; ++c) sumsq += x[c] * x[c];
+    const T s = T(1) / std::sqrt(sumsq / C + eps);
+    for (int c = 0; c < C; ++c) y[c] = x[c] * s * weight[c];
+    rstd[n] = s;
+  }
+}
+
+template <typename T>
+void rmsnorm_backward(T* dinp, T* dweight, const T* dout, const T* inp, const T* weight, const T* rstd, int N,
+                      int C) {
+  // forward: xhat = x * rstd;  y = xhat * w,  rstd = (mean(x^2) + eps)^(-1/2)
+  // d rstd / d x_j = -rstd^3 x_j / C  =>  dx = rstd * (dxhat - xhat * mean(dxhat * xhat)),  dxhat = dy * w
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const T* x = inp + static_cast<long>(n) * C;
+    const T* g = dout + static_cast<long>(n) * C;
+    T* dx = dinp + static_cast<long>(n) * C;
+    const T s = rstd[n];
+    T mean_dxhat_xhat = 0;
+    for (int c = 0; c < C; ++c) mean_dxhat_xhat += g[c] * weight[c] * x[c] * s;
+    mean_dxhat_xhat /= C;
+    for (int c = 0; c < C; ++c) dx[c] += s * (g[c] * weight[c] - x[c] * s * mean_dxhat_xhat);
+  }
+  accumulate_affine_grads<T>(dweight, nullptr, dout, N, C,
+                             [&](int n, int c) { return inp[static_cast<long>(n) * C + c] * rstd[n]; });
+}
+
+#define BLOCKLAB_INSTANTIATE(T)                                                                             \
+  template void layernorm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, T);                \
+  template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int, int); \
+  template void rmsnorm_forward<T>(T*, T*, const T*, const T*, int, int, T);                                \
+  template void rmsnorm_backward<T>(T*, T*, const T*, const T*, const T*, const T*, int, int);
+BLOCKLAB_INSTANTIATE(float)
+BLOCKLAB_INSTANTIATE(double)
+
+}  // namespace blocklab::kernels

@@ -1,0 +1,24 @@
+#pragma once
+// Per-row normalisations over the last dimension C (one row = one token).
+//   LayerNorm: y = (x - mean) * rstd * weight + bias,   rstd = 1/sqrt(var + eps), var the population variance
+//   RMSNorm:   y = x * rstd * weight,                    rstd = 1/sqrt(mean(x^2) + eps)
+namespace blocklab::kernels {
+
+// inp (N,C), weight (C), bias (C) -> out (N,C); saves mean (N) and rstd (N) for the backward pass.
+template <typename T>
+void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, const T* bias, int N, int C,
+                       T eps);
+// Accumulates (+=) dinp (N,C), dweight (C), dbias (C).
+template <typename T>
+void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
+                        const T* mean, const T* rstd, int N, int C);
+
+// inp (N,C), weight (C) -> out (N,C); saves rstd (N).
+template <typename T>
+void rmsnorm_forward(T* out, T* rstd, const T* inp, const T* weight, int N, int C, T eps);
+// Accumulates (+=) dinp (N,C), dweight (C).
+template <typename T>
+void rmsnorm_backward(T* dinp, T* dweight, const T* dout, const T* inp, const T* weight, const T* rstd, int N,
+                      int C);
+
+}  // namespace blocklab::kernels

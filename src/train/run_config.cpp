@@ -1,0 +1,228 @@
+#include "train/run_config.h"
+
+#include <charconv>
+#include <cmath>
+#include <toml++/toml.h>
+
+#include "util/error.h"
+
+namespace blocklab {
+
+namespace {
+
+int64_t parse_int(const std::string& key, const std::string& text) {
+  int64_t value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end || text.empty())
+    throw Error(key + ": expected an integer, got '" + text + "'");
+  return value;
+}
+
+int parse_int32(const std::string& key, const std::string& text) {
+  const int64_t v = parse_int(key, text);
+  if (v < INT32_MIN || v > INT32_MAX) throw Error(key + ": " + text + " is out of range");
+  return static_cast<int>(v);
+}
+
+double parse_float(const std::string& key, const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v))
+    throw Error(key + ": expected a finite number, got '" + text + "'");
+  return v;
+}
+
+std::string format_double(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+std::vector<ConfigKey> make_keys() {
+  std::vector<ConfigKey> k;
+  auto add_int = [&](std::string name, std::string help, auto member) {
+    k.push_back({name, KeyType::Int, help,
+                 [member, name](RunConfig& c, const std::string& s) { member(c) = parse_int32(name, s); },
+                 [member](const RunConfig& c) { return nlohmann::json(member(const_cast<RunConfig&>(c))); }});
+  };
+  auto add_float = [&](std::string name, std::string help, auto member) {
+    k.push_back({name, KeyType::Float, help,
+                 [member, name](RunConfig& c, const std::string& s) { member(c) = parse_float(name, s); },
+                 [member](const RunConfig& c) { return nlohmann::json(member(const_cast<RunConfig&>(c))); }});
+  };
+  auto add_enum = [&](std::string name, std::string help, auto parse, auto show) {
+    k.push_back({name, KeyType::String, help, parse, [show](const RunConfig& c) { return nlohmann::json(show(c)); }});
+  };
+
+  add_enum("task", "training task: copy",
+           [](RunConfig& c, const std::string& s) {
+             if (s != "copy") throw Error("unknown task '" + s + "' (expected copy)");
+             c.task = s;
+           },
+           [](const RunConfig& c) { return c.task; });
+  add_enum("norm_placement", "where the norms sit: post (Post-LN) or pre (Pre-LN)",
+           [](RunConfig& c, const std::string& s) { c.model.norm_placement = parse_norm_placement(s); },
+           [](const RunConfig& c) { return to_string(c.model.norm_placement); });
+  add_enum("norm", "normalisation: layernorm or rmsnorm",
+           [](RunConfig& c, const std::string& s) { c.model.norm = parse_norm_kind(s); },
+           [](const RunConfig& c) { return to_string(c.model.norm); });
+  add_int("layers", "number of transformer blocks", [](RunConfig& c) -> int& { return c.model.layers; });
+  add_int("width", "model width C", [](RunConfig& c) -> int& { return c.model.width; });
+  add_int("heads", "attention heads (must divide width)", [](RunConfig& c) -> int& { return c.model.heads; });
+  add_int("mlp_ratio", "MLP hidden width / model width", [](RunConfig& c) -> int& { return c.model.mlp_ratio; });
+  add_int("vocab", "vocabulary size V", [](RunConfig& c) -> int& { return c.model.vocab; });
+  add_int("copy_len", "copy task: n random tokens, then the same n again",
+          [](RunConfig& c) -> int& { return c.copy_len; });
+  add_int("seq_len", "position table length T (0: derived from the task, 2n-1 for copy)",
+          [](RunConfig& c) -> int& { return c.model.seq_len; });
+  add_enum("init", "Linear weight init: xavier (uniform) or gpt2 (normal 0.02)",
+           [](RunConfig& c, const std::string& s) { c.model.init = parse_init_scheme(s); },
+           [](const RunConfig& c) { return to_string(c.model.init); });
+  add_float("embed_init_std", "token/position embedding init std (1.0 = nn.Embedding's N(0,1))",
+            [](RunConfig& c) -> double& { return c.model.embed_init_std; });
+  add_float("norm_eps", "epsilon of LayerNorm/RMSNorm", [](RunConfig& c) -> double& { return c.model.norm_eps; });
+  add_int("batch", "sequences per step", [](RunConfig& c) -> int& { return c.batch; });
+  add_int("steps", "optimizer steps", [](RunConfig& c) -> int& { return c.steps; });
+  add_float("lr", "peak learning rate", [](RunConfig& c) -> double& { return c.lr; });
+  add_int("warmup", "linear warm-up steps from 0 to lr (0: none)", [](RunConfig& c) -> int& { return c.warmup; });
+  add_enum("schedule", "after warm-up: constant or cosine (to min_lr at the last step)",
+           [](RunConfig& c, const std::string& s) { c.schedule = parse_schedule_kind(s); },
+           [](const RunConfig& c) { return to_string(c.schedule); });
+  add_float("min_lr", "final learning rate of the cosine schedule", [](RunConfig& c) -> double& { return c.min_lr; });
+  add_enum("optimizer", "adam or adamw (decoupled weight decay)",
+           [](RunConfig& c, const std::string& s) { c.adam.kind = parse_optimizer_kind(s); },
+           [](const RunConfig& c) { return to_string(c.adam.kind); });
+  add_float("beta1", "Adam beta1", [](RunConfig& c) -> double& { return c.adam.beta1; });
+  add_float("beta2", "Adam beta2", [](RunConfig& c) -> double& { return c.adam.beta2; });
+  add_float("adam_eps", "Adam epsilon", [](RunConfig& c) -> double& { return c.adam.eps; });
+  add_float("weight_decay", "AdamW decoupled weight decay", [](RunConfig& c) -> double& { return c.adam.weight_decay; });
+  add_float("clip_grad_norm", "clip the global gradient norm to this value (0: off)",
+            [](RunConfig& c) -> double& { return c.clip_grad_norm; });
+  k.push_back({"seed", KeyType::Int, "seed of the weight init and of the data stream",
+               [](RunConfig& c, const std::string& s) {
+                 const int64_t v = parse_int("seed", s);
+                 if (v < 0) throw Error("seed must be >= 0, got " + s);
+                 c.seed = static_cast<uint64_t>(v);
+               },
+               [](const RunConfig& c) { return nlohmann::json(c.seed); }});
+  add_int("threads", "worker threads (0: all cores); results do not depend on it",
+          [](RunConfig& c) -> int& { return c.threads; });
+  add_int("log_every", "progress line every N steps when not on a terminal (0: auto)",
+          [](RunConfig& c) -> int& { return c.log_every; });
+  add_enum("out", "output directory", [](RunConfig& c, const std::string& s) { c.out = s; },
+           [](const RunConfig& c) { return c.out; });
+  return k;
+}
+
+std::string toml_position(const toml::source_region& src) {
+  return std::to_string(src.begin.line) + ":" + std::to_string(src.begin.column);
+}
+
+}  // namespace
+
+const std::vector<ConfigKey>& config_keys() {
+  static const std::vector<ConfigKey> keys = make_keys();
+  return keys;
+}
+
+const ConfigKey* find_config_key(const std::string& name) {
+  for (const auto& k : config_keys())
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+void set_config_value(RunConfig& config, const std::string& key, const std::string& value) {
+  const ConfigKey* k = find_config_key(key);
+  if (k == nullptr) throw Error("unknown config key '" + key + "'");
+  k->set(config, value);
+}
+
+void apply_toml_file(RunConfig& config, const std::string& path) {
+  toml::table table;
+  try {
+    table = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    throw Error(path + ":" + toml_position(e.source()) + ": " + std::string(e.description()));
+  }
+  for (const auto& [key_node, node] : table) {
+    const std::string key(key_node.str());
+    const std::string where = path + ":" + toml_position(node.source()) + ": ";
+    const ConfigKey* k = find_config_key(key);
+    if (k == nullptr) throw Error(where + "unknown config key '" + key + "'");
+    std::string text;
+    if (k->type == KeyType::Int) {
+      if (!node.is_integer()) throw Error(where + key + " must be an integer");
+      text = std::to_string(node.as_integer()->get());
+    } else if (k->type == KeyType::Float) {
+      if (node.is_integer())
+        text = std::to_string(node.as_integer()->get());
+      else if (node.is_floating_point())
+        text = format_double(node.as_floating_point()->get());
+      else
+        throw Error(where + key + " must be a number");
+    } else {
+      if (!node.is_string()) throw Error(where + key + " must be a string");
+      text = node.as_string()->get();
+    }
+    try {
+      k->set(config, text);
+    } catch (const Error& e) {
+      throw Error(where + e.what());
+    }
+  }
+}
+
+void apply_json(RunConfig& config, const nlohmann::json& values) {
+  if (!values.is_object()) throw Error("config must be a JSON object");
+  for (const auto& [key, value] : values.items()) {
+    const ConfigKey* k = find_config_key(key);
+    if (k == nullptr) throw Error("unknown config key '" + key + "'");
+    if (value.is_string())
+      k->set(config, value.get<std::string>());
+    else if (value.is_number_integer() || value.is_number_unsigned())
+      k->set(config, value.dump());
+    else if (value.is_number_float())
+      k->set(config, format_double(value.get<double>()));
+    else
+      throw Error(key + ": unsupported JSON value " + value.dump());
+  }
+}
+
+void resolve(RunConfig& config) {
+  auto positive = [](const char* name, long v) {
+    if (v <= 0) throw Error(std::string(name) + " must be positive, got " + std::to_string(v));
+  };
+  positive("copy_len", config.copy_len);
+  positive("batch", config.batch);
+  positive("steps", config.steps);
+  if (config.copy_len < 1 || config.model.vocab < 2)
+    throw Error("the copy task needs vocab >= 2 and copy_len >= 1");
+  const int task_len = 2 * config.copy_len - 1;
+  if (config.model.seq_len == 0) config.model.seq_len = task_len;
+  if (config.model.seq_len != task_len)
+    throw Error("seq_len " + std::to_string(config.model.seq_len) + " does not match the copy task (2 * copy_len - 1 = " +
+                std::to_string(task_len) + ")");
+  config.model.validate();
+  if (!(config.lr > 0)) throw Error("lr must be positive");
+  if (config.warmup < 0) throw Error("warmup must be >= 0");
+  if (config.min_lr < 0) throw Error("min_lr must be >= 0");
+  if (!(config.adam.beta1 >= 0 && config.adam.beta1 < 1)) throw Error("beta1 must be in [0, 1)");
+  if (!(config.adam.beta2 >= 0 && config.adam.beta2 < 1)) throw Error("beta2 must be in [0, 1)");
+  if (!(config.adam.eps > 0)) throw Error("adam_eps must be positive");
+  if (config.adam.weight_decay < 0) throw Error("weight_decay must be >= 0");
+  if (config.adam.weight_decay > 0 && config.adam.kind != OptimizerKind::AdamW)
+    throw Error("weight_decay needs optimizer = adamw");
+  if (config.clip_grad_norm < 0) throw Error("clip_grad_norm must be >= 0");
+  if (config.threads < 0) throw Error("threads must be >= 0");
+  if (config.log_every < 0) throw Error("log_every must be >= 0");
+  if (config.out.empty()) throw Error("out must not be empty");
+}
+
+nlohmann::json to_json(const RunConfig& config) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& k : config_keys()) j[k.name] = k.get(config);
+  return j;
+}
+
+}  // namespace blocklab

@@ -1,0 +1,63 @@
+#pragma once
+// Everything a training run needs, as one flat set of named keys. The same key table drives the
+// command-line flags (--norm-placement), TOML config files (norm_placement = "pre"), the resolved
+// config.json a run writes, and sweep grids, so a key means the same thing everywhere.
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "train/optimizer.h"
+#include "train/schedule.h"
+
+namespace blocklab {
+
+struct RunConfig {
+  RunConfig() { model.seq_len = 0; }  // 0: derived from the task by resolve()
+
+  std::string task = "copy";
+  ModelConfig model;
+  int copy_len = 32;  // n: the model reads 2n-1 tokens
+  int batch = 32;
+  int steps = 1200;
+  double lr = 1e-3;
+  int warmup = 0;
+  ScheduleKind schedule = ScheduleKind::Constant;
+  double min_lr = 0.0;
+  AdamOptions adam;
+  double clip_grad_norm = 0.0;  // 0 disables clipping
+  uint64_t seed = 0;            // model init and data stream
+  int threads = 0;              // 0 = all cores
+  int log_every = 0;            // 0 = about 20 lines per run when not on a terminal
+  std::string out = "runs/copy";
+
+  Schedule make_schedule() const { return Schedule{schedule, lr, warmup, steps, min_lr}; }
+};
+
+enum class KeyType { Int, Float, String };
+
+struct ConfigKey {
+  std::string name;  // snake_case; the flag is --name-with-dashes
+  KeyType type;
+  std::string help;
+  std::function<void(RunConfig&, const std::string&)> set;  // from text, validated
+  std::function<nlohmann::json(const RunConfig&)> get;
+};
+
+const std::vector<ConfigKey>& config_keys();
+const ConfigKey* find_config_key(const std::string& name);
+
+// Sets one key from text ("24", "1e-3", "pre"). Throws Error for an unknown key or a bad value.
+void set_config_value(RunConfig& config, const std::string& key, const std::string& value);
+// Applies a TOML file of top-level keys. Unknown keys, wrong types, tables: Error naming file and line.
+void apply_toml_file(RunConfig& config, const std::string& path);
+// Applies a JSON object of keys (e.g. a run's config.json). Unknown keys are errors.
+void apply_json(RunConfig& config, const nlohmann::json& values);
+
+// Fills derived values (seq_len from the task) and checks every key; throws Error on the first problem.
+void resolve(RunConfig& config);
+nlohmann::json to_json(const RunConfig& config);
+
+}  // namespace blocklab

@@ -1,0 +1,59 @@
+#pragma once
+// Central-difference gradient checking in double precision.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "util/rng.h"
+
+namespace blocklab::testing {
+
+inline std::vector<double> random_vector(Rng& rng, size_t n, double scale) {
+  std::vector<double> v(n);
+  for (auto& x : v) x = scale * rng.normal();
+  return v;
+}
+
+inline double dot(const std::vector<double>& a, const double* b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+// Compares analytic[i] with (loss(x + h e_i) - loss(x - h e_i)) / 2h for every i.
+// Passes when |analytic - numeric| <= rtol * max(|numeric|, max_abs_numeric * 1e-3) for each element:
+// relative per element, with a floor at a thousandth of the largest gradient so that entries that are
+// zero up to rounding do not demand impossible relative accuracy.
+inline void expect_gradient_matches(const std::string& what, std::vector<double>& x,
+                                    const std::vector<double>& analytic, const std::function<double()>& loss,
+                                    double h, double rtol = 1e-6) {
+  ASSERT_EQ(x.size(), analytic.size()) << what;
+  std::vector<double> numeric(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double saved = x[i];
+    x[i] = saved + h;
+    const double up = loss();
+    x[i] = saved - h;
+    const double down = loss();
+    x[i] = saved;
+    numeric[i] = (up - down) / (2 * h);
+  }
+  double max_abs = 0;
+  for (double v : numeric) max_abs = std::max(max_abs, std::abs(v));
+  ASSERT_GT(max_abs, 0.0) << what << ": all numeric gradients are zero, the check would be vacuous";
+  int failures = 0;
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double err = std::abs(analytic[i] - numeric[i]) / std::max(std::abs(numeric[i]), 1e-3 * max_abs);
+    worst = std::max(worst, err);
+    if (err > rtol && failures++ < 5)
+      ADD_FAILURE() << what << "[" << i << "]: analytic " << analytic[i] << " numeric " << numeric[i];
+  }
+  EXPECT_LE(worst, rtol) << what << ": worst relative error " << worst << " over " << x.size() << " entries";
+}
+
+}  // namespace blocklab::testing

@@ -1,0 +1,263 @@
+// Every kernel's backward pass against double-precision central differences, at several input scales.
+// Each check uses the scalar loss L = sum(w * out) with a fixed random w, so d L / d out = w.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "gradcheck.h"
+#include "kernels/attention.h"
+#include "kernels/cross_entropy.h"
+#include "kernels/elementwise.h"
+#include "kernels/embedding.h"
+#include "kernels/linear.h"
+#include "kernels/norm.h"
+
+using namespace blocklab;
+using namespace blocklab::kernels;
+using blocklab::testing::dot;
+using blocklab::testing::expect_gradient_matches;
+using blocklab::testing::random_vector;
+
+class KernelGrad : public ::testing::TestWithParam<double> {
+ protected:
+  double scale() const { return GetParam(); }
+  double step() const { return 1e-6 * scale(); }
+  Rng rng{1234};
+};
+
+TEST_P(KernelGrad, Linear) {
+  const int N = 5, C = 7, OC = 6;
+  auto inp = random_vector(rng, N * C, scale());
+  auto weight = random_vector(rng, OC * C, scale());
+  auto bias = random_vector(rng, OC, scale());
+  auto w = random_vector(rng, N * OC, 1.0);
+  std::vector<double> out(N * OC);
+  auto loss = [&] {
+    linear_forward(out.data(), inp.data(), weight.data(), bias.data(), N, C, OC);
+    return dot(w, out.data());
+  };
+  std::vector<double> dinp(N * C, 0), dweight(OC * C, 0), dbias(OC, 0);
+  linear_backward(dinp.data(), dweight.data(), dbias.data(), w.data(), inp.data(), weight.data(), N, C, OC);
+  expect_gradient_matches("dinp", inp, dinp, loss, step());
+  expect_gradient_matches("dweight", weight, dweight, loss, step());
+  expect_gradient_matches("dbias", bias, dbias, loss, step());
+}
+
+TEST_P(KernelGrad, LinearBackwardAccumulates) {
+  const int N = 3, C = 4, OC = 5;
+  auto inp = random_vector(rng, N * C, scale());
+  auto weight = random_vector(rng, OC * C, scale());
+  auto dout = random_vector(rng, N * OC, 1.0);
+  std::vector<double> once(OC * C, 0), twice(OC * C, 0);
+  linear_backward<double>(nullptr, once.data(), nullptr, dout.data(), inp.data(), weight.data(), N, C, OC);
+  linear_backward<double>(nullptr, twice.data(), nullptr, dout.data(), inp.data(), weight.data(), N, C, OC);
+  linear_backward<double>(nullptr, twice.data(), nullptr, dout.data(), inp.data(), weight.data(), N, C, OC);
+  for (size_t i = 0; i < once.size(); ++i) EXPECT_NEAR(twice[i], 2 * once[i], 1e-12 * scale() * scale());
+}
+
+TEST_P(KernelGrad, TokenEmbedding) {
+  const int N = 9, C = 4, V = 5;
+  std::vector<int32_t> tokens = {0, 3, 3, 1, 4, 0, 3, 2, 1};  // repeats exercise the scatter-add
+  auto table = random_vector(rng, V * C, scale());
+  auto w = random_vector(rng, N * C, 1.0);
+  std::vector<double> out(N * C);
+  auto loss = [&] {
+    token_embedding_forward(out.data(), tokens.data(), table.data(), N, C);
+    return dot(w, out.data());
+  };
+  std::vector<double> dtable(V * C, 0);
+  token_embedding_backward(dtable.data(), w.data(), tokens.data(), N, C);
+  expect_gradient_matches("dtable", table, dtable, loss, step());
+}
+
+TEST_P(KernelGrad, PositionEmbedding) {
+  const int B = 3, Tn = 4, C = 5, Tmax = 6;
+  auto table = random_vector(rng, Tmax * C, scale());
+  auto base = random_vector(rng, B * Tn * C, scale());
+  auto w = random_vector(rng, B * Tn * C, 1.0);
+  std::vector<double> out(B * Tn * C);
+  auto loss = [&] {
+    out = base;
+    position_embedding_forward(out.data(), table.data(), B, Tn, C);
+    return dot(w, out.data());
+  };
+  std::vector<double> dtable(Tmax * C, 0);
+  position_embedding_backward(dtable.data(), w.data(), B, Tn, C);
+  // rows Tn..Tmax-1 are unused: their gradient is exactly zero, the numeric one too
+  expect_gradient_matches("dtable", table, dtable, loss, step());
+  for (int i = Tn * C; i < Tmax * C; ++i) EXPECT_EQ(dtable[i], 0.0);
+}
+
+TEST_P(KernelGrad, LayerNorm) {
+  const int N = 4, C = 8;
+  auto inp = random_vector(rng, N * C, scale());
+  for (int c = 0; c < C; ++c) inp[c] += 3 * scale();  // a row with a large mean
+  auto weight = random_vector(rng, C, 1.0);
+  auto bias = random_vector(rng, C, 1.0);
+  auto w = random_vector(rng, N * C, 1.0);
+  std::vector<double> out(N * C), mean(N), rstd(N);
+  auto loss = [&] {
+    layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), weight.data(), bias.data(), N, C, 1e-5);
+    return dot(w, out.data());
+  };
+  loss();
+  std::vector<double> dinp(N * C, 0), dweight(C, 0), dbias(C, 0);
+  layernorm_backward(dinp.data(), dweight.data(), dbias.data(), w.data(), inp.data(), weight.data(), mean.data(),
+                     rstd.data(), N, C);
+  expect_gradient_matches("dinp", inp, dinp, loss, step());
+  expect_gradient_matches("dweight", weight, dweight, loss, 1e-6);
+  expect_gradient_matches("dbias", bias, dbias, loss, 1e-6);
+}
+
+TEST_P(KernelGrad, LayerNormNormalises) {
+  const int N = 3, C = 16;
+  auto inp = random_vector(rng, N * C, scale());
+  std::vector<double> weight(C, 1.0), bias(C, 0.0), out(N * C), mean(N), rstd(N);
+  layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), weight.data(), bias.data(), N, C, 0.0);
+  for (int n = 0; n < N; ++n) {
+    double m = 0, v = 0;
+    for (int c = 0; c < C; ++c) m += out[n * C + c] / C;
+    for (int c = 0; c < C; ++c) v += (out[n * C + c] - m) * (out[n * C + c] - m) / C;
+    EXPECT_NEAR(m, 0.0, 1e-12);
+    EXPECT_NEAR(v, 1.0, 1e-12);
+  }
+}
+
+TEST_P(KernelGrad, RMSNorm) {
+  const int N = 4, C = 8;
+  auto inp = random_vector(rng, N * C, scale());
+  auto weight = random_vector(rng, C, 1.0);
+  auto w = random_vector(rng, N * C, 1.0);
+  std::vector<double> out(N * C), rstd(N);
+  auto loss = [&] {
+    rmsnorm_forward(out.data(), rstd.data(), inp.data(), weight.data(), N, C, 1e-5);
+    return dot(w, out.data());
+  };
+  loss();
+  std::vector<double> dinp(N * C, 0), dweight(C, 0);
+  rmsnorm_backward(dinp.data(), dweight.data(), w.data(), inp.data(), weight.data(), rstd.data(), N, C);
+  expect_gradient_matches("dinp", inp, dinp, loss, step());
+  expect_gradient_matches("dweight", weight, dweight, loss, 1e-6);
+}
+
+TEST_P(KernelGrad, CausalAttention) {
+  const int B = 2, Tn = 5, C = 6, H = 2;
+  auto qkv = random_vector(rng, B * Tn * 3 * C, scale());
+  auto w = random_vector(rng, B * Tn * C, 1.0);
+  std::vector<double> out(B * Tn * C), att(B * H * Tn * Tn), scratch(B * H * Tn * Tn);
+  auto loss = [&] {
+    attention_forward(out.data(), att.data(), qkv.data(), B, Tn, C, H);
+    return dot(w, out.data());
+  };
+  loss();
+  std::vector<double> dqkv(qkv.size(), 0);
+  attention_backward(dqkv.data(), scratch.data(), w.data(), qkv.data(), att.data(), B, Tn, C, H);
+  // Softmax saturates at scale 10, so the relative check needs a slightly larger step there.
+  expect_gradient_matches("dqkv", qkv, dqkv, loss, step(), 1e-5);
+}
+
+TEST_P(KernelGrad, AttentionIsCausal) {
+  const int B = 1, Tn = 6, C = 4, H = 2;
+  auto qkv = random_vector(rng, B * Tn * 3 * C, scale());
+  std::vector<double> out(B * Tn * C), att(B * H * Tn * Tn), out2(B * Tn * C);
+  attention_forward(out.data(), att.data(), qkv.data(), B, Tn, C, H);
+  for (int h = 0; h < H; ++h)
+    for (int t = 0; t < Tn; ++t) {
+      double row = 0;
+      for (int s = 0; s < Tn; ++s) {
+        const double p = att[(h * Tn + t) * Tn + s];
+        if (s > t) {
+          EXPECT_EQ(p, 0.0);
+        }
+        row += p;
+      }
+      EXPECT_NEAR(row, 1.0, 1e-12);
+    }
+  // Changing the last token must not change any earlier output.
+  for (int c = 0; c < 3 * C; ++c) qkv[(Tn - 1) * 3 * C + c] += 1.0;
+  attention_forward(out2.data(), att.data(), qkv.data(), B, Tn, C, H);
+  for (int i = 0; i < (Tn - 1) * C; ++i) EXPECT_EQ(out[i], out2[i]);
+}
+
+TEST_P(KernelGrad, Gelu) {
+  const int N = 40;
+  auto inp = random_vector(rng, N, scale());
+  auto w = random_vector(rng, N, 1.0);
+  std::vector<double> out(N);
+  auto loss = [&] {
+    gelu_forward(out.data(), inp.data(), N);
+    return dot(w, out.data());
+  };
+  std::vector<double> dinp(N, 0);
+  gelu_backward(dinp.data(), w.data(), inp.data(), N);
+  expect_gradient_matches("dinp", inp, dinp, loss, step());
+}
+
+TEST(Gelu, MatchesErfFormValues) {
+  // 0.5 x (1 + erf(x / sqrt 2)) at known points (PyTorch's F.gelu gives the same).
+  const std::vector<double> x = {-3.0, -1.0, 0.0, 0.5, 2.0};
+  const std::vector<double> expected = {-0.00404969409489031, -0.15865525393145702, 0.0, 0.34573123063700656,
+                                        1.9544997361036416};
+  std::vector<double> out(x.size());
+  gelu_forward(out.data(), x.data(), static_cast<long>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(out[i], expected[i], 1e-9);
+}
+
+TEST_P(KernelGrad, Residual) {
+  const int N = 12;
+  auto a = random_vector(rng, N, scale());
+  auto b = random_vector(rng, N, scale());
+  auto w = random_vector(rng, N, 1.0);
+  std::vector<double> out(N);
+  auto loss = [&] {
+    residual_forward(out.data(), a.data(), b.data(), N);
+    return dot(w, out.data());
+  };
+  std::vector<double> da(N, 0), db(N, 0);
+  residual_backward(da.data(), db.data(), w.data(), N);
+  expect_gradient_matches("da", a, da, loss, step());
+  expect_gradient_matches("db", b, db, loss, step());
+}
+
+TEST_P(KernelGrad, MaskedCrossEntropy) {
+  const int N = 6, V = 5;
+  auto logits = random_vector(rng, N * V, scale());
+  std::vector<int32_t> targets = {1, 4, 0, 2, 2, 3};
+  std::vector<uint8_t> mask = {0, 1, 1, 0, 1, 1};
+  std::vector<double> probs(N * V), losses(N);
+  auto loss = [&] {
+    return cross_entropy_forward(probs.data(), losses.data(), logits.data(), targets.data(), mask.data(), N, V);
+  };
+  loss();
+  std::vector<double> dlogits(N * V, 0);
+  cross_entropy_backward(dlogits.data(), probs.data(), targets.data(), mask.data(), N, V);
+  expect_gradient_matches("dlogits", logits, dlogits, loss, step());
+  // unselected rows get exactly zero gradient and loss
+  for (int v = 0; v < V; ++v) EXPECT_EQ(dlogits[0 * V + v], 0.0);
+  EXPECT_EQ(losses[3], 0.0);
+}
+
+TEST(CrossEntropy, UniformLogitsGiveLogV) {
+  const int N = 4, V = 64;
+  std::vector<double> logits(N * V, 0.25), probs(N * V), losses(N);
+  std::vector<int32_t> targets = {0, 10, 63, 5};
+  std::vector<uint8_t> mask = {1, 1, 1, 1};
+  const double l = cross_entropy_forward(probs.data(), losses.data(), logits.data(), targets.data(), mask.data(),
+                                         N, V);
+  EXPECT_NEAR(l, std::log(64.0), 1e-12);
+}
+
+TEST(CrossEntropy, ExtremeLogitsStayFinite) {
+  const int N = 1, V = 3;
+  std::vector<float> logits = {1000.f, -1000.f, 0.f}, probs(3), losses(1);
+  std::vector<int32_t> targets = {1};
+  std::vector<uint8_t> mask = {1};
+  const float l = cross_entropy_forward(probs.data(), losses.data(), logits.data(), targets.data(), mask.data(),
+                                        N, V);
+  EXPECT_FLOAT_EQ(l, 2000.f);
+}
+
+INSTANTIATE_TEST_SUITE_P(Scales, KernelGrad, ::testing::Values(0.1, 1.0, 10.0),
+                         [](const auto& info) {
+                           return info.param < 1 ? std::string("scale_0_1") : "scale_" + std::to_string(static_cast<int>(info.param));
+                         });

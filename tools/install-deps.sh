@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the Debian packages blocklab needs to build and test, skipping those already present.
+set -euo pipefail
+packages=(build-essential cmake pkg-config libopenblas-dev nlohmann-json3-dev libcli11-dev
+          libtomlplusplus-dev libgtest-dev libgmock-dev libbenchmark-dev gnuplot-nox)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "installing: ${missing[*]}"
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
