@@ -11,11 +11,13 @@ std::string flag_name(const std::string& key) {
 }
 
 void add_config_flags(CLI::App* app, ConfigFlags& flags) {
-  app->add_option("--config", flags.config_file, "TOML file of config keys (flags override it)");
+  app->add_option("--config", flags.config_file, "TOML file of config keys (flags override it)")->type_name("FILE");
   const RunConfig defaults;
   for (const ConfigKey& key : config_keys()) {
     const std::string shown = key.get(defaults).dump();
-    app->add_option(flag_name(key.name), flags.values[key.name], key.help + " [" + shown + "]");
+    app->add_option(flag_name(key.name), flags.values[key.name], key.help + " [" + shown + "]")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+        ->type_name(key.type == KeyType::Int ? "INT" : key.type == KeyType::Float ? "FLOAT" : "TEXT");  // a later flag overrides an earlier one
   }
 }
 

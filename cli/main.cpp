@@ -15,8 +15,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::fprintf(stderr, "blocklab: error: %s (see --help)\n", e.what());
+    return 2;
   }
   try {
     for (const auto& c : commands)

@@ -147,7 +147,7 @@ void apply_toml_file(RunConfig& config, const std::string& path) {
   }
   for (const auto& [key_node, node] : table) {
     const std::string key(key_node.str());
-    const std::string where = path + ":" + toml_position(node.source()) + ": ";
+    const std::string where = path + ":" + toml_position(key_node.source()) + ": ";
     const ConfigKey* k = find_config_key(key);
     if (k == nullptr) throw Error(where + "unknown config key '" + key + "'");
     std::string text;

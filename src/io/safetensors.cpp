@@ -1,0 +1,849 @@
+#include "io/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+
+#include "util/error.h"
+
+namespace blocklab::io {
+
+namespace {
+
+using json = nlohmann::json;
+
+// ---------------------------------------------------------------------------------------------
+// Small helpers
+
+std::string errno_text(int err) { return std::generic_category().message(err); }
+
+// Quotes a (possibly hostile) name for an error message: escapes control characters and cuts very
+// long names so that a message stays one readable line.
+std::string quote(std::string_view s) {
+  constexpr std::size_t kMax = 120;
+  bool cut = false;
+  if (s.size() > kMax) {
+    std::size_t n = kMax;
+    // Do not cut inside a UTF-8 sequence (continuation bytes are 10xxxxxx).
+    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+    s = s.substr(0, n);
+    cut = true;
+  }
+  std::string out = "'";
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7F) {
+      static const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else if (c == '\'' || c == '\\') {
+      out += '\\';
+      out += ch;
+    } else {
+      out += ch;
+    }
+  }
+  out += cut ? "...'" : "'";
+  return out;
+}
+
+std::string range_text(uint64_t b, uint64_t e) {
+  return "[" + std::to_string(b) + ", " + std::to_string(e) + ")";
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+// Strict UTF-8 validation (no overlongs, no surrogates, nothing above U+10FFFF). Returns the offset
+// of the first bad byte, or npos when valid.
+std::size_t find_invalid_utf8(const unsigned char* p, std::size_t n) {
+  std::size_t i = 0;
+  while (i < n) {
+    const unsigned char c = p[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t len;
+    unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c == 0xE0) {
+      len = 3, lo = 0xA0;
+    } else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) {
+      len = 3;
+    } else if (c == 0xED) {
+      len = 3, hi = 0x9F;
+    } else if (c == 0xF0) {
+      len = 4, lo = 0x90;
+    } else if (c >= 0xF1 && c <= 0xF3) {
+      len = 4;
+    } else if (c == 0xF4) {
+      len = 4, hi = 0x8F;
+    } else {
+      return i;
+    }
+    if (n - i < len) return i;
+    if (p[i + 1] < lo || p[i + 1] > hi) return i;
+    for (std::size_t k = 2; k < len; ++k)
+      if ((p[i + k] & 0xC0) != 0x80) return i;
+    i += len;
+  }
+  return std::string::npos;
+}
+
+// Checked arithmetic.
+bool mul_overflow(uint64_t a, uint64_t b, uint64_t& out) { return __builtin_mul_overflow(a, b, &out); }
+bool add_overflow(uint64_t a, uint64_t b, uint64_t& out) { return __builtin_add_overflow(a, b, &out); }
+
+// Element count of a shape; false on a negative dim or if it does not fit in int64.
+bool checked_numel(const std::vector<int64_t>& shape, uint64_t& out) {
+  uint64_t n = 1;
+  bool zero = false;
+  for (int64_t d : shape) {
+    if (d < 0) return false;
+    if (d == 0) zero = true;
+  }
+  if (zero) {
+    out = 0;
+    return true;
+  }
+  for (int64_t d : shape)
+    if (mul_overflow(n, static_cast<uint64_t>(d), n)) return false;
+  if (n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return false;
+  out = n;
+  return true;
+}
+
+// Little-endian loads from possibly unaligned memory.
+template <class U>
+U load_le(const std::byte* p) {
+  U v;
+  std::memcpy(&v, p, sizeof v);
+  if constexpr (std::endian::native == std::endian::big) {
+    U r = 0;
+    for (std::size_t i = 0; i < sizeof(U); ++i) r = static_cast<U>((r << 8) | ((v >> (8 * i)) & 0xFF));
+    v = r;
+  }
+  return v;
+}
+
+template <class U>
+void store_le(std::byte* p, U v) {
+  for (std::size_t i = 0; i < sizeof(U); ++i) p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xFF);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Header JSON
+
+// Reads a JSON integer into uint64. Returns 0 ok, 1 not an integer, 2 negative.
+int json_u64(const json& v, uint64_t& out) {
+  if (v.is_number_unsigned()) {
+    out = v.get<uint64_t>();
+    return 0;
+  }
+  if (v.is_number_integer()) {
+    const int64_t x = v.get<int64_t>();
+    if (x < 0) return 2;
+    out = static_cast<uint64_t>(x);
+    return 0;
+  }
+  return 1;
+}
+
+json parse_header_json(const char* first, const char* last, const std::string& where) {
+  // nlohmann::json keeps one of several duplicate keys silently; track keys per open object.
+  std::vector<std::set<std::string>> open_objects;
+  std::string duplicate;
+  bool duplicate_top = false;
+  json::parser_callback_t cb = [&](int /*depth*/, json::parse_event_t event, json& parsed) -> bool {
+    switch (event) {
+      case json::parse_event_t::object_start:
+        open_objects.emplace_back();
+        break;
+      case json::parse_event_t::object_end:
+        if (!open_objects.empty()) open_objects.pop_back();
+        break;
+      case json::parse_event_t::key:
+        if (!open_objects.empty() && parsed.is_string() && duplicate.empty()) {
+          const auto& k = parsed.get_ref<const std::string&>();
+          if (!open_objects.back().insert(k).second) {
+            duplicate = k;
+            duplicate_top = open_objects.size() == 1;
+          }
+        }
+        break;
+      default:
+        break;
+    }
+    return true;
+  };
+  json j;
+  try {
+    j = json::parse(first, last, cb, /*allow_exceptions=*/true, /*ignore_comments=*/false);
+  } catch (const json::exception& e) {
+    throw Error(where + ": header is not valid JSON: " + e.what());
+  }
+  if (!duplicate.empty()) {
+    if (duplicate_top && duplicate != "__metadata__") throw Error(where + ": duplicate tensor name " + quote(duplicate));
+    throw Error(where + ": duplicate key " + quote(duplicate) + " in header");
+  }
+  return j;
+}
+
+TensorEntry parse_entry(const std::string& name, const json& v, const std::string& where) {
+  const std::string ctx = where + ": tensor " + quote(name) + ": ";
+  if (!v.is_object()) throw Error(ctx + "entry is not an object");
+  TensorEntry t;
+  t.name = name;
+
+  auto field = [&](const char* key) -> const json& {
+    auto it = v.find(key);
+    if (it == v.end()) throw Error(ctx + "missing field \"" + key + "\"");
+    return *it;
+  };
+
+  const json& dt = field("dtype");
+  if (!dt.is_string()) throw Error(ctx + "field \"dtype\" is not a string");
+  const auto& dts = dt.get_ref<const std::string&>();
+  if (!parse_dtype(dts, t.dtype)) throw Error(ctx + "unknown dtype " + quote(dts));
+
+  const json& sh = field("shape");
+  if (!sh.is_array()) throw Error(ctx + "field \"shape\" is not an array");
+  t.shape.reserve(sh.size());
+  for (std::size_t i = 0; i < sh.size(); ++i) {
+    uint64_t d = 0;
+    const int r = json_u64(sh[i], d);
+    if (r == 1) throw Error(ctx + "shape dimension " + std::to_string(i) + " is not an integer");
+    if (r == 2) throw Error(ctx + "shape dimension " + std::to_string(i) + " is negative");
+    if (d > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      throw Error(ctx + "shape dimension " + std::to_string(i) + " is too large (" + std::to_string(d) + ")");
+    t.shape.push_back(static_cast<int64_t>(d));
+  }
+
+  const json& off = field("data_offsets");
+  if (!off.is_array() || off.size() != 2) throw Error(ctx + "field \"data_offsets\" is not an array of 2 integers");
+  for (int i = 0; i < 2; ++i) {
+    uint64_t x = 0;
+    const int r = json_u64(off[i], x);
+    if (r == 1) throw Error(ctx + "field \"data_offsets\" is not an array of 2 integers");
+    if (r == 2) throw Error(ctx + "data_offsets[" + std::to_string(i) + "] is negative");
+    (i == 0 ? t.begin : t.end) = x;
+  }
+
+  uint64_t numel = 0, nbytes = 0;
+  if (!checked_numel(t.shape, numel) || mul_overflow(numel, dtype_size(t.dtype), nbytes))
+    throw Error(ctx + "shape " + shape_text(t.shape) + " x dtype size " + std::to_string(dtype_size(t.dtype)) +
+                " overflows uint64");
+  if (t.end < t.begin)
+    throw Error(ctx + "data_offsets end (" + std::to_string(t.end) + ") is before begin (" + std::to_string(t.begin) +
+                ")");
+  if (t.end - t.begin != nbytes)
+    throw Error(ctx + "byte length " + std::to_string(t.end - t.begin) + " (data_offsets " +
+                range_text(t.begin, t.end) + ") does not match dtype size " + std::to_string(dtype_size(t.dtype)) +
+                " x numel " + std::to_string(numel) + " = " + std::to_string(nbytes));
+  return t;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writer
+
+struct PreparedHeader {
+  std::string header;  // JSON padded with spaces to a multiple of 8
+  uint64_t data_bytes = 0;
+};
+
+PreparedHeader prepare_header(const std::vector<TensorToWrite>& tensors,
+                              const std::map<std::string, std::string>& metadata, const std::string& where) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  if (!metadata.empty()) {
+    nlohmann::ordered_json m = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : metadata) m[k] = v;
+    j["__metadata__"] = std::move(m);
+  }
+  std::set<std::string_view> names;
+  uint64_t offset = 0;
+  for (const TensorToWrite& t : tensors) {
+    const std::string ctx = where + ": tensor " + quote(t.name) + ": ";
+    if (t.name.empty()) throw Error(where + ": tensor name is empty");
+    if (t.name == "__metadata__") throw Error(ctx + "name is reserved");
+    if (!names.insert(t.name).second) throw Error(where + ": duplicate tensor name " + quote(t.name));
+    if (static_cast<unsigned>(t.dtype) > static_cast<unsigned>(DType::BOOL)) throw Error(ctx + "invalid dtype");
+    for (int64_t d : t.shape)
+      if (d < 0) throw Error(ctx + "negative shape dimension in " + shape_text(t.shape));
+    uint64_t numel = 0, nbytes = 0;
+    if (!checked_numel(t.shape, numel) || mul_overflow(numel, dtype_size(t.dtype), nbytes))
+      throw Error(ctx + "shape " + shape_text(t.shape) + " overflows");
+    if (t.data.size() != nbytes)
+      throw Error(ctx + "data has " + std::to_string(t.data.size()) + " bytes but shape " + shape_text(t.shape) +
+                  " of " + dtype_name(t.dtype) + " needs " + std::to_string(nbytes));
+    uint64_t end = 0;
+    if (add_overflow(offset, nbytes, end)) throw Error(where + ": total data size overflows");
+    j[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, end}}};
+    offset = end;
+  }
+  PreparedHeader p;
+  try {
+    p.header = j.dump();
+  } catch (const nlohmann::ordered_json::exception& e) {
+    throw Error(where + ": cannot encode header (names and metadata must be valid UTF-8): " + e.what());
+  }
+  while (p.header.size() % 8 != 0) p.header += ' ';
+  if (p.header.size() > kMaxHeaderBytes)
+    throw Error(where + ": header too large (" + std::to_string(p.header.size()) + " bytes)");
+  p.data_bytes = offset;
+  return p;
+}
+
+void write_all(int fd, const void* data, std::size_t n, const std::string& what) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const std::size_t chunk = std::min<std::size_t>(n, std::size_t{1} << 30);
+    const ssize_t w = ::write(fd, p, chunk);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      throw Error(what + ": write failed: " + errno_text(errno));
+    }
+    if (w == 0) throw Error(what + ": write failed: no progress");
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// DType
+
+std::size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::F64: return 8;
+    case DType::F32: return 4;
+    case DType::F16: return 2;
+    case DType::BF16: return 2;
+    case DType::I64: return 8;
+    case DType::I32: return 4;
+    case DType::I16: return 2;
+    case DType::I8: return 1;
+    case DType::U8: return 1;
+    case DType::BOOL: return 1;
+  }
+  throw Error("dtype_size: invalid dtype " + std::to_string(static_cast<int>(t)));
+}
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::F64: return "F64";
+    case DType::F32: return "F32";
+    case DType::F16: return "F16";
+    case DType::BF16: return "BF16";
+    case DType::I64: return "I64";
+    case DType::I32: return "I32";
+    case DType::I16: return "I16";
+    case DType::I8: return "I8";
+    case DType::U8: return "U8";
+    case DType::BOOL: return "BOOL";
+  }
+  throw Error("dtype_name: invalid dtype " + std::to_string(static_cast<int>(t)));
+}
+
+bool parse_dtype(std::string_view name, DType& out) {
+  static constexpr DType all[] = {DType::F64, DType::F32, DType::F16, DType::BF16, DType::I64,
+                                  DType::I32, DType::I16, DType::I8,  DType::U8,   DType::BOOL};
+  for (DType t : all) {
+    if (name == dtype_name(t)) {
+      out = t;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool dtype_is_float(DType t) { return t == DType::F64 || t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+bool dtype_is_integer(DType t) {
+  return t == DType::I64 || t == DType::I32 || t == DType::I16 || t == DType::I8 || t == DType::U8 ||
+         t == DType::BOOL;
+}
+
+int64_t TensorEntry::numel() const {
+  uint64_t n = 0;
+  if (!checked_numel(shape, n)) throw Error("tensor " + quote(name) + ": invalid shape " + shape_text(shape));
+  return static_cast<int64_t>(n);
+}
+
+// ---------------------------------------------------------------------------------------------
+// fp16 / bf16
+
+float bf16_to_float(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+
+uint16_t float_to_bf16(float f) {
+  const uint32_t x = std::bit_cast<uint32_t>(f);
+  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x0040u);  // NaN: keep, quiet
+  const uint32_t rounding = 0x7FFFu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>((x + rounding) >> 16);  // overflow past max finite carries into inf
+}
+
+float f16_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1Fu;
+  uint32_t mant = h & 0x3FFu;
+  uint32_t bits;
+  if (exp == 0x1F) {
+    bits = sign | 0x7F800000u | (mant << 13);  // inf / NaN (payload kept)
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112u) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;
+  } else {
+    // Subnormal: normalize.
+    uint32_t e = 113;
+    while ((mant & 0x400u) == 0) {
+      mant <<= 1;
+      --e;
+    }
+    bits = sign | (e << 23) | ((mant & 0x3FFu) << 13);
+  }
+  return std::bit_cast<float>(bits);
+}
+
+uint16_t float_to_f16(float f) {
+  const uint32_t bits = std::bit_cast<uint32_t>(f);
+  const auto sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  const uint32_t x = bits & 0x7FFFFFFFu;
+  if (x >= 0x7F800000u) {
+    if (x > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u | ((x >> 13) & 0x3FFu));  // NaN
+    return static_cast<uint16_t>(sign | 0x7C00u);                                              // inf
+  }
+  if (x >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // >= 65520 rounds to inf
+  const uint32_t e = x >> 23;
+  if (e < 113) {
+    // Result is subnormal (or zero): value / 2^-24, rounded to nearest even.
+    if (e < 102) return sign;  // < 2^-25: rounds to zero
+    const uint32_t m = (x & 0x7FFFFFu) | 0x800000u;
+    const uint32_t shift = 126 - e;  // 14..24
+    uint32_t r = m >> shift;
+    const uint32_t rem = m & ((1u << shift) - 1);
+    const uint32_t half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (r & 1u))) ++r;
+    return static_cast<uint16_t>(sign | r);
+  }
+  const uint32_t mant = x & 0x7FFFFFu;
+  uint32_t r = ((e - 112) << 10) | (mant >> 13);
+  const uint32_t rem = mant & 0x1FFFu;
+  if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) ++r;
+  return static_cast<uint16_t>(sign | r);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parsing
+
+SafetensorsHeader parse_safetensors_header(std::span<const std::byte> file, const std::string& where) {
+  if (file.size() < 8)
+    throw Error(where + ": file too short (" + std::to_string(file.size()) +
+                " bytes; a safetensors file needs at least 8)");
+  const uint64_t n = load_le<uint64_t>(file.data());
+  if (n == 0) throw Error(where + ": header length is 0");
+  if (n > kMaxHeaderBytes)
+    throw Error(where + ": header too large: length " + std::to_string(n) + " exceeds the limit of " +
+                std::to_string(kMaxHeaderBytes) + " bytes");
+  if (n > file.size() - 8)
+    throw Error(where + ": header length " + std::to_string(n) + " extends beyond the end of the file (" +
+                std::to_string(file.size()) + " bytes)");
+
+  const auto* hp = reinterpret_cast<const unsigned char*>(file.data() + 8);
+  if (const std::size_t bad = find_invalid_utf8(hp, n); bad != std::string::npos)
+    throw Error(where + ": header is not valid UTF-8 (bad byte at header offset " + std::to_string(bad) + ")");
+
+  const json j = parse_header_json(reinterpret_cast<const char*>(hp), reinterpret_cast<const char*>(hp) + n, where);
+  if (!j.is_object()) throw Error(where + ": header is not a JSON object");
+
+  SafetensorsHeader h;
+  h.data_offset = 8 + n;
+  for (const auto& [key, value] : j.items()) {
+    if (key == "__metadata__") {
+      if (!value.is_object()) throw Error(where + ": __metadata__ is not an object");
+      for (const auto& [mk, mv] : value.items()) {
+        if (!mv.is_string())
+          throw Error(where + ": __metadata__ value for key " + quote(mk) + " is not a string");
+        h.metadata.emplace(mk, mv.get<std::string>());
+      }
+      continue;
+    }
+    h.tensors.push_back(parse_entry(key, value, where));
+  }
+
+  std::sort(h.tensors.begin(), h.tensors.end(), [](const TensorEntry& a, const TensorEntry& b) {
+    if (a.begin != b.begin) return a.begin < b.begin;
+    if (a.end != b.end) return a.end < b.end;
+    return a.name < b.name;
+  });
+
+  uint64_t cursor = 0;
+  const TensorEntry* prev = nullptr;
+  for (const TensorEntry& t : h.tensors) {
+    if (t.begin > cursor) {
+      if (prev == nullptr)
+        throw Error(where + ": data buffer does not start at offset 0: first tensor " + quote(t.name) +
+                    " begins at " + std::to_string(t.begin));
+      throw Error(where + ": gap in data buffer: bytes " + range_text(cursor, t.begin) + " between tensor " +
+                  quote(prev->name) + " and tensor " + quote(t.name) + " belong to no tensor");
+    }
+    if (t.begin < cursor)
+      throw Error(where + ": tensor " + quote(t.name) + " " + range_text(t.begin, t.end) + " overlaps tensor " +
+                  quote(prev->name) + " " + range_text(prev->begin, prev->end));
+    cursor = t.end;
+    prev = &t;
+  }
+
+  const uint64_t buffer = file.size() - h.data_offset;
+  if (cursor > buffer)
+    throw Error(where + ": file truncated: data buffer has " + std::to_string(buffer) + " bytes but tensors need " +
+                std::to_string(cursor));
+  if (cursor < buffer)
+    throw Error(where + ": " + std::to_string(buffer - cursor) + " trailing bytes after the last tensor (data ends at " +
+                std::to_string(cursor) + ", buffer has " + std::to_string(buffer) + ")");
+  return h;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reader
+
+SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(path + ": cannot open: " + errno_text(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw Error(path + ": cannot stat: " + errno_text(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error(path + ": not a regular file");
+  }
+  if (st.st_size < 8) {
+    ::close(fd);
+    throw Error(path + ": file too short (" + std::to_string(st.st_size) +
+                " bytes; a safetensors file needs at least 8)");
+  }
+  if (static_cast<uint64_t>(st.st_size) > std::numeric_limits<std::size_t>::max()) {
+    ::close(fd);
+    throw Error(path + ": file too large to map");
+  }
+  const auto len = static_cast<std::size_t>(st.st_size);
+  void* p = ::mmap(nullptr, len, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int err = errno;
+  ::close(fd);
+  if (p == MAP_FAILED) throw Error(path + ": cannot mmap: " + errno_text(err));
+  map_ = p;
+  map_len_ = len;
+  base_ = static_cast<const std::byte*>(p);
+  size_ = len;
+  try {
+    init();
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+SafetensorsReader SafetensorsReader::from_bytes(std::vector<std::byte> file, std::string name_for_errors) {
+  SafetensorsReader r;
+  r.path_ = std::move(name_for_errors);
+  r.owned_ = std::move(file);
+  r.base_ = r.owned_.data();
+  r.size_ = r.owned_.size();
+  r.init();
+  return r;
+}
+
+void SafetensorsReader::init() {
+  header_ = parse_safetensors_header(std::span<const std::byte>(base_, size_), path_);
+  for (std::size_t i = 0; i < header_.tensors.size(); ++i) index_.emplace(header_.tensors[i].name, i);
+}
+
+void SafetensorsReader::release() noexcept {
+  if (map_ != nullptr) ::munmap(map_, map_len_);
+  map_ = nullptr;
+  map_len_ = 0;
+  base_ = nullptr;
+  size_ = 0;
+  owned_.clear();
+}
+
+SafetensorsReader::~SafetensorsReader() { release(); }
+
+SafetensorsReader::SafetensorsReader(SafetensorsReader&& o) noexcept
+    : path_(std::move(o.path_)),
+      base_(o.base_),
+      size_(o.size_),
+      map_(o.map_),
+      map_len_(o.map_len_),
+      owned_(std::move(o.owned_)),
+      header_(std::move(o.header_)),
+      index_(std::move(o.index_)) {
+  o.map_ = nullptr;
+  o.map_len_ = 0;
+  o.base_ = nullptr;
+  o.size_ = 0;
+}
+
+SafetensorsReader& SafetensorsReader::operator=(SafetensorsReader&& o) noexcept {
+  if (this != &o) {
+    release();
+    path_ = std::move(o.path_);
+    base_ = o.base_;
+    size_ = o.size_;
+    map_ = o.map_;
+    map_len_ = o.map_len_;
+    owned_ = std::move(o.owned_);
+    header_ = std::move(o.header_);
+    index_ = std::move(o.index_);
+    o.map_ = nullptr;
+    o.map_len_ = 0;
+    o.base_ = nullptr;
+    o.size_ = 0;
+  }
+  return *this;
+}
+
+const TensorEntry* SafetensorsReader::find(std::string_view name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &header_.tensors[it->second];
+}
+
+const TensorEntry& SafetensorsReader::at(std::string_view name) const {
+  if (const TensorEntry* t = find(name)) return *t;
+  throw Error(path_ + ": no tensor named " + quote(name));
+}
+
+std::span<const std::byte> SafetensorsReader::bytes(const TensorEntry& t) const {
+  const uint64_t buffer = size_ >= header_.data_offset ? size_ - header_.data_offset : 0;
+  if (base_ == nullptr || t.end < t.begin || t.end > buffer)
+    throw Error(path_ + ": tensor " + quote(t.name) + ": range " + range_text(t.begin, t.end) +
+                " is not inside the data buffer");
+  return {base_ + header_.data_offset + t.begin, static_cast<std::size_t>(t.end - t.begin)};
+}
+
+void SafetensorsReader::check_entry(const TensorEntry& t, std::size_t out_size) const {
+  uint64_t numel = 0, nbytes = 0;
+  if (!checked_numel(t.shape, numel) || mul_overflow(numel, dtype_size(t.dtype), nbytes) ||
+      nbytes != t.end - t.begin || t.end < t.begin)
+    throw Error(path_ + ": tensor " + quote(t.name) + ": entry is inconsistent (shape " + shape_text(t.shape) +
+                ", range " + range_text(t.begin, t.end) + ")");
+  if (out_size != numel)
+    throw Error(path_ + ": tensor " + quote(t.name) + ": output has " + std::to_string(out_size) +
+                " elements but the tensor has " + std::to_string(numel));
+}
+
+namespace {
+
+template <class Out>
+void read_float_into(const std::string& path, const TensorEntry& t, std::span<const std::byte> src,
+                     std::span<Out> out) {
+  const std::byte* p = src.data();
+  const std::size_t n = out.size();
+  switch (t.dtype) {
+    case DType::F32:
+      if constexpr (std::is_same_v<Out, float> && std::endian::native == std::endian::little) {
+        if (n) std::memcpy(out.data(), p, n * sizeof(float));
+      } else {
+        for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<Out>(std::bit_cast<float>(load_le<uint32_t>(p + 4 * i)));
+      }
+      return;
+    case DType::F64:
+      if constexpr (std::is_same_v<Out, double> && std::endian::native == std::endian::little) {
+        if (n) std::memcpy(out.data(), p, n * sizeof(double));
+      } else {
+        for (std::size_t i = 0; i < n; ++i)
+          out[i] = static_cast<Out>(std::bit_cast<double>(load_le<uint64_t>(p + 8 * i)));
+      }
+      return;
+    case DType::F16:
+      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<Out>(f16_to_float(load_le<uint16_t>(p + 2 * i)));
+      return;
+    case DType::BF16:
+      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<Out>(bf16_to_float(load_le<uint16_t>(p + 2 * i)));
+      return;
+    default:
+      throw Error(path + ": tensor " + quote(t.name) + ": dtype " + dtype_name(t.dtype) +
+                  " is not a floating-point type");
+  }
+}
+
+}  // namespace
+
+void SafetensorsReader::read(const TensorEntry& t, std::span<float> out) const {
+  if (!dtype_is_float(t.dtype))
+    throw Error(path_ + ": tensor " + quote(t.name) + ": dtype " + dtype_name(t.dtype) +
+                " is not a floating-point type");
+  check_entry(t, out.size());
+  read_float_into(path_, t, bytes(t), out);
+}
+
+void SafetensorsReader::read(const TensorEntry& t, std::span<double> out) const {
+  if (!dtype_is_float(t.dtype))
+    throw Error(path_ + ": tensor " + quote(t.name) + ": dtype " + dtype_name(t.dtype) +
+                " is not a floating-point type");
+  check_entry(t, out.size());
+  read_float_into(path_, t, bytes(t), out);
+}
+
+void SafetensorsReader::read(const TensorEntry& t, std::span<int64_t> out) const {
+  if (!dtype_is_integer(t.dtype))
+    throw Error(path_ + ": tensor " + quote(t.name) + ": dtype " + dtype_name(t.dtype) + " is not an integer type");
+  check_entry(t, out.size());
+  const std::byte* p = bytes(t).data();
+  const std::size_t n = out.size();
+  switch (t.dtype) {
+    case DType::I64:
+      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<int64_t>(load_le<uint64_t>(p + 8 * i));
+      break;
+    case DType::I32:
+      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<int32_t>(load_le<uint32_t>(p + 4 * i));
+      break;
+    case DType::I16:
+      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<int16_t>(load_le<uint16_t>(p + 2 * i));
+      break;
+    case DType::I8:
+      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<int8_t>(std::to_integer<uint8_t>(p[i]));
+      break;
+    case DType::U8:
+      for (std::size_t i = 0; i < n; ++i) out[i] = std::to_integer<uint8_t>(p[i]);
+      break;
+    case DType::BOOL:
+      for (std::size_t i = 0; i < n; ++i) out[i] = std::to_integer<uint8_t>(p[i]) != 0 ? 1 : 0;
+      break;
+    default:
+      break;  // unreachable: checked above
+  }
+}
+
+std::vector<float> SafetensorsReader::read_f32(std::string_view name) const {
+  const TensorEntry& t = at(name);
+  if (!dtype_is_float(t.dtype))
+    throw Error(path_ + ": tensor " + quote(t.name) + ": dtype " + dtype_name(t.dtype) +
+                " is not a floating-point type");
+  std::vector<float> out(static_cast<std::size_t>(t.numel()));
+  read(t, std::span<float>(out));
+  return out;
+}
+
+std::vector<double> SafetensorsReader::read_f64(std::string_view name) const {
+  const TensorEntry& t = at(name);
+  if (!dtype_is_float(t.dtype))
+    throw Error(path_ + ": tensor " + quote(t.name) + ": dtype " + dtype_name(t.dtype) +
+                " is not a floating-point type");
+  std::vector<double> out(static_cast<std::size_t>(t.numel()));
+  read(t, std::span<double>(out));
+  return out;
+}
+
+std::vector<int64_t> SafetensorsReader::read_i64(std::string_view name) const {
+  const TensorEntry& t = at(name);
+  if (!dtype_is_integer(t.dtype))
+    throw Error(path_ + ": tensor " + quote(t.name) + ": dtype " + dtype_name(t.dtype) + " is not an integer type");
+  std::vector<int64_t> out(static_cast<std::size_t>(t.numel()));
+  read(t, std::span<int64_t>(out));
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writer
+
+TensorToWrite tensor_view(std::string name, std::vector<int64_t> shape, std::span<const float> data) {
+  return {std::move(name), DType::F32, std::move(shape), std::as_bytes(data)};
+}
+TensorToWrite tensor_view(std::string name, std::vector<int64_t> shape, std::span<const double> data) {
+  return {std::move(name), DType::F64, std::move(shape), std::as_bytes(data)};
+}
+TensorToWrite tensor_view(std::string name, std::vector<int64_t> shape, std::span<const int64_t> data) {
+  return {std::move(name), DType::I64, std::move(shape), std::as_bytes(data)};
+}
+TensorToWrite tensor_view(std::string name, DType dtype, std::vector<int64_t> shape, std::span<const uint16_t> data) {
+  if (dtype != DType::BF16 && dtype != DType::F16 && dtype != DType::I16)
+    throw Error("tensor_view: tensor " + quote(name) + ": 16-bit data needs dtype BF16, F16 or I16, not " +
+                dtype_name(dtype));
+  return {std::move(name), dtype, std::move(shape), std::as_bytes(data)};
+}
+
+static_assert(std::endian::native == std::endian::little,
+              "the writer stores tensor data as given; big-endian hosts would need byte swapping");
+
+std::vector<std::byte> serialize_safetensors(const std::vector<TensorToWrite>& tensors,
+                                             const std::map<std::string, std::string>& metadata) {
+  const PreparedHeader p = prepare_header(tensors, metadata, "serialize_safetensors");
+  if (p.data_bytes > std::numeric_limits<std::size_t>::max() - 8 - p.header.size())
+    throw Error("serialize_safetensors: data too large");
+  std::vector<std::byte> out(8 + p.header.size() + static_cast<std::size_t>(p.data_bytes));
+  store_le<uint64_t>(out.data(), p.header.size());
+  std::memcpy(out.data() + 8, p.header.data(), p.header.size());
+  std::size_t at = 8 + p.header.size();
+  for (const TensorToWrite& t : tensors) {
+    if (!t.data.empty()) std::memcpy(out.data() + at, t.data.data(), t.data.size());
+    at += t.data.size();
+  }
+  return out;
+}
+
+void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  if (path.empty()) throw Error("write_safetensors: empty path");
+  const PreparedHeader p = prepare_header(tensors, metadata, path);
+
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) throw Error(path + ": cannot create temporary file " + tmp + ": " + errno_text(errno));
+  try {
+    std::byte len[8];
+    store_le<uint64_t>(len, p.header.size());
+    write_all(fd, len, sizeof len, tmp);
+    write_all(fd, p.header.data(), p.header.size(), tmp);
+    for (const TensorToWrite& t : tensors)
+      if (!t.data.empty()) write_all(fd, t.data.data(), t.data.size(), tmp);
+    if (::fsync(fd) != 0) throw Error(tmp + ": fsync failed: " + errno_text(errno));
+    const int rc = ::close(fd);
+    fd = -1;
+    if (rc != 0) throw Error(tmp + ": close failed: " + errno_text(errno));
+    if (::rename(tmp.c_str(), path.c_str()) != 0)
+      throw Error(path + ": cannot rename " + tmp + " over it: " + errno_text(errno));
+  } catch (...) {
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+
+  // Make the rename durable. Some file systems cannot fsync a directory (EINVAL); that is not an error.
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) throw Error(path + ": cannot open directory " + dir + " to fsync it: " + errno_text(errno));
+  if (::fsync(dfd) != 0 && errno != EINVAL && errno != ENOTSUP) {
+    const int err = errno;
+    ::close(dfd);
+    throw Error(path + ": fsync of directory " + dir + " failed: " + errno_text(err));
+  }
+  ::close(dfd);
+}
+
+}  // namespace blocklab::io

@@ -1,0 +1,50 @@
+#pragma once
+// Runs the blocklab executable as a user would and captures its exit status and output.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace blocklab::testing {
+
+struct CliResult {
+  int status = -1;
+  std::string out, err;
+};
+
+inline std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline CliResult run_cli(const std::string& args) {
+  static int counter = 0;
+  const auto dir = std::filesystem::temp_directory_path();
+  const auto out = dir / ("blocklab_cli_out_" + std::to_string(::getpid()) + "_" + std::to_string(counter));
+  const auto err = dir / ("blocklab_cli_err_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+  const std::string cmd = std::string(BLOCKLAB_CLI) + " " + args + " >" + out.string() + " 2>" + err.string();
+  const int raw = std::system(cmd.c_str());
+  CliResult r;
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  r.out = read_text(out);
+  r.err = read_text(err);
+  std::filesystem::remove(out);
+  std::filesystem::remove(err);
+  return r;
+}
+
+// A fresh, empty temporary directory for one test.
+inline std::filesystem::path fresh_dir(const std::string& name) {
+  const auto p = std::filesystem::temp_directory_path() / ("blocklab_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(p);
+  std::filesystem::create_directories(p);
+  return p;
+}
+
+}  // namespace blocklab::testing

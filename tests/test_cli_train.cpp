@@ -1,0 +1,104 @@
+// `blocklab train` end to end: outputs, flag/file precedence, and bad input (exit 2, one line, nothing written).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.h"
+#include "io/metrics.h"
+
+using namespace blocklab::testing;
+namespace fs = std::filesystem;
+
+namespace {
+const std::string kSmall = " --layers 1 --width 16 --heads 2 --vocab 6 --copy-len 4 --batch 4 --threads 1 ";
+
+int line_count(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+}  // namespace
+
+TEST(CliTrain, WritesResolvedConfigAndMetrics) {
+  const fs::path dir = fresh_dir("train_ok");
+  const fs::path toml = dir / "run.toml";
+  std::ofstream(toml) << "norm_placement = \"post\"\nsteps = 50\nlr = 0.002\nwarmup = 5\n";
+  const auto r = run_cli("train --config " + toml.string() + kSmall + " --steps 12 --out " + (dir / "run").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("done: 12 steps"), std::string::npos) << r.out;
+  const auto config = nlohmann::json::parse(read_text(dir / "run" / "config.json"));
+  EXPECT_EQ(config["norm_placement"], "post");  // from the file
+  EXPECT_EQ(config["steps"], 12);               // the flag overrides the file
+  EXPECT_EQ(config["warmup"], 5);
+  EXPECT_DOUBLE_EQ(config["lr"].get<double>(), 0.002);
+  EXPECT_EQ(config["seq_len"], 7);  // resolved from copy_len
+  const auto metrics = blocklab::io::read_metrics((dir / "run" / "metrics.csv").string());
+  ASSERT_GE(metrics.columns.size(), 4u);
+  EXPECT_EQ(metrics.columns[0], "step");
+  EXPECT_EQ(metrics.columns[1], "loss");
+  EXPECT_EQ(metrics.columns[2], "lr");
+  EXPECT_EQ(metrics.columns[3], "grad_norm");
+  ASSERT_EQ(metrics.rows.size(), 12u);
+  EXPECT_EQ(metrics.rows[0][0], 1);
+  EXPECT_DOUBLE_EQ(metrics.rows[0][2], 0.002 / 5);  // warm-up from 0
+  EXPECT_DOUBLE_EQ(metrics.rows[11][2], 0.002);
+  EXPECT_GT(metrics.rows[0][3], 0);
+  EXPECT_TRUE(fs::exists(dir / "run" / "summary.json"));
+  // Same seed, same numbers: a second run is byte-identical.
+  const auto again = run_cli("train --config " + toml.string() + kSmall + " --steps 12 --out " + (dir / "again").string());
+  ASSERT_EQ(again.status, 0) << again.err;
+  EXPECT_EQ(read_text(dir / "run" / "metrics.csv"), read_text(dir / "again" / "metrics.csv"));
+}
+
+TEST(CliTrain, RefusesToOverwriteARunUnlessForced) {
+  const fs::path dir = fresh_dir("train_twice");
+  const std::string args = "train" + kSmall + " --steps 2 --out " + dir.string();
+  ASSERT_EQ(run_cli(args).status, 0);
+  const auto second = run_cli(args);
+  EXPECT_EQ(second.status, 2);
+  EXPECT_NE(second.err.find("already holds a run"), std::string::npos) << second.err;
+  EXPECT_EQ(run_cli(args + " --force").status, 0);
+}
+
+struct BadInput {
+  std::string name, args, expected;
+};
+
+class CliTrainBadInput : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(CliTrainBadInput, ExitsTwoWithOneLineAndWritesNothing) {
+  const fs::path dir = fresh_dir("bad_" + GetParam().name);
+  const fs::path out = dir / "out";
+  std::ofstream(dir / "bad.toml") << "layers = [1, 2\n";
+  std::ofstream(dir / "unknown.toml") << "depth = 3\n";
+  std::ofstream(dir / "type.toml") << "width = \"wide\"\n";
+  std::ofstream(dir / "a_file") << "x";
+  std::string args = GetParam().args;
+  for (std::string key : {"{dir}", "{out}"}) {
+    const std::string value = key == "{dir}" ? dir.string() : out.string();
+    for (size_t p; (p = args.find(key)) != std::string::npos;) args.replace(p, key.size(), value);
+  }
+  const auto r = run_cli("train" + kSmall + " --steps 2 " + args);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find(GetParam().expected), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out / "config.json"));
+  EXPECT_FALSE(fs::exists(out / "metrics.csv"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, CliTrainBadInput,
+    ::testing::Values(BadInput{"heads", "--heads 3 --out {out}", "heads (3) must divide width (16)"},
+                      BadInput{"zero_layers", "--layers 0 --out {out}", "layers must be positive"},
+                      BadInput{"negative_batch", "--batch -4 --out {out}", "batch must be positive"},
+                      BadInput{"placement", "--norm-placement middle --out {out}", "unknown norm_placement 'middle'"},
+                      BadInput{"norm", "--norm batchnorm --out {out}", "unknown norm 'batchnorm'"},
+                      BadInput{"not_a_number", "--lr fast --out {out}", "lr: expected a finite number"},
+                      BadInput{"unknown_flag", "--depth 3 --out {out}", "depth"},
+                      BadInput{"malformed_toml", "--config {dir}/bad.toml --out {out}", "bad.toml:"},
+                      BadInput{"unknown_toml_key", "--config {dir}/unknown.toml --out {out}", "unknown config key 'depth'"},
+                      BadInput{"wrong_toml_type", "--config {dir}/type.toml --out {out}", "width must be an integer"},
+                      BadInput{"missing_toml", "--config {dir}/missing.toml --out {out}", "missing.toml"},
+                      BadInput{"out_is_a_file", "--out {dir}/a_file/run", "cannot create directory"},
+                      BadInput{"unwritable_out", "--out /proc/blocklab_run", "/proc/blocklab_run"}),
+    [](const auto& info) { return info.param.name; });

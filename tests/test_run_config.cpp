@@ -1,0 +1,113 @@
+// The config key table: text parsing, TOML files, JSON round trip, validation messages.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "train/run_config.h"
+#include "util/error.h"
+
+using namespace blocklab;
+
+namespace {
+std::string write_temp(const std::string& name, const std::string& text) {
+  const auto path = std::filesystem::temp_directory_path() / ("blocklab_test_" + name);
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(RunConfig, DefaultsAreTheSourceSetup) {
+  RunConfig c;
+  resolve(c);
+  EXPECT_EQ(c.model.layers, 24);
+  EXPECT_EQ(c.model.width, 128);
+  EXPECT_EQ(c.model.heads, 4);
+  EXPECT_EQ(c.model.vocab, 64);
+  EXPECT_EQ(c.copy_len, 32);
+  EXPECT_EQ(c.model.seq_len, 63);
+  EXPECT_EQ(c.model.init, InitScheme::Xavier);
+  EXPECT_DOUBLE_EQ(c.model.embed_init_std, 1.0);
+  EXPECT_DOUBLE_EQ(c.lr, 1e-3);
+}
+
+TEST(RunConfig, SetsKeysFromText) {
+  RunConfig c;
+  set_config_value(c, "norm_placement", "post");
+  set_config_value(c, "norm", "rmsnorm");
+  set_config_value(c, "layers", "6");
+  set_config_value(c, "lr", "2.5e-4");
+  set_config_value(c, "seed", "7");
+  EXPECT_EQ(c.model.norm_placement, NormPlacement::Post);
+  EXPECT_EQ(c.model.norm, NormKind::RMSNorm);
+  EXPECT_EQ(c.model.layers, 6);
+  EXPECT_DOUBLE_EQ(c.lr, 2.5e-4);
+  EXPECT_EQ(c.seed, 7u);
+  EXPECT_NE(error_of([&] { set_config_value(c, "layerz", "6"); }).find("unknown config key 'layerz'"), std::string::npos);
+  EXPECT_NE(error_of([&] { set_config_value(c, "layers", "6.5"); }).find("expected an integer"), std::string::npos);
+  EXPECT_NE(error_of([&] { set_config_value(c, "lr", "fast"); }).find("expected a finite number"), std::string::npos);
+  EXPECT_NE(error_of([&] { set_config_value(c, "norm_placement", "middle"); }).find("unknown norm_placement"),
+            std::string::npos);
+}
+
+TEST(RunConfig, ValidationNamesTheProblem) {
+  RunConfig c;
+  c.model.heads = 3;
+  EXPECT_NE(error_of([&] { resolve(c); }).find("heads (3) must divide width (128)"), std::string::npos);
+  c = RunConfig{};
+  c.batch = 0;
+  EXPECT_NE(error_of([&] { resolve(c); }).find("batch must be positive"), std::string::npos);
+  c = RunConfig{};
+  c.model.seq_len = 10;
+  EXPECT_NE(error_of([&] { resolve(c); }).find("does not match the copy task"), std::string::npos);
+  c = RunConfig{};
+  c.adam.weight_decay = 0.1;
+  EXPECT_NE(error_of([&] { resolve(c); }).find("adamw"), std::string::npos);
+}
+
+TEST(RunConfig, TomlFileSetsKeysAndRejectsUnknownsAndWrongTypes) {
+  RunConfig c;
+  apply_toml_file(c, write_temp("ok.toml", "norm_placement = \"post\"\nlayers = 6\nlr = 1e-4\nembed_init_std = 1\n"));
+  EXPECT_EQ(c.model.norm_placement, NormPlacement::Post);
+  EXPECT_EQ(c.model.layers, 6);
+  EXPECT_DOUBLE_EQ(c.lr, 1e-4);
+  EXPECT_DOUBLE_EQ(c.model.embed_init_std, 1.0);
+
+  const std::string unknown = write_temp("unknown.toml", "layers = 6\ndepth = 3\n");
+  EXPECT_NE(error_of([&] { apply_toml_file(c, unknown); }).find(unknown + ":2:1: unknown config key 'depth'"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { apply_toml_file(c, write_temp("type.toml", "layers = \"six\"\n")); })
+                .find("layers must be an integer"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { apply_toml_file(c, write_temp("float.toml", "layers = 6.0\n")); })
+                .find("layers must be an integer"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { apply_toml_file(c, write_temp("bad.toml", "layers = = 6\n")); }).find("bad.toml:1"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { apply_toml_file(c, "/nonexistent/blocklab.toml"); }), "");
+}
+
+TEST(RunConfig, JsonRoundTrip) {
+  RunConfig c;
+  set_config_value(c, "norm_placement", "post");
+  set_config_value(c, "warmup", "400");
+  set_config_value(c, "lr", "0.0003");
+  resolve(c);
+  const nlohmann::json j = to_json(c);
+  EXPECT_EQ(j["norm_placement"], "post");
+  EXPECT_EQ(j["seq_len"], 63);
+  RunConfig back;
+  apply_json(back, j);
+  resolve(back);
+  EXPECT_EQ(to_json(back), j);
+  EXPECT_THROW(apply_json(back, nlohmann::json{{"nope", 1}}), Error);
+}
