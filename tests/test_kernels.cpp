@@ -9,6 +9,7 @@
 #include "kernels/cross_entropy.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
+#include "kernels/fast_math.h"
 #include "kernels/linear.h"
 #include "kernels/norm.h"
 
@@ -144,9 +145,9 @@ TEST_P(KernelGrad, CausalAttention) {
   const int B = 2, Tn = 5, C = 6, H = 2;
   auto qkv = random_vector(rng, B * Tn * 3 * C, scale());
   auto w = random_vector(rng, B * Tn * C, 1.0);
-  std::vector<double> out(B * Tn * C), att(B * H * Tn * Tn), scratch(B * H * Tn * Tn);
+  std::vector<double> out(B * Tn * C), att(B * H * Tn * Tn), scratch(attention_scratch_size(B, Tn, C, H));
   auto loss = [&] {
-    attention_forward(out.data(), att.data(), qkv.data(), B, Tn, C, H);
+    attention_forward(out.data(), att.data(), scratch.data(), qkv.data(), B, Tn, C, H);
     return dot(w, out.data());
   };
   loss();
@@ -160,7 +161,8 @@ TEST_P(KernelGrad, AttentionIsCausal) {
   const int B = 1, Tn = 6, C = 4, H = 2;
   auto qkv = random_vector(rng, B * Tn * 3 * C, scale());
   std::vector<double> out(B * Tn * C), att(B * H * Tn * Tn), out2(B * Tn * C);
-  attention_forward(out.data(), att.data(), qkv.data(), B, Tn, C, H);
+  std::vector<double> scratch(attention_scratch_size(B, Tn, C, H));
+  attention_forward(out.data(), att.data(), scratch.data(), qkv.data(), B, Tn, C, H);
   for (int h = 0; h < H; ++h)
     for (int t = 0; t < Tn; ++t) {
       double row = 0;
@@ -175,7 +177,7 @@ TEST_P(KernelGrad, AttentionIsCausal) {
     }
   // Changing the last token must not change any earlier output.
   for (int c = 0; c < 3 * C; ++c) qkv[(Tn - 1) * 3 * C + c] += 1.0;
-  attention_forward(out2.data(), att.data(), qkv.data(), B, Tn, C, H);
+  attention_forward(out2.data(), att.data(), scratch.data(), qkv.data(), B, Tn, C, H);
   for (int i = 0; i < (Tn - 1) * C; ++i) EXPECT_EQ(out[i], out2[i]);
 }
 
@@ -261,3 +263,35 @@ INSTANTIATE_TEST_SUITE_P(Scales, KernelGrad, ::testing::Values(0.1, 1.0, 10.0),
                          [](const auto& info) {
                            return info.param < 1 ? std::string("scale_0_1") : "scale_" + std::to_string(static_cast<int>(info.param));
                          });
+
+TEST(FastMath, FloatExpAndErfApproximationsAreAccurate) {
+  double worst_exp = 0, worst_erf = 0;
+  for (double x = -87.0; x <= 88.0; x += 0.00731) {
+    const float xf = static_cast<float>(x);
+    worst_exp = std::max(worst_exp, std::abs(exp_approx(xf) - std::exp(double(xf))) / std::exp(double(xf)));
+  }
+  for (double x = -9.0; x <= 9.0; x += 0.000713) {
+    const float xf = static_cast<float>(x);
+    worst_erf = std::max(worst_erf, std::abs(erf_approx(xf) - std::erf(double(xf))));
+  }
+  EXPECT_LT(worst_exp, 2e-7);  // ~2 ulp
+  EXPECT_LT(worst_erf, 6e-7);  // A&S 7.1.26 (1.5e-7) plus float rounding
+  EXPECT_EQ(erf_approx(0.f), 0.f);
+  EXPECT_GE(exp_approx(-200.f), 0.f);
+  EXPECT_LT(exp_approx(-200.f), 1e-37f);
+}
+
+TEST(FastMath, FloatGeluMatchesDouble) {
+  std::vector<double> xd;
+  for (double x = -8; x <= 8; x += 0.01) xd.push_back(x);
+  std::vector<float> xf(xd.begin(), xd.end()), of(xd.size()), gf(xd.size(), 0.f), ones(xd.size(), 1.f);
+  std::vector<double> od(xd.size()), gd(xd.size(), 0.0), onesd(xd.size(), 1.0);
+  gelu_forward(of.data(), xf.data(), static_cast<long>(xf.size()));
+  gelu_forward(od.data(), xd.data(), static_cast<long>(xd.size()));
+  gelu_backward(gf.data(), ones.data(), xf.data(), static_cast<long>(xf.size()));
+  gelu_backward(gd.data(), onesd.data(), xd.data(), static_cast<long>(xd.size()));
+  for (size_t i = 0; i < xd.size(); ++i) {
+    EXPECT_NEAR(of[i], od[i], 1e-6 * std::max(1.0, std::abs(xd[i])));
+    EXPECT_NEAR(gf[i], gd[i], 2e-6);
+  }
+}

@@ -1,47 +1,116 @@
 #include "kernels/attention.h"
 
 #include <cmath>
-#include <limits>
+
+#include "kernels/fast_math.h"
 
 namespace blocklab::kernels {
 
+// Work is split over (batch, head) pairs: each writes only its own slices, and every sum below runs in
+// a fixed order, so the result does not depend on the thread count. Inner loops run over contiguous
+// memory (positions s, or the head dimension i) so that they vectorise.
+
+size_t attention_scratch_size(int B, int Tn, int C, int H) {
+  return static_cast<size_t>(B) * H * (static_cast<size_t>(Tn) * Tn + static_cast<size_t>(C / H) * Tn);
+}
+
+namespace {
+
+// One (batch, head): q, k, v point at the head's first column in row 0; rows are C3 apart.
+// kt (hs, T) scratch for K transposed; p (T, T) the probabilities; o (T, C) the head's output columns.
 template <typename T>
-void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int H) {
+BLOCKLAB_MULTIVERSION void attention_forward_head(T* o, T* p, T* kt, const T* q, const T* k, const T* v, int Tn,
+                                                  int hs, long C3, long C) {
+  for (int s = 0; s < Tn; ++s)
+    for (int i = 0; i < hs; ++i) kt[static_cast<long>(i) * Tn + s] = k[s * C3 + i];
+  const T scale = T(1) / std::sqrt(static_cast<T>(hs));
+  for (int t = 0; t < Tn; ++t) {
+    T* row = p + static_cast<long>(t) * Tn;
+    const int n = t + 1;  // causal window s = 0..t
+    // z[s] = scale * q_t . k_s
+    for (int s = 0; s < n; ++s) row[s] = 0;
+    for (int i = 0; i < hs; ++i) {
+      const T qi = q[t * C3 + i] * scale;
+      const T* kti = kt + static_cast<long>(i) * Tn;
+      for (int s = 0; s < n; ++s) row[s] += qi * kti[s];
+    }
+    T maxval = row[0];
+    for (int s = 1; s < n; ++s) maxval = row[s] > maxval ? row[s] : maxval;
+    T sum = 0;
+    for (int s = 0; s < n; ++s) {
+      row[s] = fast_exp(row[s] - maxval);
+      sum += row[s];
+    }
+    const T inv = T(1) / sum;
+    for (int s = 0; s < n; ++s) row[s] *= inv;
+    for (int s = n; s < Tn; ++s) row[s] = 0;
+    // o_t = sum_s p[t,s] v_s
+    T* ot = o + t * C;
+    for (int i = 0; i < hs; ++i) ot[i] = 0;
+    for (int s = 0; s < n; ++s) {
+      const T ps = row[s];
+      const T* vs = v + s * C3;
+      for (int i = 0; i < hs; ++i) ot[i] += ps * vs[i];
+    }
+  }
+}
+
+template <typename T>
+BLOCKLAB_MULTIVERSION void attention_backward_head(T* dq, T* dk, T* dv, T* dp, T* vt, const T* dout, const T* q,
+                                                   const T* k, const T* v, const T* p, int Tn, int hs, long C3,
+                                                   long C) {
+  for (int s = 0; s < Tn; ++s)
+    for (int i = 0; i < hs; ++i) vt[static_cast<long>(i) * Tn + s] = v[s * C3 + i];
+  const T scale = T(1) / std::sqrt(static_cast<T>(hs));
+  for (int t = 0; t < Tn; ++t) {
+    const T* prow = p + static_cast<long>(t) * Tn;
+    T* dprow = dp + static_cast<long>(t) * Tn;
+    const T* g = dout + t * C;
+    const int n = t + 1;
+    // forward: o_t = sum_s p[t,s] v_s  =>  dp[t,s] = g_t . v_s,  dv_s += p[t,s] g_t
+    for (int s = 0; s < n; ++s) dprow[s] = 0;
+    for (int i = 0; i < hs; ++i) {
+      const T gi = g[i];
+      const T* vti = vt + static_cast<long>(i) * Tn;
+      for (int s = 0; s < n; ++s) dprow[s] += gi * vti[s];
+    }
+    for (int s = 0; s < n; ++s) {
+      const T ps = prow[s];
+      T* dvs = dv + s * C3;
+      for (int i = 0; i < hs; ++i) dvs[i] += ps * g[i];
+    }
+    // forward: p = softmax(z)  =>  dz[s] = p[s] (dp[s] - sum_s' p[s'] dp[s'])
+    T inner = 0;
+    for (int s = 0; s < n; ++s) inner += prow[s] * dprow[s];
+    for (int s = 0; s < n; ++s) dprow[s] = prow[s] * (dprow[s] - inner) * scale;
+    // forward: z[t,s] = scale q_t . k_s  =>  dq_t += scale dz k_s,  dk_s += scale dz q_t
+    T* dqt = dq + t * C3;
+    const T* qt = q + t * C3;
+    for (int s = 0; s < n; ++s) {
+      const T dz = dprow[s];
+      const T* ks = k + s * C3;
+      T* dks = dk + s * C3;
+      for (int i = 0; i < hs; ++i) {
+        dqt[i] += dz * ks[i];
+        dks[i] += dz * qt[i];
+      }
+    }
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void attention_forward(T* out, T* att, T* scratch, const T* qkv, int B, int Tn, int C, int H) {
   const int hs = C / H;
   const long C3 = 3L * C;
-  const T scale = T(1) / std::sqrt(static_cast<T>(hs));
 #pragma omp parallel for collapse(2) schedule(static)
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < H; ++h) {
-      const T* base = qkv + static_cast<long>(b) * Tn * C3;
-      for (int t = 0; t < Tn; ++t) {
-        const T* q = base + t * C3 + h * hs;
-        T* p = att + ((static_cast<long>(b) * H + h) * Tn + t) * Tn;
-        // scores and their max over the causal window s <= t
-        T maxval = -std::numeric_limits<T>::infinity();
-        for (int s = 0; s <= t; ++s) {
-          const T* k = base + s * C3 + C + h * hs;
-          T dot = 0;
-          for (int i = 0; i < hs; ++i) dot += q[i] * k[i];
-          p[s] = dot * scale;
-          if (p[s] > maxval) maxval = p[s];
-        }
-        T sum = 0;
-        for (int s = 0; s <= t; ++s) {
-          p[s] = std::exp(p[s] - maxval);
-          sum += p[s];
-        }
-        const T inv = T(1) / sum;
-        for (int s = 0; s <= t; ++s) p[s] *= inv;
-        for (int s = t + 1; s < Tn; ++s) p[s] = 0;
-        // out_t = sum_s p[s] v_s
-        T* o = out + (static_cast<long>(b) * Tn + t) * C + h * hs;
-        for (int i = 0; i < hs; ++i) o[i] = 0;
-        for (int s = 0; s <= t; ++s) {
-          const T* v = base + s * C3 + 2 * C + h * hs;
-          for (int i = 0; i < hs; ++i) o[i] += p[s] * v[i];
-        }
-      }
+      const long bh = static_cast<long>(b) * H + h;
+      const T* base = qkv + static_cast<long>(b) * Tn * C3 + h * hs;
+      attention_forward_head(out + static_cast<long>(b) * Tn * C + h * hs, att + bh * Tn * Tn,
+                             scratch + bh * hs * Tn, base, base + C, base + 2 * C, Tn, hs, C3, C);
     }
 }
 
@@ -50,51 +119,22 @@ void attention_backward(T* dqkv, T* scratch, const T* dout, const T* qkv, const 
                         int H) {
   const int hs = C / H;
   const long C3 = 3L * C;
-  const T scale = T(1) / std::sqrt(static_cast<T>(hs));
-  // Each (b,h) writes only its own q/k/v columns of batch row b, so the loop is race-free and every
-  // sum below runs in a fixed order.
+  T* vt_all = scratch + static_cast<long>(B) * H * Tn * Tn;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < H; ++h) {
-      const T* base = qkv + static_cast<long>(b) * Tn * C3;
-      T* dbase = dqkv + static_cast<long>(b) * Tn * C3;
-      for (int t = 0; t < Tn; ++t) {
-        const long row = ((static_cast<long>(b) * H + h) * Tn + t) * Tn;
-        const T* p = att + row;
-        T* dp = scratch + row;
-        const T* g = dout + (static_cast<long>(b) * Tn + t) * C + h * hs;
-        // forward: out_t = sum_s p[t,s] v_s  =>  dp[t,s] = g_t . v_s,  dv_s += p[t,s] g_t
-        for (int s = 0; s <= t; ++s) {
-          const T* v = base + s * C3 + 2 * C + h * hs;
-          T* dv = dbase + s * C3 + 2 * C + h * hs;
-          T dot = 0;
-          for (int i = 0; i < hs; ++i) {
-            dot += g[i] * v[i];
-            dv[i] += p[s] * g[i];
-          }
-          dp[s] = dot;
-        }
-        // forward: p = softmax(z)  =>  dz[s] = p[s] * (dp[s] - sum_s' p[s'] dp[s'])
-        T inner = 0;
-        for (int s = 0; s <= t; ++s) inner += p[s] * dp[s];
-        // forward: z[t,s] = scale * q_t . k_s  =>  dq_t += scale dz k_s,  dk_s += scale dz q_t
-        const T* q = base + t * C3 + h * hs;
-        T* dq = dbase + t * C3 + h * hs;
-        for (int s = 0; s <= t; ++s) {
-          const T dz = p[s] * (dp[s] - inner) * scale;
-          const T* k = base + s * C3 + C + h * hs;
-          T* dk = dbase + s * C3 + C + h * hs;
-          for (int i = 0; i < hs; ++i) {
-            dq[i] += dz * k[i];
-            dk[i] += dz * q[i];
-          }
-        }
-      }
+      const long bh = static_cast<long>(b) * H + h;
+      const long offset = static_cast<long>(b) * Tn * C3 + h * hs;
+      const T* base = qkv + offset;
+      T* dbase = dqkv + offset;
+      attention_backward_head(dbase, dbase + C, dbase + 2 * C, scratch + bh * Tn * Tn, vt_all + bh * hs * Tn,
+                              dout + static_cast<long>(b) * Tn * C + h * hs, base, base + C, base + 2 * C,
+                              att + bh * Tn * Tn, Tn, hs, C3, C);
     }
 }
 
-template void attention_forward<float>(float*, float*, const float*, int, int, int, int);
-template void attention_forward<double>(double*, double*, const double*, int, int, int, int);
+template void attention_forward<float>(float*, float*, float*, const float*, int, int, int, int);
+template void attention_forward<double>(double*, double*, double*, const double*, int, int, int, int);
 template void attention_backward<float>(float*, float*, const float*, const float*, const float*, int, int, int,
                                         int);
 template void attention_backward<double>(double*, double*, const double*, const double*, const double*, int, int,

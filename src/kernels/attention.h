@@ -2,14 +2,19 @@
 // Causal multi-head self-attention core (the part between the qkv projection and the output projection).
 // qkv (B,T,3C): per token [q | k | v], each C wide; head h owns columns h*hs .. (h+1)*hs of q, k and v,
 // hs = C/H. Position t attends to positions 0..t with softmax(q.k / sqrt(hs)).
+#include <cstddef>
+
 namespace blocklab::kernels {
 
-// -> out (B,T,C) (heads concatenated in order), att (B,H,T,T) softmax probabilities (zero above the
-// diagonal), both overwritten.
-template <typename T>
-void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int H);
+// Elements of the scratch buffer that attention_forward/backward need: (B,H) x (T*T + hs*T).
+size_t attention_scratch_size(int B, int Tn, int C, int H);
 
-// Accumulates (+=) dqkv (B,T,3C) from dout (B,T,C). scratch (B,H,T,T) is overwritten.
+// -> out (B,T,C) (heads concatenated in order), att (B,H,T,T) softmax probabilities (zero above the
+// diagonal), both overwritten. scratch: attention_scratch_size elements, overwritten.
+template <typename T>
+void attention_forward(T* out, T* att, T* scratch, const T* qkv, int B, int Tn, int C, int H);
+
+// Accumulates (+=) dqkv (B,T,3C) from dout (B,T,C). scratch: attention_scratch_size elements, overwritten.
 template <typename T>
 void attention_backward(T* dqkv, T* scratch, const T* dout, const T* qkv, const T* att, int B, int Tn, int C,
                         int H);

@@ -1,28 +1,47 @@
 #include "kernels/elementwise.h"
 
+#include <algorithm>
 #include <cmath>
+
+#include "kernels/fast_math.h"
 
 namespace blocklab::kernels {
 
+namespace {
+constexpr long kChunk = 4096;  // elements per parallel work item
+
+// out = 0.5 x (1 + erf(x / sqrt 2))
+template <typename T>
+BLOCKLAB_MULTIVERSION void gelu_forward_chunk(T* out, const T* inp, long n) {
+  const T inv_sqrt2 = T(0.70710678118654752440);
+  for (long i = 0; i < n; ++i) out[i] = T(0.5) * inp[i] * (T(1) + fast_erf(inp[i] * inv_sqrt2));
+}
+
+// d/dx [x Phi(x)] = Phi(x) + x phi(x),  phi(x) = exp(-x^2/2) / sqrt(2 pi)
+template <typename T>
+BLOCKLAB_MULTIVERSION void gelu_backward_chunk(T* dinp, const T* dout, const T* inp, long n) {
+  const T inv_sqrt2 = T(0.70710678118654752440);
+  const T inv_sqrt_2pi = T(0.39894228040143267794);
+  for (long i = 0; i < n; ++i) {
+    const T x = inp[i];
+    const T cdf = T(0.5) * (T(1) + fast_erf(x * inv_sqrt2));
+    const T pdf = inv_sqrt_2pi * fast_exp(T(-0.5) * x * x);
+    dinp[i] += dout[i] * (cdf + x * pdf);
+  }
+}
+}  // namespace
+
 template <typename T>
 void gelu_forward(T* out, const T* inp, long N) {
-  const T inv_sqrt2 = T(0.70710678118654752440);
 #pragma omp parallel for schedule(static)
-  for (long i = 0; i < N; ++i) out[i] = T(0.5) * inp[i] * (T(1) + std::erf(inp[i] * inv_sqrt2));
+  for (long c = 0; c < N; c += kChunk) gelu_forward_chunk(out + c, inp + c, std::min(kChunk, N - c));
 }
 
 template <typename T>
 void gelu_backward(T* dinp, const T* dout, const T* inp, long N) {
-  // d/dx [x Phi(x)] = Phi(x) + x phi(x),  phi(x) = exp(-x^2/2) / sqrt(2 pi)
-  const T inv_sqrt2 = T(0.70710678118654752440);
-  const T inv_sqrt_2pi = T(0.39894228040143267794);
 #pragma omp parallel for schedule(static)
-  for (long i = 0; i < N; ++i) {
-    const T x = inp[i];
-    const T cdf = T(0.5) * (T(1) + std::erf(x * inv_sqrt2));
-    const T pdf = inv_sqrt_2pi * std::exp(T(-0.5) * x * x);
-    dinp[i] += dout[i] * (cdf + x * pdf);
-  }
+  for (long c = 0; c < N; c += kChunk)
+    gelu_backward_chunk(dinp + c, dout + c, inp + c, std::min(kChunk, N - c));
 }
 
 template <typename T>

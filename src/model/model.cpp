@@ -76,7 +76,8 @@ Model<T>::Model(const ModelConfig& config, int batch, int seq_len)
   auto carve_scratch = [&](T* base) {
     ArenaCarver<T> a(base);
     d_stream_ = a.take(N * C), d_tmp_a_ = a.take(N * C), d_tmp_b_ = a.take(N * C);
-    d_qkv_ = a.take(3 * N * C), d_att_ = a.take(att), d_atty_ = a.take(N * C);
+    d_qkv_ = a.take(3 * N * C), d_atty_ = a.take(N * C);
+    attn_scratch_ = a.take(static_cast<long>(attention_scratch_size(B_, T_, C, config_.heads)));
     d_hidden_a_ = a.take(N * hidden), d_hidden_b_ = a.take(N * hidden), d_logits_ = a.take(N * V);
     return a.used();
   };
@@ -175,7 +176,7 @@ void Model<T>::run_blocks() {
       // u = h + Attn(LN1(h))
       norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, h, w.norm1_weight, w.norm1_bias, N);
       linear_forward(a.qkv, a.ln1, w.qkv_weight, w.qkv_bias, N, C, 3 * C);
-      attention_forward(a.atty, a.att, a.qkv, B_, T_, C, H);
+      attention_forward(a.atty, a.att, attn_scratch_, a.qkv, B_, T_, C, H);
       linear_forward(a.attn_out, a.atty, w.proj_weight, w.proj_bias, N, C, C);
       residual_forward(a.resid1, h, a.attn_out, NC);
       // h' = u + MLP(LN2(u))
@@ -188,7 +189,7 @@ void Model<T>::run_blocks() {
     } else {
       // u = LN1(h + Attn(h))
       linear_forward(a.qkv, h, w.qkv_weight, w.qkv_bias, N, C, 3 * C);
-      attention_forward(a.atty, a.att, a.qkv, B_, T_, C, H);
+      attention_forward(a.atty, a.att, attn_scratch_, a.qkv, B_, T_, C, H);
       linear_forward(a.attn_out, a.atty, w.proj_weight, w.proj_bias, N, C, C);
       residual_forward(a.resid1, h, a.attn_out, NC);
       norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.resid1, w.norm1_weight, w.norm1_bias, N);
@@ -241,7 +242,6 @@ void Model<T>::backward() {
   BLOCKLAB_CHECK(targets_ != nullptr, "backward() needs a preceding forward() with targets");
   const int N = B_ * T_, C = config_.width, H = config_.heads, V = config_.vocab, hidden = config_.mlp_hidden();
   const long NC = static_cast<long>(N) * C, NH = static_cast<long>(N) * hidden;
-  const long att = static_cast<long>(B_) * H * T_ * T_;
   const bool pre = config_.norm_placement == NormPlacement::Pre;
   std::fill(grads_.begin(), grads_.end(), T(0));
 
@@ -281,7 +281,7 @@ void Model<T>::backward() {
       zero(d_atty_, NC);
       linear_backward(d_atty_, g.proj_weight, g.proj_bias, d_stream_, a.atty, w.proj_weight, N, C, C);
       zero(d_qkv_, 3 * NC);
-      attention_backward(d_qkv_, d_att_, d_atty_, a.qkv, a.att, B_, T_, C, H);
+      attention_backward(d_qkv_, attn_scratch_, d_atty_, a.qkv, a.att, B_, T_, C, H);
       zero(d_tmp_a_, NC);
       linear_backward(d_tmp_a_, g.qkv_weight, g.qkv_bias, d_qkv_, a.ln1, w.qkv_weight, N, C, 3 * C);
       // ln1 = LN1(h): d_h += LN1 backward
@@ -306,12 +306,11 @@ void Model<T>::backward() {
       zero(d_atty_, NC);
       linear_backward(d_atty_, g.proj_weight, g.proj_bias, d_stream_, a.atty, w.proj_weight, N, C, C);
       zero(d_qkv_, 3 * NC);
-      attention_backward(d_qkv_, d_att_, d_atty_, a.qkv, a.att, B_, T_, C, H);
+      attention_backward(d_qkv_, attn_scratch_, d_atty_, a.qkv, a.att, B_, T_, C, H);
       // qkv = Linear(h): d_h += its backward
       linear_backward(d_stream_, g.qkv_weight, g.qkv_bias, d_qkv_, h_in, w.qkv_weight, N, C, 3 * C);
     }
   }
-  (void)att;
   // x = tok_emb[inputs] + pos_emb[t]
   token_embedding_backward(g_.tok_emb, d_stream_, inputs_, N, C);
   position_embedding_backward(g_.pos_emb, d_stream_, B_, T_, C);

@@ -1,0 +1,70 @@
+#pragma once
+// Branch-free float approximations of exp and erf, written as plain arithmetic so that loops calling
+// them vectorise (libm's expf/erff are scalar calls). The double versions are the exact libm
+// functions: double precision is what the gradient checks run in.
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+namespace blocklab::kernels {
+
+// exp(x) for x <= ~88; relative error ~2 ulp. Inputs below -87.3 return ~0 (2^-126 scale).
+inline float exp_approx(float x) {
+  x = x < -87.3f ? -87.3f : x;
+  x = x > 88.0f ? 88.0f : x;
+  // n = round(x / ln 2) by the 1.5 * 2^23 trick (no rounding-mode dependence, vectorises)
+  const float shifter = 12582912.0f;
+  const float n = (x * 1.44269504088896341f + shifter) - shifter;
+  // r = x - n ln 2 in two parts (Cody-Waite)
+  float r = x - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  // Cephes expf polynomial on |r| <= ln2/2
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  return p * std::bit_cast<float>(bits);
+}
+
+// erf(x) by Abramowitz & Stegun 7.1.26: |error| <= 1.5e-7.
+inline float erf_approx(float x) {
+  const float ax = std::fabs(x);
+  const float t = 1.0f / (1.0f + 0.3275911f * ax);
+  float y = 1.061405429f;
+  y = y * t - 1.453152027f;
+  y = y * t + 1.421413741f;
+  y = y * t - 0.284496736f;
+  y = y * t + 0.254829592f;
+  y = 1.0f - y * t * exp_approx(-ax * ax);
+  return std::copysign(y, x);
+}
+
+template <typename T>
+inline T fast_exp(T x) {
+  if constexpr (std::is_same_v<T, float>)
+    return exp_approx(x);
+  else
+    return std::exp(x);
+}
+
+template <typename T>
+inline T fast_erf(T x) {
+  if constexpr (std::is_same_v<T, float>)
+    return erf_approx(x);
+  else
+    return std::erf(x);
+}
+
+}  // namespace blocklab::kernels
+
+// Hot loops are compiled for AVX-512, AVX2 and baseline x86-64; the loader picks one per CPU.
+#if defined(__x86_64__) && !defined(__clang__)
+#define BLOCKLAB_MULTIVERSION __attribute__((target_clones("avx512f", "arch=haswell", "default")))
+#else
+#define BLOCKLAB_MULTIVERSION
+#endif

@@ -1,0 +1,99 @@
+// blocklab's own sgemm against a double-precision reference, for every transpose combination, edge
+// sizes that exercise partial register tiles and K-chunks, and thread-count independence.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernels/sgemm.h"
+#include "tensor/threading.h"
+#include "util/rng.h"
+
+using namespace blocklab;
+using namespace blocklab::kernels;
+
+namespace {
+struct Case {
+  int M, N, K;
+};
+
+std::vector<float> random_floats(Rng& rng, size_t n) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = static_cast<float>(rng.normal());
+  return v;
+}
+
+// C = op(A) op(B) + beta C in double; scale[i,j] = sum_k |a b| + |beta c|, the size rounding errors scale with.
+void reference(bool ta, bool tb, int M, int N, int K, const std::vector<float>& A, int lda, const std::vector<float>& B,
+               int ldb, float beta, std::vector<double>& C, std::vector<double>& scale, int ldc) {
+  scale.assign(C.size(), 0.0);
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      double s = 0, s_abs = 0;
+      for (int k = 0; k < K; ++k) {
+        const double a = ta ? A[static_cast<size_t>(k) * lda + i] : A[static_cast<size_t>(i) * lda + k];
+        const double b = tb ? B[static_cast<size_t>(j) * ldb + k] : B[static_cast<size_t>(k) * ldb + j];
+        s += a * b;
+        s_abs += std::abs(a * b);
+      }
+      const size_t at = static_cast<size_t>(i) * ldc + j;
+      scale[at] = s_abs + std::abs(beta * C[at]);
+      C[at] = s + beta * C[at];
+    }
+}
+}  // namespace
+
+class Sgemm : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Sgemm, MatchesDoubleReferenceForAllTransposes) {
+  if (sgemm_isa() == SgemmIsa::None) GTEST_SKIP() << "no AVX2/AVX-512 on this CPU: BLAS is used instead";
+  const auto [M, N, K] = GetParam();
+  Rng rng(M * 131 + N * 7 + K);
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb)
+      for (float beta : {0.f, 1.f}) {
+        const int lda = ta ? M + 3 : K + 1, ldb = tb ? K + 2 : N + 5, ldc = N + 4;  // padded leading dims
+        const auto A = random_floats(rng, static_cast<size_t>(ta ? K : M) * lda);
+        const auto B = random_floats(rng, static_cast<size_t>(tb ? N : K) * ldb);
+        auto C = random_floats(rng, static_cast<size_t>(M) * ldc);
+        std::vector<double> expected(C.begin(), C.end()), scale;
+        reference(ta, tb, M, N, K, A, lda, B, ldb, beta, expected, scale, ldc);
+        ASSERT_TRUE(sgemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, beta, C.data(), ldc));
+        double worst = 0;
+        for (int i = 0; i < M; ++i)
+          for (int j = 0; j < N; ++j) {
+            const size_t at = static_cast<size_t>(i) * ldc + j;
+            // float rounding stays far below this; a dropped or doubled term would be ~1/K of the scale
+            worst = std::max(worst, std::abs(C[at] - expected[at]) / scale[at]);
+          }
+        EXPECT_LT(worst, 1e-5) << "ta " << ta << " tb " << tb << " beta " << beta;
+        // padding columns between N and ldc are untouched
+        for (int i = 0; i < M; ++i)
+          for (int j = N; j < ldc; ++j) {
+            const size_t at = static_cast<size_t>(i) * ldc + j;
+            EXPECT_EQ(static_cast<double>(C[at]), expected[at]);
+          }
+      }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Sgemm,
+                         ::testing::Values(Case{1, 1, 1}, Case{12, 32, 8}, Case{13, 33, 17}, Case{5, 7, 300},
+                                           Case{100, 70, 257}, Case{197, 129, 128}, Case{64, 384, 520}),
+                         [](const auto& info) {
+                           return std::to_string(info.param.M) + "x" + std::to_string(info.param.N) + "x" +
+                                  std::to_string(info.param.K);
+                         });
+
+TEST(SgemmThreads, ResultIsIndependentOfThreadCount) {
+  if (sgemm_isa() == SgemmIsa::None) GTEST_SKIP();
+  Rng rng(3);
+  const int M = 300, N = 200, K = 600;
+  const auto A = random_floats(rng, static_cast<size_t>(K) * M);
+  const auto B = random_floats(rng, static_cast<size_t>(K) * N);
+  std::vector<float> one(static_cast<size_t>(M) * N), two(one.size());
+  set_num_threads(1);
+  sgemm(true, false, M, N, K, A.data(), M, B.data(), N, 0.f, one.data(), N);
+  set_num_threads(2);
+  sgemm(true, false, M, N, K, A.data(), M, B.data(), N, 0.f, two.data(), N);
+  set_num_threads(0);
+  EXPECT_EQ(one, two);
+}
