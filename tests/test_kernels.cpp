@@ -141,9 +141,9 @@ TEST_P(KernelGrad, RMSNorm) {
   expect_gradient_matches("dweight", weight, dweight, loss, 1e-6);
 }
 
-TEST_P(KernelGrad, CausalAttention) {
-  const int B = 2, Tn = 5, C = 6, H = 2;
-  auto qkv = random_vector(rng, B * Tn * 3 * C, scale());
+// Head size 3 takes the generic path, 32 the register-tiled one (T = 19 crosses a 16-lane block).
+void check_attention_gradient(Rng& rng, double scale, double step, int B, int Tn, int C, int H) {
+  auto qkv = random_vector(rng, B * Tn * 3 * C, scale);
   auto w = random_vector(rng, B * Tn * C, 1.0);
   std::vector<double> out(B * Tn * C), att(B * H * Tn * Tn), scratch(attention_scratch_size(B, Tn, C, H));
   auto loss = [&] {
@@ -153,8 +153,24 @@ TEST_P(KernelGrad, CausalAttention) {
   loss();
   std::vector<double> dqkv(qkv.size(), 0);
   attention_backward(dqkv.data(), scratch.data(), w.data(), qkv.data(), att.data(), B, Tn, C, H);
-  // Softmax saturates at scale 10, so the relative check needs a slightly larger step there.
-  expect_gradient_matches("dqkv", qkv, dqkv, loss, step(), 1e-5);
+  // Softmax saturates at scale 10, so the relative check is a little looser.
+  expect_gradient_matches("dqkv", qkv, dqkv, loss, step, 1e-5);
+}
+
+TEST_P(KernelGrad, CausalAttention) { check_attention_gradient(rng, scale(), step(), 2, 5, 6, 2); }
+TEST_P(KernelGrad, CausalAttentionTiled) { check_attention_gradient(rng, scale() / 4, step() / 4, 2, 19, 64, 2); }
+
+TEST(Attention, FloatTiledPathMatchesDouble) {
+  // head size 16: the register-tiled path, in float (fast exp) against double (libm exp)
+  Rng rng(5);
+  const int B = 2, Tn = 33, C = 32, H = 2;
+  auto qkv = random_vector(rng, B * Tn * 3 * C, 1.0);
+  std::vector<float> qkvf(qkv.begin(), qkv.end()), outf(B * Tn * C), attf(B * H * Tn * Tn),
+      scratchf(attention_scratch_size(B, Tn, C, H));
+  std::vector<double> out(B * Tn * C), att(B * H * Tn * Tn), scratch(attention_scratch_size(B, Tn, C, H));
+  attention_forward(out.data(), att.data(), scratch.data(), qkv.data(), B, Tn, C, H);
+  attention_forward(outf.data(), attf.data(), scratchf.data(), qkvf.data(), B, Tn, C, H);
+  for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(outf[i], out[i], 2e-5 * std::max(1.0, std::abs(out[i])));
 }
 
 TEST_P(KernelGrad, AttentionIsCausal) {

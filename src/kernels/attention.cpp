@@ -10,9 +10,123 @@ namespace blocklab::kernels {
 // a fixed order, so the result does not depend on the thread count. Inner loops run over contiguous
 // memory (positions s, or the head dimension i) so that they vectorise.
 
-size_t attention_scratch_size(int B, int Tn, int C, int H) {
-  return static_cast<size_t>(B) * H * (static_cast<size_t>(Tn) * Tn + static_cast<size_t>(C / H) * Tn);
+namespace {
+constexpr int kLanes = 16;  // one AVX-512 register of floats; register tiles below are kLanes wide
+int padded(int n) { return (n + kLanes - 1) / kLanes * kLanes; }
+// Per (batch, head): a (T, T) matrix, a (hs, Tp) transposed K or V, and a (Tp) row, Tp = T rounded up.
+size_t head_scratch(int Tn, int hs) {
+  return static_cast<size_t>(Tn) * Tn + static_cast<size_t>(hs) * padded(Tn) + padded(Tn);
 }
+}  // namespace
+
+size_t attention_scratch_size(int B, int Tn, int C, int H) {
+  return static_cast<size_t>(B) * H * head_scratch(Tn, C / H);
+}
+
+namespace {
+
+// Register-tiled paths for head sizes that are a multiple of kLanes (the common case). Every sum keeps
+// a kLanes-wide accumulator in registers across its whole reduction; a fixed-size inner loop over
+// lanes is what the compiler turns into one vector instruction.
+
+// xt (hs, Tp) = x^T for the T rows of one head (x rows C3 apart); padding columns zeroed.
+template <typename T>
+void transpose_head(T* xt, const T* x, int Tn, int Tp, int hs, long C3) {
+  for (int i = 0; i < hs; ++i) {
+    T* dst = xt + static_cast<long>(i) * Tp;
+    for (int s = 0; s < Tn; ++s) dst[s] = x[s * C3 + i];
+    for (int s = Tn; s < Tp; ++s) dst[s] = 0;
+  }
+}
+
+// row[0:n] = sum_i a[i] * xt[i][0:n]  (a: hs values), in kLanes blocks
+template <typename T>
+inline void row_times_transposed(T* row, const T* a, const T* xt, int n, int Tp, int hs, T scale) {
+  for (int sb = 0; sb < n; sb += kLanes) {
+    T acc[kLanes] = {};
+    for (int i = 0; i < hs; ++i) {
+      const T ai = a[i] * scale;
+      const T* x = xt + static_cast<long>(i) * Tp + sb;
+      for (int l = 0; l < kLanes; ++l) acc[l] += ai * x[l];
+    }
+    for (int l = 0; l < kLanes; ++l) row[sb + l] = acc[l];
+  }
+}
+
+// out[0:hs] (+)= sum_{s<n} w[s * w_stride] * x_s[0:hs], x rows C3 apart, in kLanes blocks
+template <typename T>
+inline void weighted_rows(T* out, const T* w, long w_stride, const T* x, int n, int hs, long C3, bool accumulate) {
+  for (int ib = 0; ib < hs; ib += kLanes) {
+    T acc[kLanes] = {};
+    for (int s = 0; s < n; ++s) {
+      const T ws = w[s * w_stride];
+      const T* xs = x + s * C3 + ib;
+      for (int l = 0; l < kLanes; ++l) acc[l] += ws * xs[l];
+    }
+    for (int l = 0; l < kLanes; ++l) out[ib + l] = accumulate ? out[ib + l] + acc[l] : acc[l];
+  }
+}
+
+template <typename T>
+BLOCKLAB_MULTIVERSION void attention_forward_head_tiled(T* o, T* p, T* scratch, const T* q, const T* k, const T* v,
+                                                        int Tn, int hs, long C3, long C) {
+  const int Tp = padded(Tn);
+  T* kt = scratch + static_cast<long>(Tn) * Tn;
+  T* z = kt + static_cast<long>(hs) * Tp;
+  transpose_head(kt, k, Tn, Tp, hs, C3);
+  const T scale = T(1) / std::sqrt(static_cast<T>(hs));
+  for (int t = 0; t < Tn; ++t) {
+    T* row = p + static_cast<long>(t) * Tn;
+    const int n = t + 1;  // causal window s = 0..t
+    row_times_transposed(z, q + t * C3, kt, n, Tp, hs, scale);  // z[s] = scale q_t . k_s
+    T maxval = z[0];
+    for (int s = 1; s < n; ++s) maxval = z[s] > maxval ? z[s] : maxval;
+    T sum = 0;
+    for (int s = 0; s < n; ++s) {
+      row[s] = fast_exp(z[s] - maxval);
+      sum += row[s];
+    }
+    const T inv = T(1) / sum;
+    for (int s = 0; s < n; ++s) row[s] *= inv;
+    for (int s = n; s < Tn; ++s) row[s] = 0;
+    weighted_rows(o + t * C, row, 1, v, n, hs, C3, false);  // o_t = sum_s p[t,s] v_s
+  }
+}
+
+template <typename T>
+BLOCKLAB_MULTIVERSION void attention_backward_head_tiled(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T* q,
+                                                         const T* k, const T* v, const T* p, int Tn, int hs, long C3,
+                                                         long C) {
+  const int Tp = padded(Tn);
+  T* dz = scratch;  // (T, T)
+  T* vt = scratch + static_cast<long>(Tn) * Tn;
+  T* dp = vt + static_cast<long>(hs) * Tp;
+  transpose_head(vt, v, Tn, Tp, hs, C3);
+  const T scale = T(1) / std::sqrt(static_cast<T>(hs));
+  // Pass 1, per query row t:
+  //   forward o_t = sum_s p[t,s] v_s   =>  dp[t,s] = g_t . v_s
+  //   forward p = softmax(z)           =>  dz[t,s] = p[t,s] (dp[t,s] - sum_s' p[t,s'] dp[t,s'])
+  //   forward z = scale q_t . k_s      =>  dq_t += scale sum_s dz[t,s] k_s
+  for (int t = 0; t < Tn; ++t) {
+    const T* prow = p + static_cast<long>(t) * Tn;
+    T* dzrow = dz + static_cast<long>(t) * Tn;
+    const int n = t + 1;
+    row_times_transposed(dp, dout + t * C, vt, n, Tp, hs, T(1));
+    T inner = 0;
+    for (int s = 0; s < n; ++s) inner += prow[s] * dp[s];
+    for (int s = 0; s < n; ++s) dzrow[s] = prow[s] * (dp[s] - inner) * scale;
+    weighted_rows(dq + t * C3, dzrow, 1, k, n, hs, C3, true);
+  }
+  // Pass 2, per key row s (over the queries t >= s that see it):
+  //   dv_s += sum_t p[t,s] g_t,   dk_s += scale sum_t dz[t,s] q_t
+  for (int s = 0; s < Tn; ++s) {
+    const long first = static_cast<long>(s) * Tn + s;  // element (t = s, s)
+    weighted_rows(dv + s * C3, p + first, Tn, dout + s * C, Tn - s, hs, C, true);
+    weighted_rows(dk + s * C3, dz + first, Tn, q + s * C3, Tn - s, hs, C3, true);
+  }
+}
+
+}  // namespace
 
 namespace {
 
@@ -109,8 +223,12 @@ void attention_forward(T* out, T* att, T* scratch, const T* qkv, int B, int Tn, 
     for (int h = 0; h < H; ++h) {
       const long bh = static_cast<long>(b) * H + h;
       const T* base = qkv + static_cast<long>(b) * Tn * C3 + h * hs;
-      attention_forward_head(out + static_cast<long>(b) * Tn * C + h * hs, att + bh * Tn * Tn,
-                             scratch + bh * hs * Tn, base, base + C, base + 2 * C, Tn, hs, C3, C);
+      T* head_scratch_ptr = scratch + bh * static_cast<long>(head_scratch(Tn, hs));
+      T* o = out + static_cast<long>(b) * Tn * C + h * hs;
+      if (hs % kLanes == 0)
+        attention_forward_head_tiled(o, att + bh * Tn * Tn, head_scratch_ptr, base, base + C, base + 2 * C, Tn, hs, C3, C);
+      else
+        attention_forward_head(o, att + bh * Tn * Tn, head_scratch_ptr, base, base + C, base + 2 * C, Tn, hs, C3, C);
     }
 }
 
@@ -119,7 +237,6 @@ void attention_backward(T* dqkv, T* scratch, const T* dout, const T* qkv, const 
                         int H) {
   const int hs = C / H;
   const long C3 = 3L * C;
-  T* vt_all = scratch + static_cast<long>(B) * H * Tn * Tn;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < H; ++h) {
@@ -127,9 +244,14 @@ void attention_backward(T* dqkv, T* scratch, const T* dout, const T* qkv, const 
       const long offset = static_cast<long>(b) * Tn * C3 + h * hs;
       const T* base = qkv + offset;
       T* dbase = dqkv + offset;
-      attention_backward_head(dbase, dbase + C, dbase + 2 * C, scratch + bh * Tn * Tn, vt_all + bh * hs * Tn,
-                              dout + static_cast<long>(b) * Tn * C + h * hs, base, base + C, base + 2 * C,
-                              att + bh * Tn * Tn, Tn, hs, C3, C);
+      T* hsc = scratch + bh * static_cast<long>(head_scratch(Tn, hs));
+      const T* g = dout + static_cast<long>(b) * Tn * C + h * hs;
+      if (hs % kLanes == 0)
+        attention_backward_head_tiled(dbase, dbase + C, dbase + 2 * C, hsc, g, base, base + C, base + 2 * C,
+                                      att + bh * Tn * Tn, Tn, hs, C3, C);
+      else
+        attention_backward_head(dbase, dbase + C, dbase + 2 * C, hsc, hsc + static_cast<long>(Tn) * Tn, g, base,
+                                base + C, base + 2 * C, att + bh * Tn * Tn, Tn, hs, C3, C);
     }
 }
 
