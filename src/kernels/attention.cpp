@@ -4,6 +4,8 @@
 
 #include "kernels/fast_math.h"
 
+#include "util/profiler.h"
+
 namespace blocklab::kernels {
 
 // Work is split over (batch, head) pairs: each writes only its own slices, and every sum below runs in
@@ -216,6 +218,7 @@ BLOCKLAB_MULTIVERSION void attention_backward_head(T* dq, T* dk, T* dv, T* dp, T
 
 template <typename T>
 void attention_forward(T* out, T* att, T* scratch, const T* qkv, int B, int Tn, int C, int H) {
+  BLOCKLAB_PROFILE("attention_forward");
   const int hs = C / H;
   const long C3 = 3L * C;
 #pragma omp parallel for collapse(2) schedule(static)
@@ -235,6 +238,7 @@ void attention_forward(T* out, T* att, T* scratch, const T* qkv, int B, int Tn, 
 template <typename T>
 void attention_backward(T* dqkv, T* scratch, const T* dout, const T* qkv, const T* att, int B, int Tn, int C,
                         int H) {
+  BLOCKLAB_PROFILE("attention_backward");
   const int hs = C / H;
   const long C3 = 3L * C;
 #pragma omp parallel for collapse(2) schedule(static)

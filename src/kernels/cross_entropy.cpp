@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "util/profiler.h"
+
 namespace blocklab::kernels {
 
 namespace {
@@ -15,6 +17,7 @@ int count_selected(const uint8_t* mask, int N) {
 template <typename T>
 T cross_entropy_forward(T* probs, T* losses, const T* logits, const int32_t* targets, const uint8_t* mask,
                         int N, int V) {
+  BLOCKLAB_PROFILE("cross_entropy_forward");
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
     const T* z = logits + static_cast<long>(n) * V;
@@ -38,6 +41,7 @@ T cross_entropy_forward(T* probs, T* losses, const T* logits, const int32_t* tar
 template <typename T>
 void cross_entropy_backward(T* dlogits, const T* probs, const int32_t* targets, const uint8_t* mask, int N,
                             int V) {
+  BLOCKLAB_PROFILE("cross_entropy_backward");
   // forward: loss = (1/count) sum_selected -log p[n, y_n]  =>  dz[n] = (p[n] - onehot(y_n)) / count
   const T inv_count = T(1) / count_selected(mask, N);
 #pragma omp parallel for schedule(static)

@@ -5,6 +5,8 @@
 
 #include "kernels/fast_math.h"
 
+#include "util/profiler.h"
+
 namespace blocklab::kernels {
 
 namespace {
@@ -33,12 +35,14 @@ BLOCKLAB_MULTIVERSION void gelu_backward_chunk(T* dinp, const T* dout, const T* 
 
 template <typename T>
 void gelu_forward(T* out, const T* inp, long N) {
+  BLOCKLAB_PROFILE("gelu_forward");
 #pragma omp parallel for schedule(static)
   for (long c = 0; c < N; c += kChunk) gelu_forward_chunk(out + c, inp + c, std::min(kChunk, N - c));
 }
 
 template <typename T>
 void gelu_backward(T* dinp, const T* dout, const T* inp, long N) {
+  BLOCKLAB_PROFILE("gelu_backward");
 #pragma omp parallel for schedule(static)
   for (long c = 0; c < N; c += kChunk)
     gelu_backward_chunk(dinp + c, dout + c, inp + c, std::min(kChunk, N - c));
@@ -46,12 +50,14 @@ void gelu_backward(T* dinp, const T* dout, const T* inp, long N) {
 
 template <typename T>
 void residual_forward(T* out, const T* a, const T* b, long N) {
+  BLOCKLAB_PROFILE("residual_forward");
 #pragma omp parallel for schedule(static)
   for (long i = 0; i < N; ++i) out[i] = a[i] + b[i];
 }
 
 template <typename T>
 void residual_backward(T* da, T* db, const T* dout, long N) {
+  BLOCKLAB_PROFILE("residual_backward");
 #pragma omp parallel for schedule(static)
   for (long i = 0; i < N; ++i) {
     if (da != nullptr) da[i] += dout[i];

@@ -1,9 +1,12 @@
 #include "kernels/embedding.h"
 
+#include "util/profiler.h"
+
 namespace blocklab::kernels {
 
 template <typename T>
 void token_embedding_forward(T* out, const int32_t* tokens, const T* table, int N, int C) {
+  BLOCKLAB_PROFILE("token_embedding_forward");
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
     const T* src = table + static_cast<long>(tokens[n]) * C;
@@ -14,6 +17,7 @@ void token_embedding_forward(T* out, const int32_t* tokens, const T* table, int 
 
 template <typename T>
 void token_embedding_backward(T* dtable, const T* dout, const int32_t* tokens, int N, int C) {
+  BLOCKLAB_PROFILE("token_embedding_backward");
   // forward: out[n] = table[tokens[n]]. Several rows may hit the same token, so rows are added in order.
   for (int n = 0; n < N; ++n) {
     T* dst = dtable + static_cast<long>(tokens[n]) * C;
@@ -24,6 +28,7 @@ void token_embedding_backward(T* dtable, const T* dout, const int32_t* tokens, i
 
 template <typename T>
 void position_embedding_forward(T* out, const T* table, int B, int Tn, int C) {
+  BLOCKLAB_PROFILE("position_embedding_forward");
 #pragma omp parallel for collapse(2) schedule(static)
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < Tn; ++t) {
@@ -35,6 +40,7 @@ void position_embedding_forward(T* out, const T* table, int B, int Tn, int C) {
 
 template <typename T>
 void position_embedding_backward(T* dtable, const T* dout, int B, int Tn, int C) {
+  BLOCKLAB_PROFILE("position_embedding_backward");
   // forward: out[b,t] += table[t]; positions are independent, the batch sum runs in order.
 #pragma omp parallel for schedule(static)
   for (int t = 0; t < Tn; ++t) {

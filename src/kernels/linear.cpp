@@ -2,10 +2,13 @@
 
 #include "kernels/gemm.h"
 
+#include "util/profiler.h"
+
 namespace blocklab::kernels {
 
 template <typename T>
 void linear_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC) {
+  BLOCKLAB_PROFILE("linear_forward");
   // out (N,OC) = inp (N,C) @ weight^T (C,OC)
   gemm<T>(false, true, N, OC, C, T(1), inp, C, weight, C, T(0), out, OC);
   if (bias != nullptr) {
@@ -20,6 +23,7 @@ void linear_forward(T* out, const T* inp, const T* weight, const T* bias, int N,
 template <typename T>
 void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, int N,
                      int C, int OC) {
+  BLOCKLAB_PROFILE("linear_backward");
   // forward: out = inp @ weight^T + bias
   // dinp (N,C) += dout (N,OC) @ weight (OC,C)
   if (dinp != nullptr) gemm<T>(false, false, N, C, OC, T(1), dout, OC, weight, C, T(1), dinp, C);

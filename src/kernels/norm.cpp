@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "util/profiler.h"
+
 namespace blocklab::kernels {
 
 namespace {
@@ -36,6 +38,7 @@ void accumulate_affine_grads(T* dweight, T* dbias, const T* dout, int N, int C, 
 template <typename T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, const T* bias, int N, int C,
                        T eps) {
+  BLOCKLAB_PROFILE("layernorm_forward");
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
     const T* x = inp + static_cast<long>(n) * C;
@@ -56,6 +59,7 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, 
 template <typename T>
 void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
                         const T* mean, const T* rstd, int N, int C) {
+  BLOCKLAB_PROFILE("layernorm_backward");
   // forward: xhat = (x - mean) * rstd;  y = xhat * w + b
   // dxhat = dy * w;  dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
 #pragma omp parallel for schedule(static)
@@ -84,6 +88,7 @@ void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* i
 
 template <typename T>
 void rmsnorm_forward(T* out, T* rstd, const T* inp, const T* weight, int N, int C, T eps) {
+  BLOCKLAB_PROFILE("rmsnorm_forward");
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
     const T* x = inp + static_cast<long>(n) * C;
@@ -99,6 +104,7 @@ void rmsnorm_forward(T* out, T* rstd, const T* inp, const T* weight, int N, int 
 template <typename T>
 void rmsnorm_backward(T* dinp, T* dweight, const T* dout, const T* inp, const T* weight, const T* rstd, int N,
                       int C) {
+  BLOCKLAB_PROFILE("rmsnorm_backward");
   // forward: xhat = x * rstd;  y = xhat * w,  rstd = (mean(x^2) + eps)^(-1/2)
   // d rstd / d x_j = -rstd^3 x_j / C  =>  dx = rstd * (dxhat - xhat * mean(dxhat * xhat)),  dxhat = dy * w
 #pragma omp parallel for schedule(static)

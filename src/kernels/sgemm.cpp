@@ -1,5 +1,7 @@
 #include "kernels/sgemm.h"
 
+#include "kernels/fast_math.h"
+
 #include <immintrin.h>
 #include <omp.h>
 
@@ -21,7 +23,7 @@ constexpr int kMc = 96;   // rows of A per task (a multiple of both MR values)
 
 // Ap[p][k][r] = op(A)[i0 + p*MR + r][k0 + k]
 template <int MR>
-void pack_a(float* Ap, const float* A, int lda, bool trans, int i0, int rows, int k0, int kc) {
+BLOCKLAB_MULTIVERSION void pack_a(float* Ap, const float* A, int lda, bool trans, int i0, int rows, int k0, int kc) {
   for (int p = 0; p * MR < rows; ++p) {
     float* dst = Ap + static_cast<long>(p) * MR * kc;
     const int r_end = std::min(MR, rows - p * MR);
@@ -41,7 +43,7 @@ void pack_a(float* Ap, const float* A, int lda, bool trans, int i0, int rows, in
 
 // Bp[q][k][j] = op(B)[k0 + k][q*NR + j]
 template <int NR>
-void pack_b_panel(float* dst, const float* B, int ldb, bool trans, int j0, int cols, int k0, int kc) {
+BLOCKLAB_MULTIVERSION void pack_b_panel(float* dst, const float* B, int ldb, bool trans, int j0, int cols, int k0, int kc) {
   if (trans) {  // B stored (N, K): op(B)[k][j] = B[j][k]
     for (int j = 0; j < cols; ++j) {
       const float* src = B + static_cast<long>(j0 + j) * ldb + k0;
@@ -53,8 +55,12 @@ void pack_b_panel(float* dst, const float* B, int ldb, bool trans, int j0, int c
     for (int k = 0; k < kc; ++k) {
       const float* src = B + static_cast<long>(k0 + k) * ldb + j0;
       float* d = dst + k * NR;
-      std::memcpy(d, src, sizeof(float) * cols);
-      for (int j = cols; j < NR; ++j) d[j] = 0.f;
+      if (cols == NR) {
+        for (int j = 0; j < NR; ++j) d[j] = src[j];  // fixed trip count: a couple of vector moves
+      } else {
+        for (int j = 0; j < cols; ++j) d[j] = src[j];
+        for (int j = cols; j < NR; ++j) d[j] = 0.f;
+      }
     }
   }
 }

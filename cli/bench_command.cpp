@@ -1,0 +1,110 @@
+// blocklab bench: time training steps of any config (no files written), with model FLOP/s, MFU against
+// the sgemm peak measured in the same run, and an optional per-kernel profile.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include "commands.h"
+#include "kernels/gemm.h"
+#include "kernels/sgemm.h"
+#include "model/flops.h"
+#include "tensor/threading.h"
+#include "train/trainer.h"
+#include "util/profiler.h"
+#include "util/rng.h"
+
+namespace blocklab::cli {
+
+namespace {
+
+// GFLOP/s of the GEMM the model uses (blocklab's sgemm, or BLAS), on a forward-pass-sized shape.
+double measure_sgemm_peak(int M, int N, int K) {
+  Rng rng(1);
+  std::vector<float> A(static_cast<size_t>(M) * K), B(static_cast<size_t>(N) * K), C(static_cast<size_t>(M) * N);
+  for (auto& x : A) x = static_cast<float>(rng.normal());
+  for (auto& x : B) x = static_cast<float>(rng.normal());
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto start = std::chrono::steady_clock::now();
+    int calls = 0;
+    double elapsed = 0;
+    do {
+      kernels::gemm<float>(false, true, M, N, K, 1.f, A.data(), K, B.data(), K, 0.f, C.data(), N);
+      ++calls;
+      elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    } while (elapsed < 0.1);
+    best = std::max(best, 2.0 * M * N * K * calls / elapsed / 1e9);
+  }
+  return best;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+void register_bench(CLI::App& root, std::vector<Command>& commands) {
+  auto* app = root.add_subcommand("bench", "time training steps of a config: ms/step, tokens/s, model FLOP/s, MFU");
+  auto flags = std::make_shared<ConfigFlags>();
+  auto options = std::make_shared<std::pair<int, int>>(10, 3);  // measured steps, warm-up steps
+  auto profile = std::make_shared<bool>(false);
+  add_config_flags(app, *flags);
+  app->add_option("--bench-steps", options->first, "steps to time [10]")->check(CLI::PositiveNumber);
+  app->add_option("--warmup-steps", options->second, "untimed steps first [3]")->check(CLI::NonNegativeNumber);
+  app->add_flag("--profile", *profile, "also print where a step's time goes, per kernel");
+  commands.push_back({app, [app, flags, options, profile] {
+                        RunConfig config = build_config(app, *flags);
+                        resolve(config);
+                        set_num_threads(config.threads);
+                        const int threads = num_threads();
+                        Trainer trainer(config);
+                        const int T = 2 * config.copy_len - 1;
+                        std::printf("%s-LN %s, %d blocks x width %d, %d heads, V %d, T %d, batch %d (%d tokens/step), "
+                                    "threads %d, gemm %s\n",
+                                    to_string(config.model.norm_placement).c_str(), to_string(config.model.norm).c_str(),
+                                    config.model.layers, config.model.width, config.model.heads, config.model.vocab, T,
+                                    config.batch, config.batch * T, threads,
+                                    kernels::sgemm_isa_name(kernels::sgemm_isa()));
+                        std::fflush(stdout);
+                        for (int s = 0; s < options->second; ++s) trainer.step();
+                        Profiler profiler;
+                        if (*profile) Profiler::install(&profiler);
+                        std::vector<double> seconds;
+                        for (int s = 0; s < options->first; ++s) seconds.push_back(trainer.step().seconds);
+                        Profiler::install(nullptr);
+                        double total = 0;
+                        for (double x : seconds) total += x;
+                        const double step = median(seconds);
+                        const double flops = training_flops_per_step(config.model, config.batch, T);
+                        const double peak = measure_sgemm_peak(config.batch * T, 4 * config.model.width,
+                                                               config.model.width);
+                        std::printf("step: %.1f ms (median of %d; mean %.1f)  %.0f tokens/s\n", 1e3 * step,
+                                    options->first, 1e3 * total / options->first, config.batch * T / step);
+                        std::printf("model: %.2f GFLOP/step -> %.1f GFLOP/s\n", flops / 1e9, flops / step / 1e9);
+                        std::printf("sgemm peak (%dx%dx%d, %d threads): %.1f GFLOP/s -> MFU %.0f%%\n", config.batch * T,
+                                    4 * config.model.width, config.model.width, threads, peak,
+                                    100.0 * flops / step / 1e9 / peak);
+                        if (*profile) {
+                          std::printf("\nper step        kernel   ms      %%\n");
+                          double accounted = 0;
+                          auto entries = profiler.entries();
+                          std::sort(entries.begin(), entries.end(),
+                                    [](const auto& a, const auto& b) { return a.second > b.second; });
+                          for (const auto& [name, secs] : entries) {
+                            const double per_step = secs / options->first;
+                            accounted += per_step;
+                            std::printf("%28s %7.1f %5.1f\n", name.c_str(), 1e3 * per_step, 100.0 * per_step / (total / options->first));
+                          }
+                          const double rest = total / options->first - accounted;
+                          std::printf("%28s %7.1f %5.1f\n", "other (zeroing, optimizer)", 1e3 * rest,
+                                      100.0 * rest / (total / options->first));
+                        }
+                        return 0;
+                      }});
+}
+
+}  // namespace blocklab::cli
