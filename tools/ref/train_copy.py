@@ -37,7 +37,8 @@ def parse_args(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=0,
                     help="total compute threads: torch.set_num_threads(N) and also\n"
-                         "OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=MKL_NUM_THREADS=N (0 = defaults)")
+                         "OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=MKL_NUM_THREADS=N, and\n"
+                         "OMP_WAIT_POLICY=PASSIVE unless already set (0 = library defaults)")
     ap.add_argument("--init", choices=["xavier", "gpt2"], default="xavier")
     ap.add_argument("--embed-std", type=float, default=1.0)
     ap.add_argument("--dtype", choices=["float32", "float64"], default="float32")
@@ -56,6 +57,10 @@ def main(argv=None):
     if a.threads > 0:
         for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ[var] = str(a.threads)
+        # Idle OpenMP workers spin by default; on a shared/loaded box that makes multi-threaded
+        # torch pathologically slow (measured 34 s/step vs 6 s/step). Override with
+        # OMP_WAIT_POLICY=ACTIVE in the environment for a dedicated machine.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import torch as _torch
     import copy_model as _cm
     torch, cm = _torch, _cm
