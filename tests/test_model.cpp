@@ -44,6 +44,7 @@ TEST_P(WholeModel, EveryParameterGradientMatchesFiniteDifferences) {
   const auto [placement, norm] = GetParam();
   const ModelConfig config = tiny_config(placement, norm);
   const int B = 2;
+  set_num_threads(1);  // thousands of tiny forward passes: threads would only add overhead
   Model<double> model(config, B, config.seq_len);
   randomise(model, 7);
   CopyTask task(config.vocab, 3, 11);
