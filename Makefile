@@ -1,9 +1,11 @@
 # blocklab: top-level entry points. `make demo` and `make test` install missing Debian packages,
 # build in Release, then run the demo / the test suite.
 BUILD_DIR ?= build
+SANITIZE_DIR ?= build-asan
 JOBS ?= $(shell nproc)
+FUZZ_SECONDS ?= 20
 
-.PHONY: all deps build test demo bench clean
+.PHONY: all deps build test test-sanitize fuzz-smoke demo bench clean
 
 all: build
 
@@ -17,12 +19,25 @@ build: deps
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
+# The test suite built with AddressSanitizer + UndefinedBehaviorSanitizer (-fno-sanitize-recover=all).
+# Tests labelled `slow` (long numeric checks that exercise no extra memory paths) are left to `make test`.
+test-sanitize: deps
+	@cmake -S . -B $(SANITIZE_DIR) -DBLOCKLAB_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" > /dev/null
+	@cmake --build $(SANITIZE_DIR) -j $(JOBS)
+	@cd $(SANITIZE_DIR) && ctest --output-on-failure -j $(JOBS) -LE slow
+
+# Each libFuzzer target (safetensors, TOML config) for FUZZ_SECONDS, with ASan + UBSan; see fuzz/run-smoke.sh.
+fuzz-smoke:
+	@./fuzz/run-smoke.sh $(FUZZ_SECONDS)
+
+# The quick reproduction of the source section: every experiment, figures, runs/reproduce-quick/report.{md,html}.
+# Running it again continues in the same directory (finished training runs are kept).
 demo: build
-	@$(BUILD_DIR)/blocklab train --task copy --norm-placement pre --layers 2 --width 32 --heads 2 \
-		--vocab 8 --copy-len 8 --batch 16 --steps 300 --lr 3e-3 --out runs/demo
+	@$(BUILD_DIR)/blocklab reproduce --quick --out runs/reproduce-quick
 
 bench: build
 	@cmake --build $(BUILD_DIR) -j $(JOBS) --target bench_gemm
 
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(SANITIZE_DIR)

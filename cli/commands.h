@@ -19,6 +19,14 @@ struct Command {
 };
 
 void register_train(CLI::App& root, std::vector<Command>& commands);
+void register_bench(CLI::App& root, std::vector<Command>& commands);
+void register_gradnorm(CLI::App& root, std::vector<Command>& commands);
+void register_sweep(CLI::App& root, std::vector<Command>& commands);
+void register_residual(CLI::App& root, std::vector<Command>& commands);
+void register_standardize(CLI::App& root, std::vector<Command>& commands);
+void register_reproduce(CLI::App& root, std::vector<Command>& commands);
+void register_inspect(CLI::App& root, std::vector<Command>& commands);
+void register_probe(CLI::App& root, std::vector<Command>& commands);
 
 // Adds --config FILE and one --flag per config key (string-valued, parsed by the key table).
 struct ConfigFlags {

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "train/run.h"
 #include "util/error.h"
 
 int main(int argc, char** argv) {
@@ -12,6 +13,14 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "blocklab 0.1.0");
   std::vector<cli::Command> commands;
   cli::register_train(app, commands);
+  cli::register_bench(app, commands);
+  cli::register_gradnorm(app, commands);
+  cli::register_sweep(app, commands);
+  cli::register_residual(app, commands);
+  cli::register_standardize(app, commands);
+  cli::register_reproduce(app, commands);
+  cli::register_inspect(app, commands);
+  cli::register_probe(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -22,6 +31,10 @@ int main(int argc, char** argv) {
   try {
     for (const auto& c : commands)
       if (c.app->parsed()) return c.action();
+  } catch (const Interrupted& e) {  // SIGINT/SIGTERM: the run wrote a checkpoint and stopped
+    std::fflush(stdout);
+    std::fprintf(stderr, "blocklab: %s; wrote %s\n", e.what(), e.checkpoint().c_str());
+    return 128 + e.signal();
   } catch (const Error& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "blocklab: error: %s\n", e.what());

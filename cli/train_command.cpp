@@ -1,11 +1,15 @@
 // blocklab train: one training run on a synthetic task.
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "commands.h"
+#include "probe/residual_probe.h"
 #include "progress.h"
 #include "train/run.h"
+#include "util/error.h"
 
 namespace blocklab::cli {
 
@@ -13,16 +17,42 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
   auto* app = root.add_subcommand("train", "train a stack of transformer blocks on a synthetic task");
   auto flags = std::make_shared<ConfigFlags>();
   auto force = std::make_shared<bool>(false);
+  auto resume = std::make_shared<std::string>();
+  auto probe_every = std::make_shared<int>(0);
   add_config_flags(app, *flags);
   app->add_flag("--force", *force, "overwrite a run already in --out");
+  app->add_option("--resume", *resume,
+                  "continue the run in DIR from its newest checkpoint (config from the checkpoint; only --steps, "
+                  "--threads, --log-every, --checkpoint-every, --keep-checkpoints, --on-nonfinite may change)")
+      ->type_name("DIR");
+  app->add_option("--probe-every", *probe_every,
+                  "every N steps (and at the first and last), append residual-stream norms after each block to "
+                  "OUT/residual.csv (step,layer,mean_vector_norm,mean_token_norm)")
+      ->check(CLI::PositiveNumber)
+      ->type_name("N");
   app->footer(
-      "Writes OUT/config.json (resolved config), OUT/metrics.csv (step,loss,lr,grad_norm per step) and\n"
-      "OUT/summary.json. Example (the source's 24-block Pre-LN run):\n"
+      "Writes OUT/config.json (resolved config), OUT/metrics.csv (step,loss,lr,grad_norm,skipped per step)\n"
+      "and OUT/summary.json; with --checkpoint-every N also OUT/checkpoints/step_NNNNNNN/ (and always on\n"
+      "SIGINT/SIGTERM, exit 130/143), from which --resume OUT continues bit-exactly.\n"
+      "Example (the source's 24-block Pre-LN run):\n"
       "  blocklab train --norm-placement pre --layers 24 --width 128 --heads 4 --vocab 64 --copy-len 32 \\\n"
       "                 --batch 16 --steps 400 --lr 1e-3 --warmup 0 --seed 0 --out runs/pre24");
-  commands.push_back({app, [app, flags, force] {
-                        RunConfig config = build_config(app, *flags);
-                        resolve(config);
+  commands.push_back({app, [app, flags, force, resume, probe_every] {
+                        std::optional<ResumePoint> from;
+                        RunConfig config;
+                        if (!resume->empty()) {
+                          if (app->count("--out") > 0) throw Error("--resume continues the run in its own directory; drop --out");
+                          if (*force) throw Error("--force cannot be combined with --resume");
+                          from = find_resume_point(*resume);
+                          config = build_config(app, *flags, from->config);
+                          resolve(config);
+                          check_resume_config(*from, config);
+                          std::printf("resuming %s from %s (step %d) to step %d\n", config.out.c_str(),
+                                      from->checkpoint.c_str(), from->step, config.steps);
+                        } else {
+                          config = build_config(app, *flags);
+                          resolve(config);
+                        }
                         std::printf("training %s-LN %s, %d blocks x width %d, %d heads, copy task V=%d n=%d, batch %d, "
                                     "%d steps, lr %g, warm-up %d, seed %llu -> %s\n",
                                     to_string(config.model.norm_placement).c_str(), to_string(config.model.norm).c_str(),
@@ -31,13 +61,36 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
                                     static_cast<unsigned long long>(config.seed), config.out.c_str());
                         std::fflush(stdout);
                         Progress progress("step", config.steps, config.log_every);
-                        const RunSummary s = train_run(config, *force, [&](const StepResult& r) {
+                        const StepObserver observer = [&](const StepResult& r) {
                           char detail[128];
-                          std::snprintf(detail, sizeof detail, "loss %.4f  lr %.2e  |g| %.3g  %.1f ms/step", r.loss,
-                                        r.lr, r.grad_norm, 1000.0 * r.seconds);
+                          std::snprintf(detail, sizeof detail, "loss %.4f  lr %.2e  |g| %.3g  %.1f ms/step%s", r.loss,
+                                        r.lr, r.grad_norm, 1000.0 * r.seconds, r.nonfinite ? "  (skipped: non-finite)" : "");
                           progress.update(r.step, detail);
-                        });
+                        };
+                        std::optional<probe::ResidualProbeWriter> probe;
+                        TrainerHook hook;
+                        if (*probe_every > 0) {
+                          probe.emplace(config.out + "/residual.csv", *probe_every);
+                          hook = [&](Trainer& trainer) { (*probe)(trainer); };
+                        }
+                        RunSummary s;
+                        try {
+                          s = from ? resume_run(config, *from, observer, hook) : train_run(config, *force, observer, hook);
+                        } catch (const Interrupted& e) {
+                          progress.finish();
+                          std::fflush(stdout);
+                          std::fprintf(stderr, "blocklab: %s after step %d; wrote %s\nresume with: blocklab train --resume %s\n",
+                                       e.signal() == SIGINT ? "interrupted (SIGINT)" : e.signal() == SIGTERM ? "terminated (SIGTERM)" : "stopped by a signal",
+                                       e.step(), e.checkpoint().c_str(), config.out.c_str());
+                          return 128 + e.signal();
+                        }
                         progress.finish();
+                        if (!s.nonfinite_error.empty()) {
+                          std::fflush(stdout);
+                          std::fprintf(stderr, "blocklab: error: %s; metrics saved in %s/metrics.csv\n",
+                                       s.nonfinite_error.c_str(), config.out.c_str());
+                          return 1;
+                        }
                         std::printf("done: %d steps in %s (%.1f ms/step); loss %.4f -> %.4f (min %.4f at step %d; ln V = %.4f)\n",
                                     s.steps, Progress::format_duration(s.seconds).c_str(), s.ms_per_step(), s.first_loss,
                                     s.final_loss, s.min_loss, s.min_loss_step, std::log(config.model.vocab));

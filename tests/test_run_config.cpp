@@ -111,3 +111,36 @@ TEST(RunConfig, JsonRoundTrip) {
   EXPECT_EQ(to_json(back), j);
   EXPECT_THROW(apply_json(back, nlohmann::json{{"nope", 1}}), Error);
 }
+
+TEST(RunConfig, TomlTextEntryPointAndCheckpointKeys) {
+  RunConfig c;
+  apply_toml_text(c, "width = 48\nnorm_placement = \"post\"\ncheckpoint_every = 25\non_nonfinite = \"skip\"\n", "inline.toml");
+  EXPECT_EQ(c.model.width, 48);
+  EXPECT_EQ(c.checkpoint_every, 25);
+  EXPECT_EQ(c.on_nonfinite, NonFinitePolicy::Skip);
+  EXPECT_EQ(error_of([&] { apply_toml_text(c, "width = [1, 2\n", "inline.toml"); }).rfind("inline.toml:1:", 0), 0u);
+  EXPECT_NE(error_of([&] { apply_toml_text(c, "on_nonfinite = \"ignore\"\n", "x.toml"); }).find("unknown on_nonfinite"),
+            std::string::npos);
+  RunConfig negative;
+  apply_toml_text(negative, "keep_checkpoints = -1\n", "x.toml");
+  EXPECT_NE(error_of([&] { resolve(negative); }).find("keep_checkpoints must be >= 0"), std::string::npos);
+}
+
+// Non-ASCII text is fine in comments and string values; anywhere else it is a clean error (the TOML parser
+// in use has undefined behaviour there, see reject_unsafe_non_ascii).
+TEST(RunConfig, NonAsciiOnlyInCommentsAndStrings) {
+  RunConfig c;
+  apply_toml_text(c, "\xEF\xBB\xBF# \xEC\x8B\xA4\xED\x97\x98 (experiment)\nout = \"runs/\xEC\x8B\xA4\xED\x97\x98\" # \xC3\xA9\r\nlayers = 3\n",
+                  "utf8.toml");
+  EXPECT_EQ(c.out, "runs/\xEC\x8B\xA4\xED\x97\x98");
+  EXPECT_EQ(c.model.layers, 3);
+  apply_toml_text(c, "out = 'caf\xC3\xA9'\n", "literal.toml");
+  EXPECT_EQ(c.out, "caf\xC3\xA9");
+  for (const std::string& bad : {std::string("\xCC\xAA"), std::string("la\xC3\xBD" "ers = 3\n"),
+                                std::string("s = \"\"\"\\\n\xC2\xA7\"\"\"\n"), std::string("steps = 2_400ost\"x\xEF\xBB\x9D\"\n"),
+                                std::string("out = \"\xC3\xA9\"\n[table]\n")}) {
+    const std::string e = error_of([&] { apply_toml_text(c, bad, "bad.toml"); });
+    EXPECT_EQ(e.rfind("bad.toml:", 0), 0u) << e;
+  }
+  EXPECT_NE(error_of([&] { apply_toml_text(c, "x = 1\ny\xC3\xA9 = 2\n", "bad.toml"); }).find("bad.toml:2:"), std::string::npos);
+}

@@ -11,13 +11,16 @@ namespace blocklab::io {
 class MetricsWriter {
  public:
   // Creates (truncates) path and writes the header. Throws Error when the file cannot be written.
-  MetricsWriter(const std::string& path, std::vector<std::string> columns);
+  // With append, adds rows to an existing file instead (see keep_metrics_through for resuming).
+  MetricsWriter(const std::string& path, std::vector<std::string> columns, bool append = false);
   ~MetricsWriter();
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;
 
   // The first column is the integer step; the rest are numbers.
   void row(long step, const std::vector<double>& values);
+  // Makes every row written so far durable (fflush + fsync), e.g. before a checkpoint that counts on them.
+  void sync();
 
  private:
   std::string path_;
@@ -32,5 +35,11 @@ struct MetricsTable {
   int column(const std::string& name) const;  // -1 when absent
 };
 MetricsTable read_metrics(const std::string& path);
+
+// For resuming at `step`: rewrites path (atomically) with its header and only the rows of steps
+// 1..step, dropping later rows and an unfinished last line, so that appending continues the file as
+// if the run had never stopped. A missing file is created with just the header. Throws Error when the
+// header is not `columns` or a row does not start with a step number.
+void keep_metrics_through(const std::string& path, const std::vector<std::string>& columns, long step);
 
 }  // namespace blocklab::io

@@ -8,10 +8,10 @@ template <typename T>
 void gqa_attention_forward(T* out, long out_stride, T* scratch, const T* q, long q_stride, const T* k,
                            long k_stride, const T* v, long v_stride, int Tn, int H, int Hkv, int D, T scale) {
   const int group = H / Hkv;
-  for (int t = 0; t < Tn; ++t) {
-    // Heads are independent; each sums over positions 0..t in order.
-#pragma omp parallel for schedule(static)
-    for (int h = 0; h < H; ++h) {
+  // Heads are independent (one parallel region for all of them); each sums over positions 0..t in order.
+#pragma omp parallel for schedule(static) if (static_cast<long>(Tn) * Tn * H * D > 65536)
+  for (int h = 0; h < H; ++h) {
+    for (int t = 0; t < Tn; ++t) {
       const T* qv = q + t * q_stride + static_cast<long>(h) * D;
       const long kv_off = static_cast<long>(h / group) * D;
       T* p = scratch + static_cast<long>(h) * Tn;

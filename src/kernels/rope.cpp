@@ -15,7 +15,7 @@ void rope_tables(float* cos, float* sin, const double* inv_freq, int Tn, int hal
 
 template <typename T>
 void rope_forward(T* x, const float* cos, const float* sin, int Tn, int heads, int half_dim, long row_stride) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (static_cast<long>(Tn) * heads * half_dim > 16384)
   for (int t = 0; t < Tn; ++t) {
     const float* c = cos + static_cast<long>(t) * half_dim;
     const float* s = sin + static_cast<long>(t) * half_dim;

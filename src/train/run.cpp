@@ -3,9 +3,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
 #include <filesystem>
 
 #include "io/atomic_file.h"
+#include "io/checkpoint.h"
 #include "io/metrics.h"
 #include "tensor/threading.h"
 #include "util/error.h"
@@ -14,6 +18,147 @@ namespace blocklab {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+const std::vector<std::string>& metric_columns() {
+  static const std::vector<std::string> columns = {"step", "loss", "lr", "grad_norm", "skipped"};
+  return columns;
+}
+
+// SIGINT/SIGTERM while a run trains: remember the signal; the loop checkpoints and stops after the
+// current step. A second signal restores the default action and re-raises it (stop now; the
+// checkpoints on disk stay intact because each is written atomically).
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+extern "C" void on_stop_signal(int sig) {
+  if (g_stop_signal != 0) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+    return;
+  }
+  g_stop_signal = sig;
+}
+
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_signal = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    ::sigaction(SIGINT, &sa, &old_int_);
+    ::sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~StopSignals() {
+    ::sigaction(SIGINT, &old_int_, nullptr);
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+  int pending() const { return g_stop_signal; }
+
+ private:
+  struct sigaction old_int_ {}, old_term_ {};
+};
+
+// BLOCKLAB_INJECT_NONFINITE=STEP[,STEP...][:TENSOR]
+void apply_fault_injection(Trainer& trainer) {
+  const char* env = std::getenv("BLOCKLAB_INJECT_NONFINITE");
+  if (env == nullptr || *env == '\0') return;
+  const std::string text = env;
+  const size_t colon = text.find(':');
+  std::string tensor = colon == std::string::npos ? "" : text.substr(colon + 1);
+  if (tensor.empty()) tensor = trainer.model().table().specs().back().name;
+  std::vector<int> steps;
+  const std::string list = text.substr(0, colon);
+  for (size_t start = 0; start <= list.size();) {
+    size_t end = list.find(',', start);
+    if (end == std::string::npos) end = list.size();
+    const std::string item = list.substr(start, end - start);
+    char* stop = nullptr;
+    const long step = std::strtol(item.c_str(), &stop, 10);
+    if (item.empty() || *stop != '\0' || step < 1 || step > 1'000'000'000)
+      throw Error("BLOCKLAB_INJECT_NONFINITE: expected STEP[,STEP...][:TENSOR], got '" + text + "'");
+    steps.push_back(static_cast<int>(step));
+    start = end + 1;
+  }
+  trainer.inject_nonfinite(std::move(steps), tensor);
+}
+
+void note_loss(RunSummary& s, int step, double loss, bool& have_loss) {
+  if (!std::isfinite(loss)) return;
+  if (!have_loss || loss < s.min_loss) s.min_loss = loss, s.min_loss_step = step;
+  if (!have_loss) s.first_loss = loss;
+  s.final_loss = loss;
+  have_loss = true;
+}
+
+void write_summary(const fs::path& dir, const RunSummary& summary, const char* status) {
+  nlohmann::json j = {{"steps", summary.steps},         {"first_loss", summary.first_loss},
+                      {"final_loss", summary.final_loss}, {"min_loss", summary.min_loss},
+                      {"min_loss_step", summary.min_loss_step}, {"seconds", summary.seconds},
+                      {"ms_per_step", summary.ms_per_step()}, {"skipped_steps", summary.skipped_steps},
+                      {"status", status}};
+  if (summary.start_step > 0) j["resumed_from_step"] = summary.start_step;
+  if (!summary.nonfinite_error.empty()) j["error"] = summary.nonfinite_error;
+  io::write_file_atomic((dir / "summary.json").string(), j.dump(2) + "\n");
+}
+
+std::string format_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+// The step loop shared by new and resumed runs; `summary` holds what came before (resumed runs).
+RunSummary run_steps(Trainer& trainer, const RunConfig& config, io::MetricsWriter& metrics, RunSummary summary,
+                     bool have_loss, const StepObserver& observer, const TrainerHook& hook) {
+  const fs::path dir(config.out);
+  StopSignals signals;
+  if (hook) hook(trainer);
+  while (trainer.steps_done() < config.steps) {
+    const StepResult r = trainer.step();
+    metrics.row(r.step, {r.loss, r.lr, r.grad_norm, static_cast<double>(trainer.skipped_steps())});
+    summary.steps = r.step;
+    summary.seconds += r.seconds;
+    if (r.nonfinite && config.on_nonfinite == NonFinitePolicy::Abort) {
+      const std::string tensor = trainer.first_nonfinite_grad();
+      summary.nonfinite_error = "step " + std::to_string(r.step) + ": " +
+                                (tensor.empty() ? "non-finite loss" : "non-finite gradient in " + tensor) + " (loss " +
+                                format_number(r.loss) + ", gradient norm " + format_number(r.grad_norm) +
+                                "); stopped (on_nonfinite = abort)";
+      summary.skipped_steps = trainer.skipped_steps();
+      write_summary(dir, summary, "nonfinite");
+      return summary;
+    }
+    summary.skipped_steps = trainer.skipped_steps();
+    note_loss(summary, r.step, r.loss, have_loss);
+    if (observer) observer(r);
+    if (hook) hook(trainer);
+    const int signal = signals.pending();
+    const bool periodic =
+        config.checkpoint_every > 0 && (r.step % config.checkpoint_every == 0 || r.step == config.steps);
+    if (signal == 0 && !periodic) continue;
+    metrics.sync();  // the rows up to this step are durable before the checkpoint that relies on them
+    const fs::path checkpoint = io::write_checkpoint(dir, trainer.checkpoint_state(), config.keep_checkpoints);
+    if (signal != 0) {
+      write_summary(dir, summary, "interrupted");
+      throw Interrupted(signal, r.step, checkpoint.string());
+    }
+  }
+  write_summary(dir, summary, "completed");
+  return summary;
+}
+
+}  // namespace
+
+Interrupted::Interrupted(int signal, int step, std::string checkpoint)
+    : std::runtime_error("interrupted by signal " + std::to_string(signal) + " after step " + std::to_string(step)),
+      signal_(signal),
+      step_(step),
+      checkpoint_(std::move(checkpoint)) {}
+
 void prepare_run_dir(const std::string& dir, bool overwrite) {
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) throw Error(dir + ": exists and is not a directory");
@@ -21,37 +166,97 @@ void prepare_run_dir(const std::string& dir, bool overwrite) {
   if (ec) throw Error(dir + ": cannot create directory: " + ec.message());
   if (::access(dir.c_str(), W_OK | X_OK) != 0) throw Error(dir + ": directory is not writable");
   if (!overwrite)
-    for (const char* name : {"config.json", "metrics.csv"})
+    for (const char* name : {"config.json", "metrics.csv", "checkpoints"})
       if (fs::exists(fs::path(dir) / name))
         throw Error(dir + ": already holds a run (" + name + "); choose another --out or pass --force");
+  // --force: the old run's checkpoints must not be taken for this run's by a later --resume.
+  const fs::path old_checkpoints = io::checkpoints_dir(dir);
+  if (overwrite && fs::exists(old_checkpoints, ec)) {
+    const fs::path trash = fs::path(dir) / (".checkpoints.removed." + std::to_string(::getpid()));
+    fs::rename(old_checkpoints, trash, ec);
+    if (ec) throw Error(old_checkpoints.string() + ": cannot remove the old run's checkpoints: " + ec.message());
+    fs::remove_all(trash, ec);
+  }
 }
 
-RunSummary train_run(RunConfig config, bool overwrite, const StepObserver& observer) {
+RunSummary train_run(RunConfig config, bool overwrite, const StepObserver& observer, const TrainerHook& hook) {
   resolve(config);
   set_num_threads(config.threads);
   Trainer trainer(config);  // allocates everything before any file is touched
+  apply_fault_injection(trainer);
   prepare_run_dir(config.out, overwrite);
   const fs::path dir(config.out);
   io::write_file_atomic((dir / "config.json").string(), to_json(config).dump(2) + "\n");
-  io::MetricsWriter metrics((dir / "metrics.csv").string(), {"step", "loss", "lr", "grad_norm"});
+  io::MetricsWriter metrics((dir / "metrics.csv").string(), metric_columns());
+  return run_steps(trainer, config, metrics, RunSummary{}, false, observer, hook);
+}
 
-  RunSummary summary;
-  for (int s = 0; s < config.steps; ++s) {
-    const StepResult r = trainer.step();
-    metrics.row(r.step, {r.loss, r.lr, r.grad_norm});
-    if (s == 0) summary.first_loss = r.loss, summary.min_loss = r.loss, summary.min_loss_step = r.step;
-    if (r.loss < summary.min_loss) summary.min_loss = r.loss, summary.min_loss_step = r.step;
-    summary.final_loss = r.loss;
-    summary.seconds += r.seconds;
-    summary.steps = r.step;
-    if (observer) observer(r);
+ResumePoint find_resume_point(const std::string& run_dir) {
+  if (!fs::is_directory(run_dir)) throw Error(run_dir + ": no such run directory");
+  const auto checkpoints = io::list_checkpoints(run_dir);
+  if (checkpoints.empty())
+    throw Error(run_dir + ": no complete checkpoint in " + io::checkpoints_dir(run_dir).string() +
+                " (runs write them with --checkpoint-every N, and when stopped by SIGINT/SIGTERM)");
+  const io::CheckpointRef& newest = checkpoints.back();
+  ResumePoint p;
+  p.checkpoint = newest.path;
+  p.step = static_cast<int>(std::min<int64_t>(newest.step, INT32_MAX));
+  const std::string text = io::read_checkpoint_config(newest.path);
+  try {
+    apply_json(p.config, nlohmann::json::parse(text));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error((newest.path / "state.safetensors").string() + ": config in __metadata__ is not valid JSON: " + e.what());
+  } catch (const Error& e) {
+    throw Error((newest.path / "state.safetensors").string() + ": config in __metadata__: " + e.what());
   }
-  nlohmann::json j = {{"steps", summary.steps},         {"first_loss", summary.first_loss},
-                      {"final_loss", summary.final_loss}, {"min_loss", summary.min_loss},
-                      {"min_loss_step", summary.min_loss_step}, {"seconds", summary.seconds},
-                      {"ms_per_step", summary.ms_per_step()}};
-  io::write_file_atomic((dir / "summary.json").string(), j.dump(2) + "\n");
-  return summary;
+  p.config.out = run_dir;
+  return p;
+}
+
+const std::vector<std::string>& keys_changeable_on_resume() {
+  static const std::vector<std::string> keys = {"steps",           "threads",          "log_every",
+                                                "checkpoint_every", "keep_checkpoints", "on_nonfinite"};
+  return keys;
+}
+
+void check_resume_config(const ResumePoint& from, const RunConfig& requested) {
+  const auto& changeable = keys_changeable_on_resume();
+  for (const ConfigKey& k : config_keys()) {
+    if (std::find(changeable.begin(), changeable.end(), k.name) != changeable.end()) continue;
+    const nlohmann::json was = k.get(from.config), now = k.get(requested);
+    if (was != now)
+      throw Error("--resume: " + k.name + " is " + was.dump() + " in the checkpoint, cannot change it to " + now.dump() +
+                  " (a resumed run may change only steps, threads, log_every, checkpoint_every, keep_checkpoints "
+                  "and on_nonfinite)");
+  }
+  if (requested.steps < from.step)
+    throw Error("--resume: steps " + std::to_string(requested.steps) + " is below the checkpoint's step " +
+                std::to_string(from.step));
+}
+
+RunSummary resume_run(RunConfig config, const ResumePoint& from, const StepObserver& observer,
+                      const TrainerHook& hook) {
+  resolve(config);
+  check_resume_config(from, config);
+  set_num_threads(config.threads);
+  Trainer trainer(config);
+  trainer.load_checkpoint(from.checkpoint);
+  apply_fault_injection(trainer);
+  const fs::path dir(config.out);
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) throw Error(config.out + ": directory is not writable");
+  const std::string metrics_path = (dir / "metrics.csv").string();
+  io::keep_metrics_through(metrics_path, metric_columns(), from.step);
+  io::write_file_atomic((dir / "config.json").string(), to_json(config).dump(2) + "\n");
+
+  // The summary continues from the rows kept (losses of the steps before the checkpoint).
+  RunSummary summary;
+  bool have_loss = false;
+  const io::MetricsTable kept = io::read_metrics(metrics_path);
+  for (const auto& row : kept.rows) note_loss(summary, static_cast<int>(row[0]), row[1], have_loss);
+  summary.steps = summary.start_step = from.step;
+  summary.skipped_steps = trainer.skipped_steps();
+  io::MetricsWriter metrics(metrics_path, metric_columns(), /*append=*/true);
+  return run_steps(trainer, config, metrics, summary, have_loss, observer, hook);
 }
 
 }  // namespace blocklab

@@ -1,9 +1,14 @@
 #pragma once
 // A training run on disk: validates the config, prepares the output directory, trains, and writes
 //   DIR/config.json   the fully resolved config (written before the first step)
-//   DIR/metrics.csv   step,loss,lr,grad_norm  (one row per step, flushed as it goes)
+//   DIR/metrics.csv   step,loss,lr,grad_norm,skipped  (one row per step, flushed as it goes; skipped
+//                     counts the steps so far whose update was skipped for a non-finite value)
 //   DIR/summary.json  final/min loss and timing (written at the end)
+//   DIR/checkpoints/  step_NNNNNNN/ every checkpoint_every steps, at the end, and on SIGINT/SIGTERM
+//                     (see io/checkpoint.h); resume_run continues from the newest one bit-exactly.
+#include <filesystem>
 #include <functional>
+#include <stdexcept>
 #include <string>
 
 #include "train/run_config.h"
@@ -16,7 +21,26 @@ struct RunSummary {
   double first_loss = 0, final_loss = 0, min_loss = 0;
   int min_loss_step = 0;
   double seconds = 0;
-  double ms_per_step() const { return steps > 0 ? 1000.0 * seconds / steps : 0.0; }
+  int64_t skipped_steps = 0;  // steps whose update was skipped (on_nonfinite = skip)
+  int start_step = 0;         // 0 for a new run; the checkpoint's step for a resumed one
+  // Set when on_nonfinite = abort stopped the run: the step and the first non-finite gradient tensor.
+  std::string nonfinite_error;
+  // seconds covers only the steps run by this process (start_step + 1 .. steps).
+  double ms_per_step() const { return steps > start_step ? 1000.0 * seconds / (steps - start_step) : 0.0; }
+};
+
+// Thrown by train_run / resume_run after SIGINT or SIGTERM: the step in progress was finished and a
+// checkpoint, the metrics and summary.json were written. The CLI exits with 128 + signal.
+class Interrupted : public std::runtime_error {
+ public:
+  Interrupted(int signal, int step, std::string checkpoint);
+  int signal() const { return signal_; }
+  int step() const { return step_; }
+  const std::string& checkpoint() const { return checkpoint_; }
+
+ private:
+  int signal_, step_;
+  std::string checkpoint_;
 };
 
 // Creates dir if needed. Throws Error when it cannot be created or written, or when it already holds a
@@ -24,8 +48,38 @@ struct RunSummary {
 void prepare_run_dir(const std::string& dir, bool overwrite);
 
 using StepObserver = std::function<void(const StepResult&)>;
+// Called with the trainer before the first step of this process and after every step, between
+// updates (trainer.steps_done() says which); for probes that read the model, e.g. residual-stream
+// norms. It may run forward passes: the next step recomputes every activation.
+using TrainerHook = std::function<void(Trainer&)>;
 
-// config is resolved and validated here, before anything is written.
-RunSummary train_run(RunConfig config, bool overwrite, const StepObserver& observer = {});
+// config is resolved and validated here, before anything is written. While it trains, SIGINT and
+// SIGTERM make it finish the current step, write a checkpoint and throw Interrupted (a second signal
+// kills at once). The environment variable BLOCKLAB_INJECT_NONFINITE=STEP[,STEP...][:TENSOR] poisons
+// one gradient value of TENSOR (default: the last parameter) with NaN at those steps, for tests.
+RunSummary train_run(RunConfig config, bool overwrite, const StepObserver& observer = {},
+                     const TrainerHook& hook = {});
+
+// The newest complete checkpoint of a run directory and the config it was written with (out set to
+// run_dir). Throws Error when there is none or it cannot be read.
+struct ResumePoint {
+  std::filesystem::path checkpoint;
+  int step = 0;
+  RunConfig config;
+};
+ResumePoint find_resume_point(const std::string& run_dir);
+
+// Keys a resumed run may change; every other key must keep the checkpoint's value.
+const std::vector<std::string>& keys_changeable_on_resume();
+// Throws Error naming the first key (other than keys_changeable_on_resume) whose value differs, or when
+// steps is below the checkpoint's step. Both configs resolved.
+void check_resume_config(const ResumePoint& from, const RunConfig& requested);
+
+// Continues the run in from.config.out from the checkpoint: weights, moments, counters and the data
+// stream are restored, metrics.csv keeps the rows up to the checkpoint's step and goes on from there,
+// config.json is rewritten with `config` (which may extend steps). Steps from.step+1 .. config.steps give
+// bit-identical numbers to a run that never stopped.
+RunSummary resume_run(RunConfig config, const ResumePoint& from, const StepObserver& observer = {},
+                      const TrainerHook& hook = {});
 
 }  // namespace blocklab

@@ -1,7 +1,14 @@
 #include "train/run_config.h"
 
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <toml++/toml.h>
 
 #include "util/error.h"
@@ -112,6 +119,13 @@ std::vector<ConfigKey> make_keys() {
           [](RunConfig& c) -> int& { return c.log_every; });
   add_enum("out", "output directory", [](RunConfig& c, const std::string& s) { c.out = s; },
            [](const RunConfig& c) { return c.out; });
+  add_int("checkpoint_every", "write OUT/checkpoints/step_N every N steps and at the end (0: only on SIGINT/SIGTERM)",
+          [](RunConfig& c) -> int& { return c.checkpoint_every; });
+  add_int("keep_checkpoints", "keep the newest K checkpoints (0: all)",
+          [](RunConfig& c) -> int& { return c.keep_checkpoints; });
+  add_enum("on_nonfinite", "a non-finite loss or gradient: abort (stop, exit 1) or skip (no update)",
+           [](RunConfig& c, const std::string& s) { c.on_nonfinite = parse_nonfinite_policy(s); },
+           [](const RunConfig& c) { return to_string(c.on_nonfinite); });
   return k;
 }
 
@@ -119,7 +133,70 @@ std::string toml_position(const toml::source_region& src) {
   return std::to_string(src.begin.line) + ":" + std::to_string(src.begin.column);
 }
 
+void apply_toml_table(RunConfig& config, const toml::table& table, const std::string& path);
+
+// toml++ 3.3 (the Debian package) reaches __builtin_unreachable() for many non-ASCII code points wherever it
+// tests a character for whitespace (marzer/tomlplusplus#190, #295; fixed upstream later): in keys, between
+// tokens, while scanning bare values, after a backslash in a multi-line string. Which characters it tests
+// depends on its parser state, so a document with any non-ASCII byte is accepted only when every line is
+// blank, a comment, or `key = value` with a single-line string or a bare ASCII value (optionally followed
+// by a comment): there the parser is provably inside a string or comment whenever it meets such a byte.
+// Config files are exactly of that form; ASCII-only documents go to the parser unchanged.
+bool is_simple_toml_line(std::string_view line) {
+  const size_t n = line.size();
+  auto skip_blanks = [&](size_t i) {
+    while (i < n && (line[i] == ' ' || line[i] == '\t')) ++i;
+    return i;
+  };
+  auto bare = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; };
+  size_t i = skip_blanks(0);
+  if (i == n || line[i] == '#') return true;
+  const size_t key = i;
+  while (i < n && bare(line[i])) ++i;
+  if (i == key) return false;
+  i = skip_blanks(i);
+  if (i == n || line[i] != '=') return false;
+  i = skip_blanks(i + 1);
+  if (i == n) return false;
+  if (line[i] == '"' || line[i] == '\'') {
+    const char quote = line[i++];
+    while (i < n && line[i] != quote) i += (quote == '"' && line[i] == '\\') ? 2 : 1;
+    if (i >= n) return false;
+    ++i;
+  } else {
+    const size_t value = i;
+    while (i < n && (bare(line[i]) || line[i] == '.' || line[i] == ':' || line[i] == '+')) ++i;
+    if (i == value) return false;
+  }
+  i = skip_blanks(i);
+  return i == n || line[i] == '#';
+}
+
+void reject_unsafe_non_ascii(std::string_view text, const std::string& source) {
+  if (std::none_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; })) return;
+  size_t line_no = 1;
+  for (size_t start = 0; start <= text.size(); ++line_no) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(start, end - start);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (!is_simple_toml_line(line))
+      throw Error(source + ":" + std::to_string(line_no) +
+                  ": a file with non-ASCII characters may hold only comments and single-line `key = value` lines "
+                  "(non-ASCII text only inside comments and strings)");
+    start = end + 1;
+  }
+}
+
 }  // namespace
+
+std::string to_string(NonFinitePolicy p) { return p == NonFinitePolicy::Abort ? "abort" : "skip"; }
+
+NonFinitePolicy parse_nonfinite_policy(const std::string& s) {
+  if (s == "abort") return NonFinitePolicy::Abort;
+  if (s == "skip") return NonFinitePolicy::Skip;
+  throw Error("unknown on_nonfinite '" + s + "' (expected abort or skip)");
+}
 
 const std::vector<ConfigKey>& config_keys() {
   static const std::vector<ConfigKey> keys = make_keys();
@@ -139,12 +216,30 @@ void set_config_value(RunConfig& config, const std::string& key, const std::stri
 }
 
 void apply_toml_file(RunConfig& config, const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, not a TOML file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot read: " + std::strerror(errno));
+  std::stringstream text;
+  text << in.rdbuf();  // (an empty file sets failbit on `text`, which is fine)
+  if (in.bad()) throw Error(path + ": read failed: " + std::strerror(errno));
+  apply_toml_text(config, text.str(), path);
+}
+
+void apply_toml_text(RunConfig& config, std::string_view text, const std::string& source_name) {
+  if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);  // a UTF-8 byte order mark
+  reject_unsafe_non_ascii(text, source_name);
   toml::table table;
   try {
-    table = toml::parse_file(path);
+    table = toml::parse(text, source_name);
   } catch (const toml::parse_error& e) {
-    throw Error(path + ":" + toml_position(e.source()) + ": " + std::string(e.description()));
+    throw Error(source_name + ":" + toml_position(e.source()) + ": " + std::string(e.description()));
   }
+  apply_toml_table(config, table, source_name);
+}
+
+namespace {
+void apply_toml_table(RunConfig& config, const toml::table& table, const std::string& path) {
   for (const auto& [key_node, node] : table) {
     const std::string key(key_node.str());
     const std::string where = path + ":" + toml_position(key_node.source()) + ": ";
@@ -172,6 +267,7 @@ void apply_toml_file(RunConfig& config, const std::string& path) {
     }
   }
 }
+}  // namespace
 
 void apply_json(RunConfig& config, const nlohmann::json& values) {
   if (!values.is_object()) throw Error("config must be a JSON object");
@@ -198,6 +294,7 @@ void resolve(RunConfig& config) {
   positive("steps", config.steps);
   if (config.copy_len < 1 || config.model.vocab < 2)
     throw Error("the copy task needs vocab >= 2 and copy_len >= 1");
+  if (config.copy_len > INT32_MAX / 2) throw Error("copy_len " + std::to_string(config.copy_len) + " is too large");
   const int task_len = 2 * config.copy_len - 1;
   if (config.model.seq_len == 0) config.model.seq_len = task_len;
   if (config.model.seq_len != task_len)
@@ -217,6 +314,8 @@ void resolve(RunConfig& config) {
   if (config.threads < 0) throw Error("threads must be >= 0");
   if (config.log_every < 0) throw Error("log_every must be >= 0");
   if (config.out.empty()) throw Error("out must not be empty");
+  if (config.checkpoint_every < 0) throw Error("checkpoint_every must be >= 0");
+  if (config.keep_checkpoints < 0) throw Error("keep_checkpoints must be >= 0");
 }
 
 nlohmann::json to_json(const RunConfig& config) {

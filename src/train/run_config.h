@@ -6,6 +6,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/config.h"
@@ -13,6 +14,12 @@
 #include "train/schedule.h"
 
 namespace blocklab {
+
+// What a step with a non-finite loss or gradient norm does: stop the run (abort), or leave weights,
+// moments and the Adam step count untouched and go on with the next batch (skip).
+enum class NonFinitePolicy { Abort, Skip };
+std::string to_string(NonFinitePolicy);
+NonFinitePolicy parse_nonfinite_policy(const std::string&);
 
 struct RunConfig {
   RunConfig() { model.seq_len = 0; }  // 0: derived from the task by resolve()
@@ -32,6 +39,9 @@ struct RunConfig {
   int threads = 0;              // 0 = all cores
   int log_every = 0;            // 0 = about 20 lines per run when not on a terminal
   std::string out = "runs/copy";
+  int checkpoint_every = 0;   // 0: checkpoints only when interrupted by SIGINT/SIGTERM
+  int keep_checkpoints = 2;   // 0: keep all
+  NonFinitePolicy on_nonfinite = NonFinitePolicy::Abort;
 
   Schedule make_schedule() const { return Schedule{schedule, lr, warmup, steps, min_lr}; }
 };
@@ -53,6 +63,8 @@ const ConfigKey* find_config_key(const std::string& name);
 void set_config_value(RunConfig& config, const std::string& key, const std::string& value);
 // Applies a TOML file of top-level keys. Unknown keys, wrong types, tables: Error naming file and line.
 void apply_toml_file(RunConfig& config, const std::string& path);
+// The same for TOML text; source_name plays the role of the path in messages.
+void apply_toml_text(RunConfig& config, std::string_view text, const std::string& source_name);
 // Applies a JSON object of keys (e.g. a run's config.json). Unknown keys are errors.
 void apply_json(RunConfig& config, const nlohmann::json& values);
 

@@ -1,6 +1,11 @@
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "util/error.h"
 
 namespace blocklab {
 
@@ -20,13 +25,65 @@ StepResult Trainer::step() {
   task_.next(batch_, config_.batch);
   r.loss = model_.forward(batch_.inputs.data(), batch_.targets.data(), batch_.loss_mask.data());
   model_.backward();
+  if (std::find(inject_steps_.begin(), inject_steps_.end(), r.step) != inject_steps_.end())
+    model_.grads()[inject_offset_] = std::numeric_limits<float>::quiet_NaN();
   r.grad_norm = global_norm<float>(model_.grads());
+  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
+    r.nonfinite = true;
+    r.lr = schedule_.at(r.step);
+    ++steps_done_;
+    ++skipped_steps_;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return r;
+  }
   clip_to_norm<float>(model_.grads(), r.grad_norm, config_.clip_grad_norm);
   r.lr = schedule_.at(r.step);
   optimizer_.step(model_.params(), model_.grads(), r.lr);
   ++steps_done_;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
+}
+
+std::string Trainer::first_nonfinite_grad() const {
+  const Model<float>& model = model_;
+  for (const ParamSpec& p : model.table().specs()) {
+    const auto g = model.grads().subspan(p.offset, p.numel);
+    if (std::any_of(g.begin(), g.end(), [](float x) { return !std::isfinite(x); })) return p.name;
+  }
+  return {};
+}
+
+io::TrainingState Trainer::checkpoint_state() {
+  io::TrainingState s;
+  for (const ParamSpec& p : model_.table().specs()) s.layout.push_back({p.name, p.shape, p.offset, p.numel});
+  s.params = model_.params();
+  s.adam_m = optimizer_.first_moment();
+  s.adam_v = optimizer_.second_moment();
+  s.step = steps_done_;
+  s.adam_steps = optimizer_.steps_taken();
+  s.skipped_steps = skipped_steps_;
+  s.data_rng = task_.rng().state();
+  s.data_batches_drawn = static_cast<int64_t>(task_.batches_drawn());
+  s.config_json = to_json(config_).dump();
+  return s;
+}
+
+void Trainer::load_checkpoint(const std::filesystem::path& checkpoint) {
+  io::TrainingState s = checkpoint_state();
+  io::read_checkpoint(checkpoint, s);  // fills the arenas in place only once everything is checked
+  if (s.step > std::numeric_limits<int>::max()) throw Error(checkpoint.string() + ": step out of range");
+  steps_done_ = static_cast<int>(s.step);
+  skipped_steps_ = s.skipped_steps;
+  optimizer_.set_steps_taken(s.adam_steps);
+  Rng rng;
+  rng.set_state(s.data_rng);
+  task_.set_rng(rng);
+  task_.set_batches_drawn(static_cast<uint64_t>(s.data_batches_drawn));
+}
+
+void Trainer::inject_nonfinite(std::vector<int> steps, const std::string& tensor) {
+  inject_offset_ = model_.table().at(tensor).offset;
+  inject_steps_ = std::move(steps);
 }
 
 }  // namespace blocklab

@@ -1,8 +1,12 @@
 #pragma once
 // One training run in memory: model, optimizer, data stream and schedule, advanced one step at a time.
 #include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
 
 #include "data/copy_task.h"
+#include "io/checkpoint.h"
 #include "model/model.h"
 #include "train/optimizer.h"
 #include "train/run_config.h"
@@ -15,6 +19,7 @@ struct StepResult {
   double lr = 0;           // learning rate used for the update
   double grad_norm = 0;    // global gradient norm before clipping
   double seconds = 0;      // wall time of the step
+  bool nonfinite = false;  // the loss or the gradient norm was not finite: no update was applied
 };
 
 class Trainer {
@@ -22,8 +27,27 @@ class Trainer {
   // config must have been resolve()d. Initialises the weights from config.seed.
   explicit Trainer(const RunConfig& config);
 
+  // One step: next batch, forward, backward, gradient norm, clipping, update. When the loss or the
+  // gradient norm is not finite the update is skipped (weights, moments and the optimizer's step count
+  // stay as they were), the result says nonfinite, and skipped_steps() counts it; stopping the run
+  // instead (on_nonfinite = abort) is the caller's decision.
   StepResult step();
   int steps_done() const { return steps_done_; }
+  int64_t skipped_steps() const { return skipped_steps_; }
+
+  // The first parameter (in table order) whose gradient from the last step holds a non-finite value;
+  // empty when all are finite.
+  std::string first_nonfinite_grad() const;
+
+  // Views of everything a checkpoint holds; the arenas are this trainer's own memory.
+  io::TrainingState checkpoint_state();
+  // Restores weights, moments, counters and the data stream from a checkpoint of a run with the same
+  // model. Throws Error (changing nothing) when the checkpoint is malformed or does not fit the model.
+  void load_checkpoint(const std::filesystem::path& checkpoint);
+
+  // Fault injection for tests: at each of these (1-based) steps, one gradient value of `tensor` is set
+  // to NaN after the backward pass. Throws Error for an unknown tensor.
+  void inject_nonfinite(std::vector<int> steps, const std::string& tensor);
 
   const RunConfig& config() const { return config_; }
   Model<float>& model() { return model_; }
@@ -41,6 +65,9 @@ class Trainer {
   Batch batch_;
   Schedule schedule_;
   int steps_done_ = 0;
+  int64_t skipped_steps_ = 0;
+  std::vector<int> inject_steps_;
+  long inject_offset_ = -1;
 };
 
 }  // namespace blocklab

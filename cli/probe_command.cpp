@@ -1,0 +1,352 @@
+// blocklab probe residual | logits: run a Hugging Face model forward on a prompt and report the
+// residual-stream norms per layer, or the most likely next tokens.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "commands.h"
+#include "hf/model.h"
+#include "hf/residual_probe.h"
+#include "hf/tokenizer.h"
+#include "hf/unicode.h"
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
+#include "progress.h"
+#include "tensor/threading.h"
+#include "util/error.h"
+
+namespace blocklab::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct PromptFlags {
+  std::string model;
+  std::string text;
+  std::string tokens;
+  int threads = 0;
+};
+
+void add_prompt_flags(CLI::App* app, PromptFlags& f) {
+  app->add_option("--model", f.model, "Hugging Face model directory (config.json + safetensors)")->required();
+  auto* text = app->add_option("--text", f.text, "prompt text (needs DIR/tokenizer.json)");
+  auto* tokens = app->add_option("--tokens", f.tokens, "prompt as token ids, e.g. 1,2,3");
+  text->excludes(tokens);
+  app->add_option("--threads", f.threads, "threads (0 = all cores)")->capture_default_str();
+}
+
+std::vector<int32_t> parse_token_list(const std::string& s) {
+  std::vector<int32_t> out;
+  std::size_t i = 0;
+  while (i <= s.size()) {
+    std::size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    std::string item = s.substr(i, j - i);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (item.empty()) throw Error("--tokens: empty item in \"" + s + "\" (expected e.g. 1,2,3)");
+    std::size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || v < 0 || v > 0x7fffffff)
+      throw Error("--tokens: \"" + item + "\" is not a non-negative integer token id");
+    out.push_back(static_cast<int32_t>(v));
+    i = j + 1;
+  }
+  return out;
+}
+
+struct Prompt {
+  std::vector<int32_t> tokens;
+  std::unique_ptr<hf::Tokenizer> tokenizer;  // when DIR/tokenizer.json exists
+};
+
+Prompt read_prompt(const PromptFlags& f, const CLI::App* app) {
+  Prompt p;
+  const bool has_text = app->count("--text") > 0, has_tokens = app->count("--tokens") > 0;
+  if (!has_text && !has_tokens) throw Error("give the prompt with --text TEXT or --tokens 1,2,3");
+  const fs::path tok_file = fs::path(f.model) / "tokenizer.json";
+  std::error_code ec;
+  if (fs::exists(tok_file, ec)) {
+    try {
+      p.tokenizer = std::make_unique<hf::Tokenizer>(hf::Tokenizer::load(tok_file));
+    } catch (const Error& e) {
+      if (has_text) throw;
+      // With --tokens the tokenizer only labels the output.
+      std::fprintf(stderr, "blocklab: warning: tokenizer not used: %s\n", e.what());
+    }
+  } else if (has_text) {
+    throw Error(tok_file.string() + ": not found; --text needs the model's tokenizer.json (or use --tokens)");
+  }
+  p.tokens = has_text ? p.tokenizer->encode(f.text) : parse_token_list(f.tokens);
+  if (p.tokens.empty()) throw Error("the prompt has no tokens");
+  return p;
+}
+
+// Token text for a terminal: control characters and bytes that are not valid UTF-8 (a token can hold
+// part of a character) as escapes.
+std::string printable(const std::string& bytes) {
+  std::string out;
+  for (std::size_t i = 0; i < bytes.size();) {
+    const auto c = static_cast<unsigned char>(bytes[i]);
+    const std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool valid = len > 1 && i + len <= bytes.size();
+    if (valid) {
+      try {
+        hf::unicode::decode_utf8(std::string_view(bytes).substr(i, len), "token");
+      } catch (const Error&) {
+        valid = false;
+      }
+    }
+    if (valid) {
+      out.append(bytes, i, len);
+      i += len;
+      continue;
+    }
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c < 0x20 || c >= 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+    ++i;
+  }
+  return out;
+}
+
+std::string model_line(const hf::Model& m) {
+  const hf::ModelConfig& c = m.config();
+  char buf[512];
+  const double params = static_cast<double>(m.parameter_count());
+  std::snprintf(buf, sizeof buf, "%s: %d blocks, width %d, %d heads (%d kv) x %d, MLP %d %s, %s; %.3g %s parameters (%s, %zu file%s)",
+                c.model_type.c_str(), c.layers, c.hidden, c.heads, c.kv_heads, c.head_dim, c.intermediate,
+                hf::activation_name(c.activation), hf::norm_name(c.norm), params >= 1e9 ? params / 1e9 : params / 1e6,
+                params >= 1e9 ? "B" : "M", m.dtype_summary().c_str(), m.weights().files().size(),
+                m.weights().files().size() == 1 ? "" : "s");
+  return buf;
+}
+
+std::string token_list_text(const std::vector<int32_t>& t) {
+  std::string s;
+  const std::size_t shown = std::min<std::size_t>(t.size(), 32);
+  for (std::size_t i = 0; i < shown; ++i) {
+    if (i) s += ',';
+    s += std::to_string(t[i]);
+  }
+  if (shown < t.size()) s += ",... (" + std::to_string(t.size()) + " in all)";
+  return s;
+}
+
+hf::Model load_model(const std::string& dir) {
+  std::printf("loading %s\n", dir.c_str());
+  std::fflush(stdout);
+  hf::Model m = hf::Model::load(dir);
+  std::printf("model   %s\n", model_line(m).c_str());
+  std::fflush(stdout);
+  return m;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int run_residual(const CLI::App* app, const PromptFlags& f, const std::string& out, bool force, bool save_hidden,
+                 bool no_plot) {
+  set_num_threads(f.threads);
+  const fs::path out_dir(out);
+  std::error_code ec;
+  if (fs::exists(out_dir / "residual.csv", ec) && !force)
+    throw Error(out + ": already holds residual.csv (use --force to overwrite)");
+  const auto t0 = std::chrono::steady_clock::now();
+  hf::Model model = load_model(f.model);
+  Prompt prompt = read_prompt(f, app);
+  const hf::ModelConfig& c = model.config();
+  std::printf("tokens  %s\n", token_list_text(prompt.tokens).c_str());
+  std::fflush(stdout);
+
+  fs::create_directories(out_dir, ec);
+  if (ec || !fs::is_directory(out_dir)) throw Error(out + ": cannot create output directory" + (ec ? ": " + ec.message() : ""));
+
+  const int Tn = static_cast<int>(prompt.tokens.size());
+  hf::ResidualProbe probe(Tn, c.hidden);
+  std::vector<float> hidden_all;
+  if (save_hidden) hidden_all.reserve(static_cast<std::size_t>(c.layers + 1) * Tn * c.hidden);
+  Progress progress("block", c.layers, 1);
+  hf::ForwardOptions opt;
+  opt.logits = hf::LogitsFor::None;
+  opt.stream_weights = true;
+  opt.on_hidden = [&](int layer, std::span<const float> h) {
+    probe.observe(layer, h);
+    if (save_hidden) hidden_all.insert(hidden_all.end(), h.begin(), h.end());
+    if (layer > 0) {
+      char detail[96];
+      std::snprintf(detail, sizeof detail, "|mean h| %.4g", probe.layers().back().mean_vector_norm);
+      progress.update(layer, detail);
+    }
+  };
+  const auto t_forward = std::chrono::steady_clock::now();
+  model.forward(prompt.tokens, opt);
+  progress.finish();
+  const double forward_seconds = seconds_since(t_forward);
+
+  const auto& layers = probe.layers();
+  std::printf("\n%5s  %16s  %16s  %10s  %12s  %10s\n", "layer", "|mean_t h_t|", "mean_t |h_t|", "sqrt(l+1)",
+              "growth(mean)", "rel.update");
+  for (const hf::ResidualLayerStats& s : layers)
+    std::printf("%5d  %16.6g  %16.6g  %10.4f  %12.4g  %10.4g\n", s.layer, s.mean_vector_norm, s.mean_token_norm,
+                std::sqrt(s.layer + 1.0), s.mean_vector_norm / layers.front().mean_vector_norm, s.relative_update);
+  const auto& last = layers.back();
+  std::printf("\nafter %d blocks |mean h| grew x%.4g from the embeddings; a random walk of unit steps grows x%.4g "
+              "(sqrt(%d))\n",
+              c.layers, last.mean_vector_norm / layers.front().mean_vector_norm, std::sqrt(c.layers + 1.0),
+              c.layers + 1);
+
+  hf::write_residual_csv(out_dir / "residual.csv", layers);
+  nlohmann::ordered_json summary;
+  summary["model"] = f.model;
+  summary["model_type"] = c.model_type;
+  summary["layers"] = c.layers;
+  summary["hidden_size"] = c.hidden;
+  summary["parameters"] = model.parameter_count();
+  summary["weight_dtype"] = model.dtype_summary();
+  if (app->count("--text")) summary["text"] = f.text;
+  summary["tokens"] = prompt.tokens;
+  summary["forward_seconds"] = forward_seconds;
+  summary["total_seconds"] = seconds_since(t0);
+  summary["csv_columns"] = {"layer", "mean_vector_norm", "mean_token_norm", "sqrt_layer_plus_1", "relative_update"};
+  io::write_file_atomic((out_dir / "residual.json").string(), summary.dump(2) + "\n");
+  std::vector<std::string> wrote{"residual.csv", "residual.json"};
+  if (save_hidden) {
+    std::vector<int64_t> tok64(prompt.tokens.begin(), prompt.tokens.end());
+    io::write_safetensors((out_dir / "hidden_states.safetensors").string(),
+                          {io::tensor_view("hidden_states", {c.layers + 1, Tn, c.hidden}, std::span<const float>(hidden_all)),
+                           io::tensor_view("tokens", {Tn}, std::span<const int64_t>(tok64))});
+    wrote.push_back("hidden_states.safetensors");
+  }
+  if (!no_plot) {
+    const std::string title = "Residual stream norm per layer: " + fs::path(f.model).filename().string() + " (" +
+                              c.model_type + ", " + std::to_string(Tn) + " tokens)";
+    const hf::PlotOutcome plot = hf::plot_residual(out_dir, layers, title);
+    wrote.push_back("residual.gp");
+    if (plot.rendered) {
+      wrote.push_back("residual.png");
+      wrote.push_back("residual.svg");
+    } else {
+      std::fprintf(stderr, "blocklab: warning: no figure: %s\n", plot.message.c_str());
+    }
+  }
+  std::string list;
+  for (const std::string& w : wrote) {
+    if (!list.empty()) list += ", ";
+    list += w;
+  }
+  std::printf("forward %s (%d tokens); wrote %s/{%s}\n", Progress::format_duration(forward_seconds).c_str(), Tn,
+              out.c_str(), list.c_str());
+  return 0;
+}
+
+int run_logits(const CLI::App* app, const PromptFlags& f, int top) {
+  set_num_threads(f.threads);
+  if (top < 1) throw Error("--top must be at least 1");
+  hf::Model model = load_model(f.model);
+  Prompt prompt = read_prompt(f, app);
+  const hf::ModelConfig& c = model.config();
+  std::printf("tokens  %s\n", token_list_text(prompt.tokens).c_str());
+  if (prompt.tokenizer) {
+    try {
+      std::printf("prompt  \"%s\"\n", printable(prompt.tokenizer->decode(prompt.tokens)).c_str());
+    } catch (const Error&) {
+      // ids the tokenizer does not know (the model's vocabulary can be larger): no text to show
+    }
+  }
+  std::fflush(stdout);
+  Progress progress("block", c.layers, 1);
+  hf::ForwardOptions opt;
+  opt.logits = hf::LogitsFor::Last;
+  opt.stream_weights = true;
+  opt.on_hidden = [&](int layer, std::span<const float>) {
+    if (layer > 0) progress.update(layer, "");
+  };
+  const hf::ForwardResult r = model.forward(prompt.tokens, opt);
+  progress.finish();
+
+  // Softmax in double over the last position's logits.
+  const std::vector<float>& z = r.logits;
+  const double zmax = *std::max_element(z.begin(), z.end());
+  double sum = 0;
+  for (float v : z) sum += std::exp(v - zmax);
+  std::vector<int32_t> order(z.size());
+  std::iota(order.begin(), order.end(), 0);
+  top = std::min<int>(top, static_cast<int>(z.size()));
+  std::partial_sort(order.begin(), order.begin() + top, order.end(), [&](int32_t a, int32_t b) {
+    return z[a] != z[b] ? z[a] > z[b] : a < b;
+  });
+  std::printf("\nnext token after position %zu:\n%4s  %8s  %9s  %10s  %s\n", prompt.tokens.size() - 1, "rank", "id",
+              "prob", "logit", "token");
+  for (int i = 0; i < top; ++i) {
+    const int32_t id = order[i];
+    std::string text = "-";
+    if (prompt.tokenizer && id < prompt.tokenizer->vocab_size()) {
+      try {
+        text = "\"" + printable(prompt.tokenizer->token_bytes(id)) + "\"";
+      } catch (const Error&) {
+        text = "(no token)";
+      }
+    }
+    std::printf("%4d  %8d  %9.5f  %10.4f  %s\n", i + 1, id, std::exp(z[id] - zmax) / sum, z[id], text.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_probe(CLI::App& root, std::vector<Command>& commands) {
+  auto* probe = root.add_subcommand("probe", "probe a Hugging Face model (Qwen3, Qwen3-VL, Qwen2, Llama, GPT-2)");
+  probe->require_subcommand(1);
+
+  auto* residual = probe->add_subcommand("residual", "residual-stream norm per layer, with CSV and figure");
+  auto rf = std::make_shared<PromptFlags>();
+  auto out = std::make_shared<std::string>();
+  auto force = std::make_shared<bool>(false);
+  auto save_hidden = std::make_shared<bool>(false);
+  auto no_plot = std::make_shared<bool>(false);
+  add_prompt_flags(residual, *rf);
+  residual->add_option("--out", *out, "output directory")->required();
+  residual->add_flag("--force", *force, "overwrite results already in --out");
+  residual->add_flag("--save-hidden", *save_hidden, "also write every layer's hidden states (hidden_states.safetensors)");
+  residual->add_flag("--no-plot", *no_plot, "skip the figure");
+  residual->footer(
+      "Per layer l (0 = embeddings, l = output of block l) over the prompt tokens: the norm of the mean token\n"
+      "vector, the mean token norm and the mean relative update, next to the random-walk reference sqrt(l+1).\n"
+      "Writes OUT/residual.csv, OUT/residual.json, OUT/residual.gp and (with gnuplot) OUT/residual.{png,svg}.\n"
+      "Example: blocklab probe residual --model ~/models/Qwen3-4B --text \"The capital of France is\" --out runs/res");
+  commands.push_back({residual, [residual, rf, out, force, save_hidden, no_plot] {
+                        return run_residual(residual, *rf, *out, *force, *save_hidden, *no_plot);
+                      }});
+
+  auto* logits = probe->add_subcommand("logits", "the most likely next tokens after the prompt");
+  auto lf = std::make_shared<PromptFlags>();
+  auto top = std::make_shared<int>(10);
+  add_prompt_flags(logits, *lf);
+  logits->add_option("--top", *top, "how many tokens to list")->capture_default_str();
+  commands.push_back({logits, [logits, lf, top] { return run_logits(logits, *lf, *top); }});
+}
+
+}  // namespace blocklab::cli

@@ -1,0 +1,61 @@
+#include "experiments/common.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+
+#include "util/error.h"
+
+namespace blocklab::experiments {
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> items;
+  size_t start = 0;
+  for (;;) {
+    const size_t end = text.find(sep, start);
+    items.push_back(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return items;
+}
+
+namespace {
+template <typename Int>
+std::vector<Int> parse_list(const std::string& text, const std::string& what, Int min) {
+  if (text.find_first_not_of(" \t") == std::string::npos) throw Error(what + ": the list is empty");
+  std::vector<Int> values;
+  for (const std::string& item : split(text, ',')) {
+    Int v{};
+    const char* end = item.data() + item.size();
+    auto [ptr, ec] = std::from_chars(item.data(), end, v);
+    if (item.empty() || ec != std::errc() || ptr != end || v < min)
+      throw Error(what + ": expected a comma-separated list of integers >= " + std::to_string(min) + ", got '" + text +
+                  "'");
+    values.push_back(v);
+  }
+  return values;
+}
+}  // namespace
+
+std::vector<uint64_t> parse_seed_list(const std::string& text, const std::string& what) {
+  return parse_list<uint64_t>(text, what, 0);
+}
+
+std::vector<int> parse_int_list(const std::string& text, const std::string& what) {
+  return parse_list<int>(text, what, 1);
+}
+
+std::string placement_label(NormPlacement placement) {
+  return placement == NormPlacement::Post ? "Post-LN" : "Pre-LN";
+}
+
+std::string fmt(double value, const char* format) {
+  if (std::isnan(value)) return "n/a";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, value);
+  return buf;
+}
+
+}  // namespace blocklab::experiments

@@ -1,0 +1,478 @@
+#include "experiments/sweep.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "experiments/manifest.h"
+#include "io/atomic_file.h"
+#include "io/checkpoint.h"
+#include "io/metrics.h"
+#include "tensor/threading.h"
+#include "util/error.h"
+#include "util/process.h"
+
+namespace blocklab::experiments {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Keys that say how a run is executed or where, not what it computes.
+const std::set<std::string>& execution_keys() {
+  static const std::set<std::string> keys = {"out", "threads", "log_every", "checkpoint_every", "keep_checkpoints"};
+  return keys;
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string json_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+std::string safe_component(std::string s) {
+  for (char& c : s)
+    if (c == '/' || c == '\\' || c == ' ' || c == ',' || c == '+' || static_cast<unsigned char>(c) < 32) c = '_';
+  return s;
+}
+
+// The last complete row of a metrics.csv being written: (step, loss); step 0 when none yet.
+std::pair<int, double> last_metrics_row(const fs::path& path) {
+  const std::string text = read_text(path);
+  const size_t end = text.rfind('\n');  // the end of the last complete line
+  if (end == std::string::npos || end == 0) return {0, 0.0};
+  const size_t before = text.rfind('\n', end - 1);
+  const size_t start = before == std::string::npos ? 0 : before + 1;
+  const std::string line = text.substr(start, end - start);
+  char* after = nullptr;
+  const long step = std::strtol(line.c_str(), &after, 10);
+  if (after == line.c_str() || *after != ',') return {0, 0.0};  // the header
+  return {static_cast<int>(step), std::strtod(after + 1, nullptr)};
+}
+
+// SIGINT/SIGTERM while a sweep runs: remember the signal; the loop stops its workers and returns.
+volatile std::sig_atomic_t g_sweep_signal = 0;
+extern "C" void on_sweep_signal(int sig) {
+  if (g_sweep_signal != 0) {  // a second signal: stop now (workers die with the parent)
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+    return;
+  }
+  g_sweep_signal = sig;
+}
+
+class SweepSignals {
+ public:
+  SweepSignals() {
+    g_sweep_signal = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_sweep_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    ::sigaction(SIGINT, &sa, &old_int_);
+    ::sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~SweepSignals() {
+    ::sigaction(SIGINT, &old_int_, nullptr);
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  SweepSignals(const SweepSignals&) = delete;
+  SweepSignals& operator=(const SweepSignals&) = delete;
+  int pending() const { return g_sweep_signal; }
+
+ private:
+  struct sigaction old_int_ {}, old_term_ {};
+};
+
+std::string pretty_value(const std::string& key, const std::string& value) {
+  if (key == "norm_placement") return value == "post" ? "Post-LN" : value == "pre" ? "Pre-LN" : value;
+  if (key == "warmup") return value == "0" ? "no warm-up" : "warm-up " + value;
+  if (key == "layers") return value + " blocks";
+  if (key == "norm") return value == "rmsnorm" ? "RMSNorm" : value == "layernorm" ? "LayerNorm" : value;
+  return key + " " + value;
+}
+
+}  // namespace
+
+GridAxis parse_grid_axis(const std::string& spec) {
+  const size_t eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw Error("--grid: expected KEY=VALUE[,VALUE...], got '" + spec + "'");
+  GridAxis axis;
+  axis.key = spec.substr(0, eq);
+  std::replace(axis.key.begin(), axis.key.end(), '-', '_');
+  const ConfigKey* key = find_config_key(axis.key);
+  if (key == nullptr) throw Error("--grid: unknown config key '" + axis.key + "' (blocklab train --help lists them)");
+  if (axis.key == "seed") throw Error("--grid: use --seeds for the seeds, not a grid over 'seed'");
+  if (execution_keys().count(axis.key) > 0)
+    throw Error("--grid: '" + axis.key + "' says how runs are executed, not what they compute; it cannot be a grid axis");
+  const std::string values = spec.substr(eq + 1);
+  std::set<std::string> seen;
+  for (const std::string& v : split(values, ',')) {
+    if (v.empty()) throw Error("--grid " + axis.key + ": empty value in '" + values + "'");
+    if (!seen.insert(v).second) throw Error("--grid " + axis.key + ": value '" + v + "' appears twice");
+    RunConfig probe;
+    set_config_value(probe, axis.key, v);  // Error for a value the key rejects
+    axis.values.push_back(v);
+  }
+  return axis;
+}
+
+std::vector<SweepRun> plan_sweep(const SweepOptions& options) {
+  if (options.seeds.empty()) throw Error("seeds: the list is empty");
+  if (options.jobs < 0) throw Error("jobs must be >= 1 (or 0 for one per core), got " + std::to_string(options.jobs));
+  if (options.out.empty()) throw Error("no output directory given");
+  if (options.probe_every < 0) throw Error("probe interval must be >= 0");
+  std::set<std::string> keys, seeds;
+  for (const GridAxis& axis : options.grid) {
+    if (!keys.insert(axis.key).second) throw Error("--grid: key '" + axis.key + "' appears twice");
+    if (axis.values.empty()) throw Error("--grid " + axis.key + ": no values");
+  }
+  for (uint64_t s : options.seeds)
+    if (!seeds.insert(std::to_string(s)).second) throw Error("seeds: " + std::to_string(s) + " appears twice");
+
+  size_t cells = 1;
+  for (const GridAxis& axis : options.grid) cells *= axis.values.size();
+  std::vector<SweepRun> runs;
+  for (size_t cell = 0; cell < cells; ++cell) {
+    // mixed-radix digits of the cell index, the first axis slowest
+    std::vector<std::string> values(options.grid.size());
+    size_t rest = cell;
+    for (size_t a = options.grid.size(); a-- > 0;) {
+      values[a] = options.grid[a].values[rest % options.grid[a].values.size()];
+      rest /= options.grid[a].values.size();
+    }
+    for (uint64_t seed : options.seeds) {
+      SweepRun run;
+      run.cell = cell;
+      run.cell_values = values;
+      run.seed = seed;
+      std::string name;
+      RunConfig config = options.base;
+      for (size_t a = 0; a < options.grid.size(); ++a) {
+        set_config_value(config, options.grid[a].key, values[a]);
+        name += options.grid[a].key + "=" + safe_component(values[a]) + "+";
+      }
+      run.name = name + "seed=" + std::to_string(seed);
+      config.seed = seed;
+      config.out = (fs::path(options.out) / run.name).string();
+      try {
+        resolve(config);
+      } catch (const Error& e) {
+        throw Error("run " + run.name + ": " + e.what());
+      }
+      run.config = config;
+      runs.push_back(std::move(run));
+    }
+  }
+  return runs;
+}
+
+nlohmann::json sweep_settings(const SweepOptions& options) {
+  RunConfig base = options.base;
+  resolve(base);
+  nlohmann::json b = to_json(base);
+  b.erase("seed");
+  for (const std::string& k : execution_keys()) b.erase(k);
+  nlohmann::json grid = nlohmann::json::array();
+  for (const GridAxis& axis : options.grid) {
+    b.erase(axis.key);
+    grid.push_back({{"key", axis.key}, {"values", axis.values}});
+  }
+  return {{"base", b}, {"grid", grid}, {"seeds", options.seeds}, {"probe_every", options.probe_every}};
+}
+
+bool run_finished(const std::string& run_dir) {
+  const fs::path summary = fs::path(run_dir) / "summary.json";
+  if (!fs::exists(summary)) return false;
+  try {
+    const auto j = nlohmann::json::parse(read_text(summary));
+    return j.value("status", std::string("completed")) != "interrupted";
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+}
+
+SweepRunResult read_run(const SweepRun& run) {
+  SweepRunResult r;
+  r.run = run;
+  const fs::path dir(run.config.out);
+  const io::MetricsTable table = io::read_metrics((dir / "metrics.csv").string());
+  const int step_col = table.column("step"), loss_col = table.column("loss");
+  if (step_col < 0 || loss_col < 0) throw Error((dir / "metrics.csv").string() + ": no step/loss columns");
+  for (const auto& row : table.rows) {
+    r.steps.push_back(static_cast<int>(row[step_col]));
+    r.losses.push_back(row[loss_col]);
+  }
+  if (r.steps.empty()) throw Error((dir / "metrics.csv").string() + ": no steps");
+  r.curve = probe::summarize_curve(r.steps, r.losses, std::log(static_cast<double>(run.config.model.vocab)));
+  try {
+    const auto j = nlohmann::json::parse(read_text(dir / "summary.json"));
+    r.seconds = j.value("seconds", 0.0);
+  } catch (const nlohmann::json::exception&) {
+  }
+  return r;
+}
+
+std::string cell_title(const std::vector<GridAxis>& grid, const std::vector<std::string>& values) {
+  std::string title;
+  for (size_t a = 0; a < grid.size(); ++a) title += (a ? ", " : "") + pretty_value(grid[a].key, values[a]);
+  return title.empty() ? "all runs" : title;
+}
+
+io::PlotFigure sweep_figure(const std::vector<GridAxis>& grid, const std::vector<SweepRunResult>& runs, double ln_vocab,
+                            bool log_loss, const std::string& title) {
+  io::PlotFigure fig;
+  fig.title = title;
+  size_t cells = 1;
+  for (const GridAxis& axis : grid) cells *= axis.values.size();
+  if (grid.size() == 2) {
+    fig.rows = static_cast<int>(grid[0].values.size());
+    fig.cols = static_cast<int>(grid[1].values.size());
+  } else {
+    fig.cols = static_cast<int>(std::ceil(std::sqrt(static_cast<double>(cells))));
+    fig.rows = static_cast<int>((cells + fig.cols - 1) / fig.cols);
+  }
+  fig.width = std::max(700, 560 * fig.cols);
+  fig.height = std::max(520, 460 * fig.rows + 60);
+
+  double lo = 1e300, hi = 0;
+  int max_step = 1;
+  for (const auto& r : runs)
+    for (size_t i = 0; i < r.losses.size(); ++i) {
+      const double v = r.losses[i];
+      if (std::isfinite(v) && v > 0) lo = std::min(lo, v), hi = std::max(hi, v);
+      max_step = std::max(max_step, r.steps[i]);
+    }
+  if (hi <= 0) lo = 1e-3, hi = 5;
+  std::vector<io::PlotPanel> panels(cells);
+  std::vector<std::vector<std::string>> cell_values(cells);
+  for (const auto& r : runs) cell_values[r.run.cell] = r.run.cell_values;
+  for (size_t c = 0; c < cells; ++c) {
+    io::PlotPanel& p = panels[c];
+    if (cell_values[c].empty()) {  // no finished run in this cell: derive its values from the index
+      std::vector<std::string> values(grid.size());
+      size_t rest = c;
+      for (size_t a = grid.size(); a-- > 0;) {
+        values[a] = grid[a].values[rest % grid[a].values.size()];
+        rest /= grid[a].values.size();
+      }
+      cell_values[c] = values;
+    }
+    p.title = cell_title(grid, cell_values[c]);
+    p.xlabel = "step";
+    p.ylabel = log_loss ? "loss (log scale)" : "loss";
+    p.log_y = log_loss;
+    p.x_range = std::make_pair(0.0, static_cast<double>(max_step));
+    // headroom above the curves for a two-row legend, so that it never covers one
+    p.y_range = log_loss ? std::make_pair(std::max(lo * 0.7, 1e-6), std::max(hi, ln_vocab) * 8)
+                         : std::make_pair(0.0, std::max(hi, ln_vocab) * 1.35);
+    p.legend = "top right horizontal maxrows 2";
+    char lnv[64];
+    std::snprintf(lnv, sizeof lnv, "ln V = %.3f", ln_vocab);
+    p.hlines.push_back({ln_vocab, lnv, "#000000", 2, 2.0});
+  }
+  std::vector<int> seed_index(cells, 0);
+  for (const auto& r : runs) {
+    io::PlotSeries s;
+    for (size_t i = 0; i < r.steps.size(); ++i) {
+      s.x.push_back(r.steps[i]);
+      s.y.push_back(r.losses[i]);
+    }
+    s.title = "seed " + std::to_string(r.run.seed) + " (" + probe::to_string(r.curve.outcome) + ")";
+    s.color = io::palette(seed_index[r.run.cell]++);
+    s.line_width = 1.2;
+    panels[r.run.cell].series.push_back(std::move(s));
+  }
+  fig.panels = std::move(panels);
+  return fig;
+}
+
+SweepResult run_sweep(const SweepOptions& options, const Log& log, const SweepProgressFn& progress) {
+  const std::vector<SweepRun> runs = plan_sweep(options);
+  const std::string worker = options.worker.empty() ? self_executable() : options.worker;
+  const int cores = hardware_threads();
+  const int jobs = options.jobs > 0 ? options.jobs : cores;
+  const int threads = jobs > 1 ? std::max(1, cores / jobs) : options.base.threads;
+  claim_output_dir(options.out, "sweep", sweep_settings(options), true);
+
+  struct Active {
+    size_t index;
+    pid_t pid;
+    int start_step;
+  };
+  std::vector<size_t> pending;
+  std::vector<bool> done(runs.size(), false), reused(runs.size(), false);
+  std::vector<int> start_steps(runs.size(), 0);
+  SweepProgress state;
+  state.runs_total = static_cast<int>(runs.size());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    state.steps_total += runs[i].config.steps;
+    if (run_finished(runs[i].config.out)) {
+      done[i] = reused[i] = true;
+      ++state.runs_reused;
+      ++state.runs_finished;
+    } else {
+      pending.push_back(i);
+    }
+  }
+  if (log)
+    log("sweep of " + std::to_string(runs.size()) + " runs in " + options.out + ": " + std::to_string(state.runs_reused) +
+        " already finished, " + std::to_string(pending.size()) + " to run, " + std::to_string(std::min<size_t>(jobs, std::max<size_t>(pending.size(), 1))) +
+        " at a time with " + (threads > 0 ? std::to_string(threads) : "all") + " thread(s) each");
+
+  SweepResult result;
+  std::vector<Active> active;
+  const auto start = std::chrono::steady_clock::now();
+  SweepSignals signals;
+  bool stopping = false;
+  size_t next = 0;
+  auto start_run = [&](size_t index) {
+    const SweepRun& run = runs[index];
+    const fs::path dir(run.config.out);
+    fs::create_directories(dir);
+    std::vector<std::string> argv = {worker, "train"};
+    int start_step = 0;
+    if (!io::list_checkpoints(dir).empty()) {  // an interrupted run: continue it bit-exactly
+      argv.insert(argv.end(), {"--resume", dir.string()});
+      start_step = static_cast<int>(io::list_checkpoints(dir).back().step);
+    } else {
+      const nlohmann::json values = to_json(run.config);
+      for (const ConfigKey& key : config_keys()) {
+        if (key.name == "out" || key.name == "threads") continue;
+        std::string flag = "--" + key.name;
+        std::replace(flag.begin(), flag.end(), '_', '-');
+        argv.push_back(flag);
+        argv.push_back(json_text(values.at(key.name)));
+      }
+      argv.insert(argv.end(), {"--out", dir.string(), "--force"});
+    }
+    argv.insert(argv.end(), {"--threads", std::to_string(threads)});
+    if (options.probe_every > 0) argv.insert(argv.end(), {"--probe-every", std::to_string(options.probe_every)});
+    ProcessSpec spec{argv, "", (dir / "train.log").string(), true, true};
+    start_steps[index] = start_step;
+    active.push_back({index, spawn_process(spec), start_step});
+  };
+
+  for (;;) {
+    if (signals.pending() != 0 && !stopping) {
+      stopping = true;
+      if (log) log("stopping: asking " + std::to_string(active.size()) + " running worker(s) to checkpoint and exit");
+      for (const Active& a : active) ::kill(a.pid, SIGINT);
+    }
+    while (!stopping && active.size() < static_cast<size_t>(jobs) && next < pending.size()) start_run(pending[next++]);
+    if (active.empty()) break;
+    std::this_thread::sleep_for(std::chrono::duration<double>(options.poll_seconds));
+
+    for (size_t k = 0; k < active.size();) {
+      const std::optional<int> status = poll_process(active[k].pid);
+      if (!status) {
+        ++k;
+        continue;
+      }
+      const SweepRun& run = runs[active[k].index];
+      if (run_finished(run.config.out)) {
+        done[active[k].index] = true;
+        ++state.runs_finished;
+        if (log) {
+          try {
+            const SweepRunResult r = read_run(run);
+            log("finished " + run.name + ": " + probe::to_string(r.curve.outcome) + ", final loss " +
+                fmt(r.curve.final_loss, "%.4f") + ", min " + fmt(r.curve.min_loss, "%.4f") + " at step " +
+                std::to_string(r.curve.min_loss_step) + " (" + fmt(r.seconds, "%.1f") + " s)");
+          } catch (const Error& e) {
+            log("finished " + run.name + " but cannot read it: " + e.what());
+          }
+        }
+      } else if (!stopping) {
+        result.failed.push_back(run.name + " (exit " + std::to_string(*status) + ", see " +
+                                (fs::path(run.config.out) / "train.log").string() + ")");
+        if (log) log("FAILED " + result.failed.back());
+      }
+      active.erase(active.begin() + static_cast<long>(k));
+    }
+
+    // progress: steps of finished runs count in full; the rate counts only steps trained here
+    state.runs_active = static_cast<int>(active.size());
+    state.steps_done = 0;
+    state.steps_done_here = 0;
+    state.active.clear();
+    for (size_t i = 0; i < runs.size(); ++i)
+      if (done[i]) {
+        state.steps_done += runs[i].config.steps;
+        if (!reused[i]) state.steps_done_here += runs[i].config.steps - start_steps[i];
+      }
+    for (const Active& a : active) {
+      const SweepRun& run = runs[a.index];
+      const auto [step, loss] = last_metrics_row(fs::path(run.config.out) / "metrics.csv");
+      state.steps_done += step;
+      state.steps_done_here += std::max(0, step - a.start_step);
+      state.active.push_back({run.name, step, run.config.steps, loss});
+    }
+    state.elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    state.eta = state.steps_done_here > 0 && state.elapsed > 0
+                    ? (state.steps_total - state.steps_done) * state.elapsed / state.steps_done_here
+                    : -1;
+    if (progress) progress(state);
+  }
+
+  for (size_t i = 0; i < runs.size(); ++i)
+    if (done[i]) {
+      result.runs.push_back(read_run(runs[i]));
+      result.runs.back().reused = reused[i];
+    }
+
+  // summary.csv
+  std::ostringstream csv;
+  csv << "run";
+  for (const GridAxis& axis : options.grid) csv << "," << axis.key;
+  csv << ",seed,steps,final_loss,min_loss,min_loss_step,first_step_below_0.01,outcome,seconds\n";
+  for (const auto& r : result.runs) {
+    csv << r.run.name;
+    for (const auto& v : r.run.cell_values) csv << "," << v;
+    char numbers[160];
+    std::snprintf(numbers, sizeof numbers, ",%llu,%d,%.9g,%.9g,%d,", static_cast<unsigned long long>(r.run.seed),
+                  r.curve.steps, r.curve.final_loss, r.curve.min_loss, r.curve.min_loss_step);
+    csv << numbers << (r.curve.first_step_below ? std::to_string(*r.curve.first_step_below) : "") << ","
+        << probe::to_string(r.curve.outcome) << "," << fmt(r.seconds, "%.1f") << "\n";
+  }
+  io::write_file_atomic((fs::path(options.out) / "summary.csv").string(), csv.str());
+
+  const double ln_vocab = std::log(static_cast<double>(runs.front().config.model.vocab));
+  std::string title = options.title;
+  if (title.empty()) {
+    const RunConfig& c = runs.front().config;
+    std::ostringstream t;
+    t << "Copy task loss, " << c.model.layers << " blocks x width " << c.model.width << ", V=" << c.model.vocab
+      << " n=" << c.copy_len << ", batch " << c.batch << ", lr " << c.lr << ", " << options.seeds.size() << " seed(s)";
+    title = t.str();
+  }
+  result.figure = io::render_figure(sweep_figure(options.grid, result.runs, ln_vocab, options.log_loss, title),
+                                    (fs::path(options.out) / "loss").string());
+  if (log) log(result.figure.drawn ? "wrote " + options.out + "/summary.csv and loss.{png,svg}" : result.figure.message);
+
+  if (stopping) {
+    int unfinished = 0;
+    for (bool d : done) unfinished += d ? 0 : 1;
+    throw SweepInterrupted(signals.pending(), unfinished);
+  }
+  if (!result.failed.empty()) {
+    std::string list;
+    for (const auto& f : result.failed) list += (list.empty() ? "" : "; ") + f;
+    throw Error(std::to_string(result.failed.size()) + " of " + std::to_string(runs.size()) + " runs failed: " + list);
+  }
+  return result;
+}
+
+}  // namespace blocklab::experiments

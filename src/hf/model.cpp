@@ -1,0 +1,425 @@
+#include "hf/model.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <set>
+
+#include "kernels/bf16_linear.h"
+#include "kernels/elementwise.h"
+#include "kernels/gelu_tanh.h"
+#include "kernels/gemm.h"
+#include "kernels/gqa_attention.h"
+#include "kernels/norm.h"
+#include "kernels/sgemm.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
+#include "util/error.h"
+
+namespace blocklab::hf {
+
+namespace {
+
+// Float scratch for one converted row block of a weight: 1 Mi floats (4 MiB), small enough to stay
+// in cache between conversion and GEMM (a 2560-wide weight goes in 409-row blocks). Measured on a
+// 9728 x 2560 BF16 weight, 64 tokens: 1 Mi-float blocks beat 16 Mi (whole-matrix) and 64 Ki blocks.
+constexpr int64_t kScratchFloats = int64_t{1} << 20;
+// Up to this many rows, BF16 weights go through kernels::bf16_linear_forward instead. On a 9728 x 2560
+// weight (2 shared cores): 9 rows 0.045 s fused against 0.27 s converting 4 MiB blocks for GEMM;
+// at 32-33 rows the fused kernel (0.12 s) falls behind the tiled GEMM below (0.09 s).
+constexpr int kFewRows = 16;
+// Per-thread tile of converted rows for more rows than that: 256 Ki floats (1 MiB), about 100 rows of a
+// 2560-wide weight.
+constexpr int64_t kTileFloats = int64_t{1} << 18;
+
+std::string dims_text(const ModelConfig& c) {
+  return "hidden_size " + std::to_string(c.hidden) + ", num_attention_heads " + std::to_string(c.heads) +
+         ", num_key_value_heads " + std::to_string(c.kv_heads) + ", head_dim " + std::to_string(c.head_dim) +
+         ", intermediate_size " + std::to_string(c.intermediate) + ", vocab_size " + std::to_string(c.vocab);
+}
+
+}  // namespace
+
+std::vector<double> rope_inv_freq(const ModelConfig& c) {
+  const int half = c.head_dim / 2;
+  std::vector<double> inv(static_cast<std::size_t>(half));
+  for (int i = 0; i < half; ++i) inv[i] = std::pow(c.rope.theta, -2.0 * i / c.head_dim);
+  switch (c.rope.scaling) {
+    case RopeConfig::Scaling::None:
+      break;
+    case RopeConfig::Scaling::Linear:
+      for (double& f : inv) f /= c.rope.factor;
+      break;
+    case RopeConfig::Scaling::Llama3: {
+      // Llama 3.1: long wavelengths are slowed down by `factor`, short ones kept, the band between
+      // interpolated (transformers' _compute_llama3_parameters).
+      const double old_len = c.rope.original_max_positions;
+      const double low_wavelen = old_len / c.rope.low_freq_factor;
+      const double high_wavelen = old_len / c.rope.high_freq_factor;
+      for (double& f : inv) {
+        const double wavelen = 2 * std::numbers::pi / f;
+        if (wavelen > low_wavelen) {
+          f /= c.rope.factor;
+        } else if (wavelen >= high_wavelen) {
+          const double smooth =
+              (old_len / wavelen - c.rope.low_freq_factor) / (c.rope.high_freq_factor - c.rope.low_freq_factor);
+          f = (1 - smooth) * f / c.rope.factor + smooth * f;
+        }
+      }
+      break;
+    }
+  }
+  return inv;
+}
+
+void stored_linear(float* out, const float* inp, const StoredMatrix& m, const float* bias, int N,
+                   std::vector<float>& scratch, int64_t block_floats) {
+  const WeightRef& w = m.weight;
+  const int OC = m.out, C = m.in;
+  const auto address = reinterpret_cast<uintptr_t>(w.bytes.data());
+  const bool f32_in_place = w.dtype == io::DType::F32 && address % alignof(float) == 0;
+  const bool defaults = block_floats == 0;
+  if (N == 0) {
+    // nothing to multiply
+  } else if (f32_in_place) {
+    const auto* W = reinterpret_cast<const float*>(w.bytes.data());
+    if (m.transposed) {
+      kernels::gemm<float>(false, false, N, OC, C, 1.0f, inp, C, W, OC, 0.0f, out, OC);  // W (C, OC)
+    } else {
+      kernels::gemm<float>(false, true, N, OC, C, 1.0f, inp, C, W, C, 0.0f, out, OC);  // W (OC, C)
+    }
+  } else if (defaults && !m.transposed && w.dtype == io::DType::BF16 && N <= kFewRows &&
+             address % alignof(uint16_t) == 0) {
+    // Few rows (a short prompt): read the BF16 weight once, in place, without a float copy.
+    const std::size_t need = static_cast<std::size_t>(omp_get_max_threads()) * C;
+    if (scratch.size() < need) scratch.resize(need);
+    kernels::bf16_linear_forward(out, inp, reinterpret_cast<const uint16_t*>(w.bytes.data()), N, C, OC, scratch.data());
+  } else if (defaults && !m.transposed && kernels::sgemm_isa() != kernels::SgemmIsa::None) {
+    // Many rows: one parallel region for the whole weight. Each thread converts a tile of output rows
+    // into its own slice of the scratch and multiplies it with a GEMM that runs on that thread alone
+    // (a nested region), so there is one synchronisation per weight instead of two per block.
+    const int threads = omp_get_max_threads();
+    const int64_t rows = std::clamp<int64_t>(kTileFloats / C, 1, OC);
+    const std::size_t need = static_cast<std::size_t>(threads) * rows * C;
+    if (scratch.size() < need) scratch.resize(need);
+    const int64_t tiles = (OC + rows - 1) / rows;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t tile = 0; tile < tiles; ++tile) {
+      const int64_t r0 = tile * rows;
+      const int n_rows = static_cast<int>(std::min(rows, OC - r0));
+      float* s = scratch.data() + static_cast<std::size_t>(omp_get_thread_num()) * rows * C;
+      convert_rows(s, w, r0, n_rows);
+      // out[:, r0:r0+n] = inp @ W[r0:r0+n, :]^T
+      kernels::gemm<float>(false, true, N, n_rows, C, 1.0f, inp, C, s, C, 0.0f, out + r0, OC);
+    }
+  } else {
+    const int64_t row_len = m.transposed ? OC : C;  // stored row length
+    const int64_t stored_rows = m.transposed ? C : OC;
+    const int64_t budget = block_floats > 0 ? block_floats : kScratchFloats;
+    const int64_t block = std::clamp<int64_t>(budget / row_len, 1, stored_rows);
+    if (scratch.size() < static_cast<std::size_t>(block * row_len)) scratch.resize(block * row_len);
+    for (int64_t r0 = 0; r0 < stored_rows; r0 += block) {
+      const int rows = static_cast<int>(std::min(block, stored_rows - r0));
+      convert_rows(scratch.data(), w, r0, rows);
+      if (m.transposed) {
+        // out (N, OC) += inp[:, r0:r0+rows] @ W[r0:r0+rows, :]
+        kernels::gemm<float>(false, false, N, OC, rows, 1.0f, inp + r0, C, scratch.data(), OC, r0 == 0 ? 0.0f : 1.0f,
+                             out, OC);
+      } else {
+        // out[:, r0:r0+rows] = inp @ W[r0:r0+rows, :]^T
+        kernels::gemm<float>(false, true, N, rows, C, 1.0f, inp, C, scratch.data(), C, 0.0f, out + r0, OC);
+      }
+    }
+  }
+  if (bias != nullptr) {
+    for (int n = 0; n < N; ++n) {
+      float* row = out + static_cast<long>(n) * OC;
+      for (int o = 0; o < OC; ++o) row[o] += bias[o];
+    }
+  }
+}
+
+Model Model::load(const std::filesystem::path& dir) {
+  ModelConfig config = load_config(dir);
+  WeightStore weights = WeightStore::open(dir);
+  Model m(std::move(config), std::move(weights));
+  m.resolve();
+  return m;
+}
+
+void Model::resolve() {
+  const ModelConfig& c = config_;
+  const WeightStore& ws = weights_;
+  const int64_t C = c.hidden, I = c.intermediate, V = c.vocab, Q = c.q_dim(), K = c.kv_dim(), D = c.head_dim;
+  const std::string dims = dims_text(c);
+  std::set<std::string> used;
+  std::set<std::string> dtypes;
+
+  auto get = [&](const std::string& name, std::vector<int64_t> shape) {
+    WeightRef w = ws.get(name, shape, "config: " + dims);
+    used.insert(name);
+    dtypes.insert(io::dtype_name(w.dtype));
+    parameter_count_ += w.numel();
+    return w;
+  };
+  auto vec = [&](const std::string& name, int64_t n) { return to_float(get(name, {n})); };
+  auto linear = [&](const std::string& name, int64_t out, int64_t in, bool transposed) {
+    StoredMatrix m;
+    m.weight = transposed ? get(name, {in, out}) : get(name, {out, in});
+    m.out = static_cast<int>(out);
+    m.in = static_cast<int>(in);
+    m.transposed = transposed;
+    return m;
+  };
+  auto first_present = [&](const std::vector<std::string>& candidates) -> std::string {
+    for (const std::string& n : candidates)
+      if (ws.contains(n)) return n;
+    return {};
+  };
+
+  if (c.family == Family::GPT2) {
+    const std::string wte = first_present({"wte.weight", "transformer.wte.weight"});
+    if (wte.empty())
+      throw Error(ws.source().string() + ": no GPT-2 token embedding (expected \"wte.weight\" or \"transformer.wte.weight\")");
+    const std::string P = wte.substr(0, wte.size() - std::string("wte.weight").size());
+    embed_ = get(P + "wte.weight", {V, C});
+    positions_ = get(P + "wpe.weight", {c.max_positions, C});
+    for (int l = 0; l < c.layers; ++l) {
+      const std::string b = P + "h." + std::to_string(l) + ".";
+      Block blk;
+      blk.norm1_weight = vec(b + "ln_1.weight", C);
+      blk.norm1_bias = vec(b + "ln_1.bias", C);
+      blk.q = linear(b + "attn.c_attn.weight", 3 * C, C, true);
+      blk.q_bias = vec(b + "attn.c_attn.bias", 3 * C);
+      blk.o = linear(b + "attn.c_proj.weight", C, C, true);
+      blk.o_bias = vec(b + "attn.c_proj.bias", C);
+      blk.norm2_weight = vec(b + "ln_2.weight", C);
+      blk.norm2_bias = vec(b + "ln_2.bias", C);
+      blk.up = linear(b + "mlp.c_fc.weight", I, C, true);
+      blk.up_bias = vec(b + "mlp.c_fc.bias", I);
+      blk.down = linear(b + "mlp.c_proj.weight", C, I, true);
+      blk.down_bias = vec(b + "mlp.c_proj.bias", C);
+      blocks_.push_back(std::move(blk));
+    }
+    final_norm_weight_ = vec(P + "ln_f.weight", C);
+    final_norm_bias_ = vec(P + "ln_f.bias", C);
+  } else {
+    const std::vector<std::string> prefixes = c.multimodal_wrapper
+                                                  ? std::vector<std::string>{"model.language_model.", "language_model.model."}
+                                                  : std::vector<std::string>{"model.", ""};
+    std::string P;
+    bool found = false;
+    for (const std::string& p : prefixes)
+      if (ws.contains(p + "embed_tokens.weight")) {
+        P = p;
+        found = true;
+        break;
+      }
+    if (!found)
+      throw Error(ws.source().string() + ": no token embedding: expected \"" + prefixes[0] + "embed_tokens.weight\"");
+    embed_ = get(P + "embed_tokens.weight", {V, C});
+    for (int l = 0; l < c.layers; ++l) {
+      const std::string b = P + "layers." + std::to_string(l) + ".";
+      Block blk;
+      blk.norm1_weight = vec(b + "input_layernorm.weight", C);
+      blk.q = linear(b + "self_attn.q_proj.weight", Q, C, false);
+      blk.k = linear(b + "self_attn.k_proj.weight", K, C, false);
+      blk.v = linear(b + "self_attn.v_proj.weight", K, C, false);
+      blk.o = linear(b + "self_attn.o_proj.weight", C, Q, false);
+      if (c.qkv_bias) {
+        blk.q_bias = vec(b + "self_attn.q_proj.bias", Q);
+        blk.k_bias = vec(b + "self_attn.k_proj.bias", K);
+        blk.v_bias = vec(b + "self_attn.v_proj.bias", K);
+      }
+      if (c.o_bias) blk.o_bias = vec(b + "self_attn.o_proj.bias", C);
+      if (c.qk_norm) {
+        blk.q_norm = vec(b + "self_attn.q_norm.weight", D);
+        blk.k_norm = vec(b + "self_attn.k_norm.weight", D);
+      }
+      blk.norm2_weight = vec(b + "post_attention_layernorm.weight", C);
+      blk.gate = linear(b + "mlp.gate_proj.weight", I, C, false);
+      blk.up = linear(b + "mlp.up_proj.weight", I, C, false);
+      blk.down = linear(b + "mlp.down_proj.weight", C, I, false);
+      if (c.mlp_bias) {
+        blk.gate_bias = vec(b + "mlp.gate_proj.bias", I);
+        blk.up_bias = vec(b + "mlp.up_proj.bias", I);
+        blk.down_bias = vec(b + "mlp.down_proj.bias", C);
+      }
+      blocks_.push_back(std::move(blk));
+    }
+    final_norm_weight_ = vec(P + "norm.weight", C);
+  }
+
+  if (c.tie_word_embeddings) {
+    lm_head_ = embed_;
+  } else {
+    const std::vector<std::string> heads = c.multimodal_wrapper
+                                               ? std::vector<std::string>{"lm_head.weight", "language_model.lm_head.weight"}
+                                               : std::vector<std::string>{"lm_head.weight"};
+    const std::string head = first_present(heads);
+    if (head.empty())
+      throw Error(ws.source().string() + ": missing tensor \"" + heads[0] +
+                  "\" (tie_word_embeddings is false, so the output head is a separate matrix)");
+    lm_head_ = get(head, {V, C});
+  }
+  for (const std::string& n : ws.names())
+    if (!used.count(n)) unused_.push_back(n);
+  used_dtypes_.assign(dtypes.begin(), dtypes.end());
+}
+
+std::string Model::dtype_summary() const {
+  std::string s;
+  for (const std::string& d : used_dtypes_) {
+    if (!s.empty()) s += '+';
+    s += d;
+  }
+  return s;
+}
+
+ForwardResult Model::forward(std::span<const int32_t> tokens, const ForwardOptions& options) const {
+  const ModelConfig& c = config_;
+  const int Tn = static_cast<int>(tokens.size());
+  const int C = c.hidden, I = c.intermediate, V = c.vocab, H = c.heads, Hkv = c.kv_heads, D = c.head_dim;
+  const bool gpt2 = c.family == Family::GPT2;
+  if (Tn == 0) throw Error("no tokens to run");
+  for (int t = 0; t < Tn; ++t)
+    if (tokens[t] < 0 || tokens[t] >= V)
+      throw Error("token id " + std::to_string(tokens[t]) + " at position " + std::to_string(t) +
+                  " is outside the vocabulary [0, " + std::to_string(V) + ")");
+  if (gpt2 && Tn > c.max_positions)
+    throw Error(std::to_string(Tn) + " tokens exceed the model's " + std::to_string(c.max_positions) +
+                " learned positions (n_positions)");
+
+  const long TC = static_cast<long>(Tn) * C;
+  std::vector<float> x(TC), a(TC), proj(TC), mean(static_cast<long>(Tn) * std::max(H, Hkv)),
+      rstd(static_cast<long>(Tn) * std::max(H, Hkv)), scores(static_cast<long>(H) * Tn), scratch;
+  const long q_cols = gpt2 ? 3L * C : static_cast<long>(H) * D;
+  std::vector<float> q(static_cast<long>(Tn) * q_cols), qn, k, kn, v, att(static_cast<long>(Tn) * H * D);
+  if (!gpt2) {
+    k.resize(static_cast<long>(Tn) * Hkv * D);
+    v.resize(k.size());
+    if (c.qk_norm) {
+      qn.resize(q.size());
+      kn.resize(k.size());
+    }
+  }
+  std::vector<float> m1(static_cast<long>(Tn) * I), m2(gpt2 ? 0 : static_cast<long>(Tn) * I);
+  std::vector<float> cos, sin;
+  if (!gpt2) {
+    const std::vector<double> inv = rope_inv_freq(c);
+    cos.resize(static_cast<long>(Tn) * (D / 2));
+    sin.resize(cos.size());
+    kernels::rope_tables(cos.data(), sin.data(), inv.data(), Tn, D / 2);
+  }
+  auto report = [&](int layer) {
+    if (options.on_hidden) options.on_hidden(layer, std::span<const float>(x.data(), x.size()));
+  };
+  auto block_weights = [&](const Block& b) {
+    std::vector<const WeightRef*> w{&b.q.weight, &b.o.weight, &b.up.weight, &b.down.weight};
+    if (!gpt2) {
+      w.push_back(&b.k.weight);
+      w.push_back(&b.v.weight);
+      w.push_back(&b.gate.weight);
+    }
+    return w;
+  };
+
+  // Embeddings: converted row by row from the stored table.
+  for (int t = 0; t < Tn; ++t) convert_rows(x.data() + static_cast<long>(t) * C, embed_, tokens[t], 1);
+  if (gpt2) {
+    std::vector<float> pos(C);
+    for (int t = 0; t < Tn; ++t) {
+      convert_rows(pos.data(), positions_, t, 1);
+      for (int i = 0; i < C; ++i) x[static_cast<long>(t) * C + i] += pos[i];
+    }
+  }
+  if (options.stream_weights) {
+    WeightStore::release(embed_);
+    if (gpt2) WeightStore::release(positions_);
+  }
+  report(0);
+
+  const float eps = static_cast<float>(c.norm_eps);
+  auto norm = [&](float* out, const float* in, const std::vector<float>& w, const std::vector<float>& b) {
+    if (c.norm == NormKind::LayerNorm) {
+      kernels::layernorm_forward<float>(out, mean.data(), rstd.data(), in, w.data(), b.data(), Tn, C, eps);
+    } else {
+      kernels::rmsnorm_forward<float>(out, rstd.data(), in, w.data(), Tn, C, eps);
+    }
+  };
+  auto bias = [](const std::vector<float>& b) { return b.empty() ? nullptr : b.data(); };
+
+  for (int l = 0; l < c.layers; ++l) {
+    const Block& b = blocks_[l];
+    if (options.stream_weights && l + 1 < c.layers)
+      for (const WeightRef* w : block_weights(blocks_[l + 1])) WeightStore::prefetch(*w);
+
+    // Attention sub-block: x += o(attention(norm1(x)))
+    norm(a.data(), x.data(), b.norm1_weight, b.norm1_bias);
+    if (gpt2) {
+      stored_linear(q.data(), a.data(), b.q, bias(b.q_bias), Tn, scratch);  // (Tn, 3C) = [q | k | v]
+      kernels::gqa_attention_forward<float>(att.data(), C, scores.data(), q.data(), 3L * C, q.data() + C, 3L * C,
+                                            q.data() + 2 * C, 3L * C, Tn, H, H, D,
+                                            1.0f / std::sqrt(static_cast<float>(D)));
+    } else {
+      stored_linear(q.data(), a.data(), b.q, bias(b.q_bias), Tn, scratch);
+      stored_linear(k.data(), a.data(), b.k, bias(b.k_bias), Tn, scratch);
+      stored_linear(v.data(), a.data(), b.v, bias(b.v_bias), Tn, scratch);
+      float* qp = q.data();
+      float* kp = k.data();
+      if (c.qk_norm) {
+        kernels::rmsnorm_forward<float>(qn.data(), rstd.data(), q.data(), b.q_norm.data(), Tn * H, D, eps);
+        kernels::rmsnorm_forward<float>(kn.data(), rstd.data(), k.data(), b.k_norm.data(), Tn * Hkv, D, eps);
+        qp = qn.data();
+        kp = kn.data();
+      }
+      kernels::rope_forward<float>(qp, cos.data(), sin.data(), Tn, H, D / 2, static_cast<long>(H) * D);
+      kernels::rope_forward<float>(kp, cos.data(), sin.data(), Tn, Hkv, D / 2, static_cast<long>(Hkv) * D);
+      kernels::gqa_attention_forward<float>(att.data(), static_cast<long>(H) * D, scores.data(), qp,
+                                            static_cast<long>(H) * D, kp, static_cast<long>(Hkv) * D, v.data(),
+                                            static_cast<long>(Hkv) * D, Tn, H, Hkv, D,
+                                            1.0f / std::sqrt(static_cast<float>(D)));
+    }
+    stored_linear(proj.data(), att.data(), b.o, bias(b.o_bias), Tn, scratch);
+    kernels::residual_forward<float>(x.data(), x.data(), proj.data(), TC);
+
+    // MLP sub-block: x += down(act(norm2(x)))
+    norm(a.data(), x.data(), b.norm2_weight, b.norm2_bias);
+    if (gpt2) {
+      stored_linear(m1.data(), a.data(), b.up, bias(b.up_bias), Tn, scratch);
+      if (c.activation == Activation::GeluTanh) {
+        kernels::gelu_tanh_forward<float>(m1.data(), m1.data(), static_cast<long>(m1.size()));
+      } else {
+        kernels::gelu_forward<float>(m1.data(), m1.data(), static_cast<long>(m1.size()));
+      }
+    } else {
+      stored_linear(m1.data(), a.data(), b.gate, bias(b.gate_bias), Tn, scratch);
+      stored_linear(m2.data(), a.data(), b.up, bias(b.up_bias), Tn, scratch);
+      kernels::swiglu_forward<float>(m1.data(), m1.data(), m2.data(), static_cast<long>(m1.size()));
+    }
+    stored_linear(proj.data(), m1.data(), b.down, bias(b.down_bias), Tn, scratch);
+    kernels::residual_forward<float>(x.data(), x.data(), proj.data(), TC);
+
+    if (options.stream_weights)
+      for (const WeightRef* w : block_weights(b)) WeightStore::release(*w);
+    report(l + 1);
+  }
+
+  ForwardResult r;
+  r.tokens = Tn;
+  r.final_hidden.resize(TC);
+  norm(r.final_hidden.data(), x.data(), final_norm_weight_, final_norm_bias_);
+  if (options.logits != LogitsFor::None) {
+    const int rows = options.logits == LogitsFor::All ? Tn : 1;
+    const float* in = r.final_hidden.data() + static_cast<long>(Tn - rows) * C;
+    r.logits.resize(static_cast<long>(rows) * V);
+    StoredMatrix head{lm_head_, V, C, false};
+    stored_linear(r.logits.data(), in, head, nullptr, rows, scratch);
+    if (options.stream_weights) WeightStore::release(lm_head_);
+  }
+  return r;
+}
+
+}  // namespace blocklab::hf

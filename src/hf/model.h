@@ -1,0 +1,111 @@
+#pragma once
+// Forward pass of a Hugging Face decoder-only model (see config.h for the families), reading weights
+// in their stored dtype from memory-mapped safetensors files.
+//
+// Qwen3 / Qwen2 / Llama block (pre-norm, RMSNorm):
+//   a = RMSNorm(h);  q, k, v = a Wq (+bq), a Wk (+bk), a Wv (+bv)          q: H heads, k/v: Hkv heads of D
+//   q, k = RMSNorm_D(q), RMSNorm_D(k)                                     (Qwen3 only: per head, before RoPE)
+//   q, k = RoPE(q), RoPE(k);  h = h + Wo GQA-attention(q, k, v)
+//   h = h + W_down (silu(W_gate m) * (W_up m)),  m = RMSNorm(h)
+//   logits = lm_head(RMSNorm(h_L))                                       lm_head = embed_tokens when tied
+// GPT-2 block (Pre-LN, LayerNorm):
+//   h_0 = wte[tok] + wpe[t];  h = h + c_proj(attention(c_attn(LN1(h))));  h = h + c_proj(gelu_tanh(c_fc(LN2(h))))
+//   logits = wte (LN_f(h_L))
+//
+// All arithmetic is float32; weights are converted per row block. Layer l of the residual stream is
+// h_l: l = 0 is the embedding output, l = 1..L the output of block l (not normalised). Hugging Face's
+// `output_hidden_states` differs only in its last entry, which it returns after the final norm.
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "hf/config.h"
+#include "hf/weights.h"
+
+namespace blocklab::hf {
+
+// A linear layer's weight as stored: logically (out, in) as nn.Linear; `transposed` when stored
+// (in, out) (GPT-2's Conv1D).
+struct StoredMatrix {
+  WeightRef weight;
+  int out = 0, in = 0;
+  bool transposed = false;
+};
+
+struct Block {
+  std::vector<float> norm1_weight, norm1_bias, norm2_weight, norm2_bias;  // biases: LayerNorm only
+  std::vector<float> q_norm, k_norm;                                      // Qwen3
+  StoredMatrix q, k, v;  // GPT-2: q is the fused c_attn ([q | k | v], out 3C); k, v unused
+  StoredMatrix o;
+  std::vector<float> q_bias, k_bias, v_bias, o_bias;
+  StoredMatrix gate, up, down;  // GPT-2: up = c_fc, down = c_proj; gate unused
+  std::vector<float> up_bias, gate_bias, down_bias;
+};
+
+enum class LogitsFor { None, Last, All };
+
+struct ForwardOptions {
+  LogitsFor logits = LogitsFor::All;
+  // Drop each block's weight pages from the process once it has run (they stay in the page cache),
+  // and ask the kernel to read the next block's ahead. Bounds the resident set to about one block.
+  bool stream_weights = false;
+  // Called with the residual stream h_l (Tn x C, row-major) for l = 0 (embeddings) .. L.
+  std::function<void(int layer, std::span<const float> hidden)> on_hidden;
+};
+
+struct ForwardResult {
+  int tokens = 0;
+  std::vector<float> final_hidden;  // (Tn, C): the final norm of h_L
+  std::vector<float> logits;        // (Tn, V) for All, (1, V) for Last (the last position), empty for None
+};
+
+class Model {
+ public:
+  // Reads DIR/config.json and maps the weights; validates every tensor's presence, dtype and shape.
+  static Model load(const std::filesystem::path& dir);
+
+  const ModelConfig& config() const { return config_; }
+  const WeightStore& weights() const { return weights_; }
+  const std::vector<Block>& blocks() const { return blocks_; }
+
+  ForwardResult forward(std::span<const int32_t> tokens, const ForwardOptions& options = {}) const;
+
+  // Elements of the tensors the forward pass reads (the tied embedding once).
+  int64_t parameter_count() const { return parameter_count_; }
+  // Tensors in the files that the language model does not read (e.g. a vision tower), sorted.
+  const std::vector<std::string>& unused_tensors() const { return unused_; }
+  // Stored dtypes of the tensors it reads, e.g. "BF16" or "F32 (biases), BF16".
+  std::string dtype_summary() const;
+  // Names of the embedding and output tensors (for messages).
+  const std::string& embedding_name() const { return embed_.name; }
+  const std::string& lm_head_name() const { return lm_head_.name; }
+
+ private:
+  Model(ModelConfig config, WeightStore weights) : config_(std::move(config)), weights_(std::move(weights)) {}
+  void resolve();  // finds and checks every tensor
+
+  ModelConfig config_;
+  WeightStore weights_;
+  WeightRef embed_, positions_, lm_head_;  // positions_: GPT-2 wpe
+  std::vector<float> final_norm_weight_, final_norm_bias_;
+  std::vector<Block> blocks_;
+  int64_t parameter_count_ = 0;
+  std::vector<std::string> unused_;
+  std::vector<std::string> used_dtypes_;
+};
+
+// RoPE inverse frequencies (head_dim / 2 of them) with the config's scaling applied.
+std::vector<double> rope_inv_freq(const ModelConfig& config);
+
+// out (N, m.out) = inp (N, m.in) @ W^T (+ bias) for a weight in its stored dtype. F32 weights that are
+// 4-byte aligned are used in place; BF16 weights with at most 16 rows go through a fused
+// convert-and-dot kernel; otherwise row blocks are converted to float in `scratch` (grown as needed)
+// and multiplied by GEMM, in parallel tiles. block_floats > 0 forces the plain serial row-block path
+// with blocks of at most that many values (for tests).
+void stored_linear(float* out, const float* inp, const StoredMatrix& m, const float* bias, int N,
+                   std::vector<float>& scratch, int64_t block_floats = 0);
+
+}  // namespace blocklab::hf

@@ -1,0 +1,107 @@
+#include "hf/residual_probe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "io/atomic_file.h"
+#include "io/plot.h"
+#include "util/error.h"
+
+namespace blocklab::hf {
+
+void ResidualProbe::observe(int layer, std::span<const float> h) {
+  const long TC = static_cast<long>(tokens_) * width_;
+  if (static_cast<long>(h.size()) != TC)
+    throw Error("residual probe: hidden state has " + std::to_string(h.size()) + " values, expected " +
+                std::to_string(TC));
+  if (layer != static_cast<int>(layers_.size()))
+    throw Error("residual probe: layer " + std::to_string(layer) + " out of order");
+  ResidualLayerStats s;
+  s.layer = layer;
+  std::vector<double> mean(static_cast<std::size_t>(width_), 0.0);
+  double token_norms = 0, updates = 0;
+  for (int t = 0; t < tokens_; ++t) {
+    const float* x = h.data() + static_cast<long>(t) * width_;
+    double sq = 0;
+    for (int c = 0; c < width_; ++c) {
+      mean[c] += x[c];
+      sq += static_cast<double>(x[c]) * x[c];
+    }
+    token_norms += std::sqrt(sq);
+    if (layer > 0) {
+      const float* p = previous_.data() + static_cast<long>(t) * width_;
+      double dsq = 0, psq = 0;
+      for (int c = 0; c < width_; ++c) {
+        const double d = static_cast<double>(x[c]) - p[c];
+        dsq += d * d;
+        psq += static_cast<double>(p[c]) * p[c];
+      }
+      updates += psq > 0 ? std::sqrt(dsq / psq) : 0.0;
+    }
+  }
+  double msq = 0;
+  for (double m : mean) msq += (m / tokens_) * (m / tokens_);
+  s.mean_vector_norm = std::sqrt(msq);
+  s.mean_token_norm = token_norms / tokens_;
+  s.relative_update = updates / tokens_;
+  layers_.push_back(s);
+  previous_.assign(h.begin(), h.end());
+}
+
+void write_residual_csv(const std::filesystem::path& path, const std::vector<ResidualLayerStats>& layers) {
+  std::string out = "layer,mean_vector_norm,mean_token_norm,sqrt_layer_plus_1,relative_update\n";
+  char line[256];
+  for (const ResidualLayerStats& s : layers) {
+    std::snprintf(line, sizeof line, "%d,%.9g,%.9g,%.9g,%.9g\n", s.layer, s.mean_vector_norm, s.mean_token_norm,
+                  std::sqrt(s.layer + 1.0), s.relative_update);
+    out += line;
+  }
+  io::write_file_atomic(path.string(), out);
+}
+
+PlotOutcome plot_residual(const std::filesystem::path& dir, const std::vector<ResidualLayerStats>& layers,
+                          const std::string& title) {
+  if (layers.empty()) throw Error("residual plot: no layers");
+  io::PlotPanel panel;
+  panel.title = title;
+  panel.xlabel = "layer l (0 = embeddings, l = output of block l)";
+  panel.ylabel = "norm (log scale)";
+  panel.log_y = true;
+  panel.legend = "below";  // the curves fill the panel: the legend goes under it
+  const int last = layers.back().layer;
+  panel.x_range = std::pair<double, double>(0, std::max(1, last));
+  panel.raw = "set bmargin 7\n";  // room for the x label above the legend
+  if (last <= 12) panel.raw += "set xtics 1";
+  else if (last <= 48) panel.raw += "set xtics 4\nset mxtics 4";
+  const double v0 = layers.front().mean_vector_norm, n0 = layers.front().mean_token_norm;
+  io::PlotSeries mean_vector, mean_token, walk_vector, walk_token;
+  for (const ResidualLayerStats& s : layers) {
+    const double l = s.layer, walk = std::sqrt(l + 1.0);
+    mean_vector.x.push_back(l);
+    mean_vector.y.push_back(s.mean_vector_norm);
+    mean_token.x.push_back(l);
+    mean_token.y.push_back(s.mean_token_norm);
+    walk_vector.x.push_back(l);
+    walk_vector.y.push_back(v0 * walk);
+    walk_token.x.push_back(l);
+    walk_token.y.push_back(n0 * walk);
+  }
+  mean_vector.title = "|mean of the token vectors|";
+  mean_token.title = "mean of the token norms";
+  walk_vector.title = "random walk: layer-0 value x sqrt(l+1)";
+  mean_vector.color = walk_vector.color = io::palette(0);
+  mean_token.color = walk_token.color = io::palette(1);
+  mean_vector.points = mean_token.points = true;
+  mean_vector.line_width = mean_token.line_width = 2;
+  walk_vector.dash = walk_token.dash = 2;
+  panel.series = {mean_vector, mean_token, walk_vector, walk_token};
+  io::PlotFigure figure;
+  figure.width = 960;
+  figure.height = 640;
+  figure.panels.push_back(std::move(panel));
+  const io::PlotResult r = io::render_figure(figure, (dir / "residual").string());
+  return {r.drawn, r.message};
+}
+
+}  // namespace blocklab::hf

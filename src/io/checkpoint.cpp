@@ -1,0 +1,275 @@
+#include "io/checkpoint.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <charconv>
+#include <map>
+
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
+#include "util/error.h"
+
+namespace blocklab::io {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kModelFile = "model.safetensors";
+constexpr const char* kStateFile = "state.safetensors";
+constexpr const char* kCompleteFile = "COMPLETE";
+constexpr const char* kFormat = "blocklab-checkpoint";
+// Hidden names: a directory being written, and one being deleted.
+constexpr std::string_view kTempPrefix = ".tmp_";
+constexpr std::string_view kTrashPrefix = ".trash_";
+
+// Counters of state.safetensors, as I64 scalars.
+constexpr const char* kStep = "step";
+constexpr const char* kAdamStep = "adam.step";
+constexpr const char* kSkippedSteps = "skipped_steps";
+constexpr const char* kBatchesDrawn = "data.batches_drawn";
+constexpr const char* kDataRng = "rng.data";
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// Parses "step_0000120" (digits only, the canonical width); false for any other name.
+bool parse_checkpoint_name(const std::string& name, int64_t& step) {
+  constexpr std::string_view prefix = "step_";
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return false;
+  const char* first = name.data() + prefix.size();
+  const char* last = name.data() + name.size();
+  auto [ptr, ec] = std::from_chars(first, last, step);
+  return ec == std::errc() && ptr == last && step >= 0 && checkpoint_name(step) == name;
+}
+
+// Removes a directory tree without throwing (best effort: what remains is hidden and retried later).
+void remove_quietly(const fs::path& p) {
+  std::error_code ec;
+  fs::remove_all(p, ec);
+}
+
+// Moves a checkpoint out of sight in one rename, then deletes it.
+void discard(const fs::path& root, const fs::path& dir) {
+  const fs::path trash = root / (std::string(kTrashPrefix) + dir.filename().string() + "." + std::to_string(::getpid()));
+  remove_quietly(trash);
+  std::error_code ec;
+  fs::rename(dir, trash, ec);
+  if (ec) throw Error(dir.string() + ": cannot remove old checkpoint: " + ec.message());
+  remove_quietly(trash);
+}
+
+void remove_stale_temporaries(const fs::path& root) {
+  std::error_code ec;
+  std::vector<fs::path> stale;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with(kTempPrefix) || name.starts_with(kTrashPrefix)) stale.push_back(entry.path());
+  }
+  for (const auto& p : stale) remove_quietly(p);
+}
+
+void check_layout(const TrainingState& s) {
+  for (const auto& t : s.layout)
+    BLOCKLAB_CHECK(t.offset >= 0 && t.numel >= 0 && static_cast<size_t>(t.offset + t.numel) <= s.params.size(),
+                   "checkpoint layout exceeds the parameter arena");
+  BLOCKLAB_CHECK(s.adam_m.size() == s.params.size() && s.adam_v.size() == s.params.size(),
+                 "optimizer moments and parameters differ in size");
+}
+
+void write_complete_marker(const fs::path& dir, int64_t step) {
+  write_file_atomic((dir / kCompleteFile).string(), "step " + std::to_string(step) + "\n");
+}
+
+}  // namespace
+
+fs::path checkpoints_dir(const fs::path& run_dir) { return run_dir / "checkpoints"; }
+
+std::string checkpoint_name(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step_%07lld", static_cast<long long>(step));
+  return buf;
+}
+
+std::vector<CheckpointRef> list_checkpoints(const fs::path& run_dir) {
+  std::vector<CheckpointRef> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(checkpoints_dir(run_dir), ec)) {
+    int64_t step = 0;
+    if (!parse_checkpoint_name(entry.path().filename().string(), step)) continue;
+    std::error_code ec2;
+    if (!entry.is_directory(ec2) || !fs::is_regular_file(entry.path() / kCompleteFile, ec2)) continue;
+    found.push_back({step, entry.path()});
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
+  return found;
+}
+
+fs::path write_checkpoint(const fs::path& run_dir, const TrainingState& state, int keep) {
+  check_layout(state);
+  BLOCKLAB_CHECK(state.step >= 0, "negative checkpoint step");
+  const fs::path root = checkpoints_dir(run_dir);
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) {
+    fs::create_directories(root, ec);
+    if (ec) throw Error(root.string() + ": cannot create directory: " + ec.message());
+    sync_directory(run_dir.string());
+  }
+  remove_stale_temporaries(root);
+
+  const std::string name = checkpoint_name(state.step);
+  const fs::path tmp = root / (std::string(kTempPrefix) + name + "." + std::to_string(::getpid()));
+  const fs::path final_dir = root / name;
+  fs::create_directory(tmp, ec);
+  if (ec) throw Error(tmp.string() + ": cannot create directory: " + ec.message());
+  try {
+    const std::string step_text = std::to_string(state.step);
+    std::vector<TensorToWrite> model, moments;
+    model.reserve(state.layout.size());
+    moments.reserve(2 * state.layout.size() + 5);
+    for (const auto& t : state.layout)
+      model.push_back(tensor_view(t.name, t.shape, std::span<const float>(state.params.subspan(t.offset, t.numel))));
+    write_safetensors((tmp / kModelFile).string(), model, {{"format", "pt"}, {"step", step_text}});
+
+    for (const auto& t : state.layout)
+      moments.push_back(
+          tensor_view("adam.m." + t.name, t.shape, std::span<const float>(state.adam_m.subspan(t.offset, t.numel))));
+    for (const auto& t : state.layout)
+      moments.push_back(
+          tensor_view("adam.v." + t.name, t.shape, std::span<const float>(state.adam_v.subspan(t.offset, t.numel))));
+    const int64_t counters[4] = {state.step, state.adam_steps, state.skipped_steps, state.data_batches_drawn};
+    const char* counter_names[4] = {kStep, kAdamStep, kSkippedSteps, kBatchesDrawn};
+    for (int i = 0; i < 4; ++i)
+      moments.push_back(tensor_view(counter_names[i], {}, std::span<const int64_t>(&counters[i], 1)));
+    std::array<int64_t, 4> rng;
+    for (int i = 0; i < 4; ++i) rng[i] = std::bit_cast<int64_t>(state.data_rng[i]);
+    moments.push_back(tensor_view(kDataRng, {4}, std::span<const int64_t>(rng)));
+    write_safetensors((tmp / kStateFile).string(), moments,
+                      {{"format", kFormat},
+                       {"format_version", std::to_string(kCheckpointFormatVersion)},
+                       {"step", step_text},
+                       {"config", state.config_json}});
+    write_complete_marker(tmp, state.step);  // also fsyncs tmp, making the three entries durable
+
+    if (fs::exists(final_dir, ec)) discard(root, final_dir);
+    fs::rename(tmp, final_dir, ec);
+    if (ec) throw Error(final_dir.string() + ": cannot rename " + tmp.string() + " into place: " + ec.message());
+    sync_directory(root.string());
+  } catch (...) {
+    remove_quietly(tmp);
+    throw;
+  }
+
+  if (keep > 0) {
+    const auto all = list_checkpoints(run_dir);
+    if (all.size() > static_cast<size_t>(keep)) {
+      for (size_t i = 0; i + keep < all.size(); ++i)
+        if (all[i].path != final_dir) discard(root, all[i].path);
+      sync_directory(root.string());
+    }
+  }
+  return final_dir;
+}
+
+std::string read_checkpoint_config(const fs::path& checkpoint) {
+  const SafetensorsReader state((checkpoint / kStateFile).string());
+  const auto it = state.metadata().find("config");
+  if (it == state.metadata().end()) throw Error(state.path() + ": no config in __metadata__");
+  return it->second;
+}
+
+void read_checkpoint(const fs::path& checkpoint, TrainingState& out) {
+  check_layout(out);
+  if (!fs::is_regular_file(checkpoint / kCompleteFile))
+    throw Error(checkpoint.string() + ": not a complete checkpoint (no " + kCompleteFile + " file)");
+  const SafetensorsReader model((checkpoint / kModelFile).string());
+  const SafetensorsReader state((checkpoint / kStateFile).string());
+
+  // --- metadata ------------------------------------------------------------------------------------
+  auto meta = [&](const char* key) -> const std::string& {
+    const auto it = state.metadata().find(key);
+    if (it == state.metadata().end()) throw Error(state.path() + ": no '" + key + "' in __metadata__");
+    return it->second;
+  };
+  if (meta("format") != kFormat)
+    throw Error(state.path() + ": format '" + meta("format") + "' is not " + kFormat);
+  if (meta("format_version") != std::to_string(kCheckpointFormatVersion))
+    throw Error(state.path() + ": checkpoint format version " + meta("format_version") +
+                " is not supported (this build reads version " + std::to_string(kCheckpointFormatVersion) + ")");
+  (void)meta("config");
+
+  // --- tensors: every expected name, dtype and shape, and nothing else ----------------------------------
+  auto expect = [](const SafetensorsReader& r, const std::string& name, DType dtype,
+                   const std::vector<int64_t>& shape) -> const TensorEntry& {
+    const TensorEntry* e = r.find(name);
+    if (e == nullptr) throw Error(r.path() + ": missing tensor " + name);
+    if (e->dtype != dtype)
+      throw Error(r.path() + ": tensor " + name + " has dtype " + dtype_name(e->dtype) + ", expected " + dtype_name(dtype));
+    if (e->shape != shape)
+      throw Error(r.path() + ": tensor " + name + " has shape " + shape_text(e->shape) + ", expected " +
+                  shape_text(shape) + " (from the run's config)");
+    return *e;
+  };
+  struct Copy {
+    const SafetensorsReader* reader;
+    const TensorEntry* entry;
+    std::span<float> into;
+  };
+  std::vector<Copy> copies;
+  for (const auto& t : out.layout) {
+    copies.push_back({&model, &expect(model, t.name, DType::F32, t.shape), out.params.subspan(t.offset, t.numel)});
+    copies.push_back(
+        {&state, &expect(state, "adam.m." + t.name, DType::F32, t.shape), out.adam_m.subspan(t.offset, t.numel)});
+    copies.push_back(
+        {&state, &expect(state, "adam.v." + t.name, DType::F32, t.shape), out.adam_v.subspan(t.offset, t.numel)});
+  }
+  if (model.tensors().size() != out.layout.size()) {
+    for (const auto& e : model.tensors())
+      if (std::none_of(out.layout.begin(), out.layout.end(), [&](const auto& t) { return t.name == e.name; }))
+        throw Error(model.path() + ": unexpected tensor " + e.name + " (not a parameter of the run's model)");
+  }
+  auto counter = [&](const char* name) {
+    int64_t v = 0;
+    state.read(expect(state, name, DType::I64, {}), std::span<int64_t>(&v, 1));
+    return v;
+  };
+  const int64_t step = counter(kStep), adam_steps = counter(kAdamStep), skipped = counter(kSkippedSteps),
+                batches = counter(kBatchesDrawn);
+  std::array<int64_t, 4> rng{};
+  state.read(expect(state, kDataRng, DType::I64, {4}), std::span<int64_t>(rng));
+  const size_t expected_state_tensors = 2 * out.layout.size() + 5;
+  if (state.tensors().size() != expected_state_tensors)
+    throw Error(state.path() + ": holds " + std::to_string(state.tensors().size()) + " tensors, expected " +
+                std::to_string(expected_state_tensors));
+
+  // --- counters ---------------------------------------------------------------------------------------
+  auto bad = [&](const std::string& why) { throw Error(state.path() + ": " + why); };
+  if (step < 0 || adam_steps < 0 || skipped < 0 || batches < 0) bad("negative step counter");
+  if (adam_steps + skipped != step)
+    bad("adam.step (" + std::to_string(adam_steps) + ") + skipped_steps (" + std::to_string(skipped) +
+        ") != step (" + std::to_string(step) + ")");
+  if (meta("step") != std::to_string(step)) bad("__metadata__ step " + meta("step") + " != step tensor " + std::to_string(step));
+  int64_t dir_step = 0;
+  if (parse_checkpoint_name(checkpoint.filename().string(), dir_step) && dir_step != step)
+    bad("holds step " + std::to_string(step) + " but the directory is " + checkpoint.filename().string());
+  if (model.metadata().count("step") && model.metadata().at("step") != std::to_string(step))
+    throw Error(model.path() + ": step " + model.metadata().at("step") + " differs from " + state.path() + "'s " +
+                std::to_string(step));
+  if (rng == std::array<int64_t, 4>{}) bad("rng.data is all zero (not a valid generator state)");
+
+  // --- everything checked: copy -------------------------------------------------------------------------
+  for (const Copy& c : copies) c.reader->read(*c.entry, c.into);
+  out.step = step;
+  out.adam_steps = adam_steps;
+  out.skipped_steps = skipped;
+  out.data_batches_drawn = batches;
+  out.config_json = meta("config");
+  for (int i = 0; i < 4; ++i) out.data_rng[i] = std::bit_cast<uint64_t>(rng[i]);
+}
+
+}  // namespace blocklab::io

@@ -1,0 +1,73 @@
+#pragma once
+// Checkpoints of a training run, one directory per step:
+//
+//   RUN/checkpoints/step_0000120/
+//     model.safetensors   the parameters, F32, PyTorch names (tok_emb.weight, blocks.0.attn.qkv.weight, ...);
+//                         __metadata__: format "pt", step
+//     state.safetensors   adam.m.<param>, adam.v.<param> (F32, the parameter's shape);
+//                         step, adam.step, skipped_steps, data.batches_drawn (I64 scalars);
+//                         rng.data (the data stream's xoshiro256** state, 4 words stored as I64 bit patterns);
+//                         __metadata__: format "blocklab-checkpoint", format_version, step, config (resolved JSON)
+//     COMPLETE            written last
+//
+// A checkpoint is written into a hidden temporary directory beside the others (every file fsynced),
+// which is then renamed into place and the parent fsynced. A directory named step_* therefore exists only
+// once it is complete, and a process killed at any moment leaves the previous checkpoints untouched (at
+// worst a stale temporary directory, which the next write removes). Old checkpoints are renamed to a
+// hidden name before they are deleted, so a half-deleted one is never mistaken for a checkpoint.
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace blocklab::io {
+
+inline constexpr int kCheckpointFormatVersion = 1;
+
+// One parameter tensor: its name, shape and element range in each of the arenas below.
+struct CheckpointTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  long offset = 0, numel = 0;
+};
+
+// Everything a checkpoint holds. The arenas are views of the trainer's own memory: written from on
+// save, filled in place on load.
+struct TrainingState {
+  std::vector<CheckpointTensor> layout;
+  std::span<float> params, adam_m, adam_v;  // each as long as the layout
+  int64_t step = 0;                         // training steps done (updates + skipped steps)
+  int64_t adam_steps = 0;                   // updates the optimizer has taken (its bias-correction t)
+  int64_t skipped_steps = 0;                // steps skipped for a non-finite loss or gradient
+  std::array<uint64_t, 4> data_rng{};       // the data stream's generator state
+  int64_t data_batches_drawn = 0;
+  std::string config_json;                  // the resolved run config
+};
+
+struct CheckpointRef {
+  int64_t step = 0;
+  std::filesystem::path path;
+};
+
+std::filesystem::path checkpoints_dir(const std::filesystem::path& run_dir);  // RUN/checkpoints
+std::string checkpoint_name(int64_t step);                                    // step_0000120
+
+// The complete checkpoints of a run, oldest first (empty when there are none).
+std::vector<CheckpointRef> list_checkpoints(const std::filesystem::path& run_dir);
+
+// Writes RUN/checkpoints/step_N (N = state.step), replacing one already there, then deletes all but the
+// newest `keep` checkpoints (keep 0: delete none) and stale temporary directories. Returns its path.
+// Throws Error on I/O failure; the checkpoints already there are then left as they were.
+std::filesystem::path write_checkpoint(const std::filesystem::path& run_dir, const TrainingState& state, int keep);
+
+// The resolved config JSON stored in a checkpoint. Throws Error when the checkpoint is not readable.
+std::string read_checkpoint_config(const std::filesystem::path& checkpoint);
+
+// Loads a checkpoint into `state`, whose layout and arena sizes describe the model it must match.
+// Every file, tensor name, dtype, shape and counter is checked before anything is copied; a mismatch or
+// a malformed file throws Error naming the file and the problem, and leaves `state` untouched.
+void read_checkpoint(const std::filesystem::path& checkpoint, TrainingState& state);
+
+}  // namespace blocklab::io

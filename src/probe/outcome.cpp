@@ -1,0 +1,54 @@
+#include "probe/outcome.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "util/error.h"
+
+namespace blocklab::probe {
+
+std::string to_string(Outcome o) {
+  switch (o) {
+    case Outcome::NeverStarted: return "never-started";
+    case Outcome::Learned: return "learned";
+    case Outcome::Collapsed: return "collapsed";
+    case Outcome::Diverged: return "diverged";
+  }
+  return "?";
+}
+
+CurveSummary summarize_curve(const std::vector<int>& steps, const std::vector<double>& losses, double ln_vocab) {
+  if (steps.empty() || steps.size() != losses.size()) throw Error("a loss curve needs one loss per step");
+  CurveSummary s;
+  s.steps = steps.back();
+  s.final_loss = losses.back();
+  s.min_loss = losses.front();
+  s.min_loss_step = steps.front();
+  bool finite = true, left = false, went_low = false, came_back = false;
+  const size_t window = std::min<size_t>(kSmoothSteps, losses.size());
+  double window_sum = 0;
+  for (size_t i = 0; i < losses.size(); ++i) {
+    const double loss = losses[i];
+    if (!std::isfinite(loss)) {
+      finite = false;
+      continue;
+    }
+    if (loss < s.min_loss || !std::isfinite(s.min_loss)) s.min_loss = loss, s.min_loss_step = steps[i];
+    if (loss < kSolvedLoss && !s.first_step_below) s.first_step_below = steps[i];
+    // the thresholds read the mean of the last `window` losses (once there are that many)
+    window_sum += loss;
+    if (i >= window) window_sum -= losses[i - window];
+    if (i + 1 < window) continue;
+    const double smooth = window_sum / window;
+    if (smooth < ln_vocab - kStartedBelowLnV) left = true;
+    if (went_low && smooth > ln_vocab - kCollapseBackBelowLnV) came_back = true;
+    if (smooth < kCollapseLow) went_low = true;
+  }
+  s.outcome = !finite ? Outcome::Diverged
+              : came_back ? Outcome::Collapsed
+              : !left ? Outcome::NeverStarted
+                      : Outcome::Learned;
+  return s;
+}
+
+}  // namespace blocklab::probe

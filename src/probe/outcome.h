@@ -1,0 +1,37 @@
+#pragma once
+// What happened in a training run, read from its loss curve. The thresholds below are applied to the
+// loss averaged over kSmoothSteps consecutive steps, so that one noisy batch (small batches at ln V
+// scatter by a few hundredths) does not count as leaving ln V or as a collapse. The labels, checked in
+// this order:
+//   diverged       some loss is not finite
+//   collapsed      the loss went below 0.1 and later came back above ln V - 0.1
+//   never-started  the loss never fell below ln V - 0.05 (the untrained model's first losses sit
+//                  above ln V; only a drop below the band around ln V counts as leaving it)
+//   learned        otherwise: it left ln V and did not come back (final_loss says how far it got)
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace blocklab::probe {
+
+enum class Outcome { NeverStarted, Learned, Collapsed, Diverged };
+std::string to_string(Outcome);
+
+constexpr double kStartedBelowLnV = 0.05;   // left ln V: loss < ln V - this
+constexpr double kCollapseLow = 0.1;        // collapsed: first below this ...
+constexpr double kCollapseBackBelowLnV = 0.1;  // ... then above ln V - this
+constexpr double kSolvedLoss = 0.01;        // first_step_below is reported for this threshold (raw loss)
+constexpr int kSmoothSteps = 10;            // trailing window of the averaged loss
+
+struct CurveSummary {
+  int steps = 0;
+  double final_loss = 0, min_loss = 0;  // raw per-step losses
+  int min_loss_step = 0;
+  std::optional<int> first_step_below;  // first step with loss < kSolvedLoss
+  Outcome outcome = Outcome::NeverStarted;
+};
+
+// steps and losses are parallel (one entry per step, increasing). Throws Error when empty or uneven.
+CurveSummary summarize_curve(const std::vector<int>& steps, const std::vector<double>& losses, double ln_vocab);
+
+}  // namespace blocklab::probe

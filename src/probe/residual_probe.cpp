@@ -1,0 +1,58 @@
+#include "probe/residual_probe.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "probe/residual_norms.h"
+#include "util/error.h"
+
+namespace blocklab::probe {
+
+namespace {
+constexpr const char* kHeader = "step,layer,mean_vector_norm,mean_token_norm";
+}
+
+ResidualProbeWriter::ResidualProbeWriter(std::string path, int every) : path_(std::move(path)), every_(every) {
+  if (every < 1) throw Error("probe interval must be >= 1, got " + std::to_string(every));
+}
+
+ResidualProbeWriter::~ResidualProbeWriter() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+void ResidualProbeWriter::open(int first_step) {
+  std::string kept = std::string(kHeader) + "\n";
+  if (first_step > 0) {  // a resumed run: keep what earlier steps wrote
+    std::ifstream in(path_);
+    std::string line;
+    if (in && std::getline(in, line) && line == kHeader)
+      while (std::getline(in, line))
+        if (!line.empty() && std::atol(line.c_str()) < first_step) kept += line + "\n";
+  }
+  file_ = std::fopen(path_.c_str(), "w");
+  if (file_ == nullptr) throw Error(path_ + ": cannot write: " + std::strerror(errno));
+  std::fputs(kept.c_str(), file_);
+}
+
+void ResidualProbeWriter::operator()(Trainer& trainer) {
+  const int step = trainer.steps_done();
+  const RunConfig& config = trainer.config();
+  if (step % every_ != 0 && step != config.steps) return;
+  if (file_ == nullptr) open(step);
+  if (!have_batch_) {
+    CopyTask probe_task(config.model.vocab, config.copy_len, probe_seed(config.seed));
+    probe_task.next(batch_, config.batch);
+    have_batch_ = true;
+  }
+  Model<float>& model = trainer.model();
+  model.forward_logits(batch_.inputs.data());
+  const ResidualNorms norms = residual_norms(model);
+  for (size_t l = 0; l < norms.mean_token_norm.size(); ++l)
+    std::fprintf(file_, "%d,%zu,%.9g,%.9g\n", step, l, norms.mean_vector_norm[l], norms.mean_token_norm[l]);
+  if (std::fflush(file_) != 0) throw Error(path_ + ": write failed: " + std::strerror(errno));
+}
+
+}  // namespace blocklab::probe
