@@ -13,8 +13,9 @@ namespace blocklab::kernels {
 // memory (positions s, or the head dimension i) so that they vectorise.
 
 namespace {
-constexpr int kLanes = 16;  // one AVX-512 register of floats; register tiles below are kLanes wide
-int padded(int n) { return (n + kLanes - 1) / kLanes * kLanes; }
+constexpr int kLanes = 16;      // one AVX-512 register of floats; head sizes must be a multiple of it
+constexpr int kRowBlock = 64;   // positions per register tile (4 registers): one tile covers T <= 64
+int padded(int n) { return (n + kRowBlock - 1) / kRowBlock * kRowBlock; }
 // Per (batch, head): a (T, T) matrix, a (hs, Tp) transposed K or V, and a (Tp) row, Tp = T rounded up.
 size_t head_scratch(int Tn, int hs) {
   return static_cast<size_t>(Tn) * Tn + static_cast<size_t>(hs) * padded(Tn) + padded(Tn);
@@ -41,32 +42,52 @@ void transpose_head(T* xt, const T* x, int Tn, int Tp, int hs, long C3) {
   }
 }
 
-// row[0:n] = sum_i a[i] * xt[i][0:n]  (a: hs values), in kLanes blocks
+// row[0:n] = sum_i a[i] * xt[i][0:n]  (a: hs values), kRowBlock positions at a time: the tile's
+// 4 independent accumulator registers hide the FMA latency.
 template <typename T>
 inline void row_times_transposed(T* row, const T* a, const T* xt, int n, int Tp, int hs, T scale) {
-  for (int sb = 0; sb < n; sb += kLanes) {
-    T acc[kLanes] = {};
+  for (int sb = 0; sb < n; sb += kRowBlock) {
+    T acc[kRowBlock] = {};
     for (int i = 0; i < hs; ++i) {
       const T ai = a[i] * scale;
       const T* x = xt + static_cast<long>(i) * Tp + sb;
-      for (int l = 0; l < kLanes; ++l) acc[l] += ai * x[l];
+      for (int l = 0; l < kRowBlock; ++l) acc[l] += ai * x[l];
     }
-    for (int l = 0; l < kLanes; ++l) row[sb + l] = acc[l];
+    const int valid = n - sb < kRowBlock ? n - sb : kRowBlock;
+    for (int l = 0; l < valid; ++l) row[sb + l] = acc[l];
   }
 }
 
-// out[0:hs] (+)= sum_{s<n} w[s * w_stride] * x_s[0:hs], x rows C3 apart, in kLanes blocks
-template <typename T>
-inline void weighted_rows(T* out, const T* w, long w_stride, const T* x, int n, int hs, long C3, bool accumulate) {
-  for (int ib = 0; ib < hs; ib += kLanes) {
-    T acc[kLanes] = {};
-    for (int s = 0; s < n; ++s) {
-      const T ws = w[s * w_stride];
-      const T* xs = x + s * C3 + ib;
-      for (int l = 0; l < kLanes; ++l) acc[l] += ws * xs[l];
+// out[0:W] (+)= sum_{s<n} w[s * w_stride] * x_s[0:W], x rows `stride` apart. Even and odd s go to
+// separate accumulators (then added), so two dependency chains run side by side.
+template <int W, typename T>
+inline void weighted_rows_block(T* out, const T* w, long w_stride, const T* x, int n, long stride, bool accumulate) {
+  T even[W] = {}, odd[W] = {};
+  int s = 0;
+  for (; s + 1 < n; s += 2) {
+    const T w0 = w[s * w_stride], w1 = w[(s + 1) * w_stride];
+    const T* x0 = x + s * stride;
+    const T* x1 = x0 + stride;
+    for (int l = 0; l < W; ++l) {
+      even[l] += w0 * x0[l];
+      odd[l] += w1 * x1[l];
     }
-    for (int l = 0; l < kLanes; ++l) out[ib + l] = accumulate ? out[ib + l] + acc[l] : acc[l];
   }
+  if (s < n) {
+    const T w0 = w[s * w_stride];
+    const T* x0 = x + s * stride;
+    for (int l = 0; l < W; ++l) even[l] += w0 * x0[l];
+  }
+  for (int l = 0; l < W; ++l) out[l] = accumulate ? out[l] + (even[l] + odd[l]) : even[l] + odd[l];
+}
+
+// out[0:hs] (+)= sum_{s<n} w[s * w_stride] * x_s[0:hs], in blocks of 32 (two registers) or 16
+template <typename T>
+inline void weighted_rows(T* out, const T* w, long w_stride, const T* x, int n, int hs, long stride, bool accumulate) {
+  int ib = 0;
+  for (; ib + 2 * kLanes <= hs; ib += 2 * kLanes)
+    weighted_rows_block<2 * kLanes>(out + ib, w, w_stride, x + ib, n, stride, accumulate);
+  for (; ib < hs; ib += kLanes) weighted_rows_block<kLanes>(out + ib, w, w_stride, x + ib, n, stride, accumulate);
 }
 
 template <typename T>
