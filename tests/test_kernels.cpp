@@ -161,16 +161,22 @@ TEST_P(KernelGrad, CausalAttention) { check_attention_gradient(rng, scale(), ste
 TEST_P(KernelGrad, CausalAttentionTiled) { check_attention_gradient(rng, scale() / 4, step() / 4, 2, 19, 64, 2); }
 
 TEST(Attention, FloatTiledPathMatchesDouble) {
-  // head size 16: the register-tiled path, in float (fast exp) against double (libm exp)
+  // head size 16, T = 70 (more than one 64-position tile): the float path (fast exp) against double,
+  // forward and backward; the double path itself is checked against finite differences above.
   Rng rng(5);
-  const int B = 2, Tn = 33, C = 32, H = 2;
+  const int B = 2, Tn = 70, C = 32, H = 2;
   auto qkv = random_vector(rng, B * Tn * 3 * C, 1.0);
-  std::vector<float> qkvf(qkv.begin(), qkv.end()), outf(B * Tn * C), attf(B * H * Tn * Tn),
-      scratchf(attention_scratch_size(B, Tn, C, H));
-  std::vector<double> out(B * Tn * C), att(B * H * Tn * Tn), scratch(attention_scratch_size(B, Tn, C, H));
+  auto dout = random_vector(rng, B * Tn * C, 1.0);
+  std::vector<float> qkvf(qkv.begin(), qkv.end()), doutf(dout.begin(), dout.end()), outf(B * Tn * C),
+      attf(B * H * Tn * Tn), scratchf(attention_scratch_size(B, Tn, C, H)), dqkvf(qkv.size(), 0.f);
+  std::vector<double> out(B * Tn * C), att(B * H * Tn * Tn), scratch(attention_scratch_size(B, Tn, C, H)),
+      dqkv(qkv.size(), 0.0);
   attention_forward(out.data(), att.data(), scratch.data(), qkv.data(), B, Tn, C, H);
   attention_forward(outf.data(), attf.data(), scratchf.data(), qkvf.data(), B, Tn, C, H);
   for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(outf[i], out[i], 2e-5 * std::max(1.0, std::abs(out[i])));
+  attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), B, Tn, C, H);
+  attention_backward(dqkvf.data(), scratchf.data(), doutf.data(), qkvf.data(), attf.data(), B, Tn, C, H);
+  for (size_t i = 0; i < dqkv.size(); ++i) EXPECT_NEAR(dqkvf[i], dqkv[i], 1e-4 * std::max(1.0, std::abs(dqkv[i])));
 }
 
 TEST_P(KernelGrad, AttentionIsCausal) {
