@@ -58,4 +58,19 @@ std::string fmt(double value, const char* format) {
   return buf;
 }
 
+std::vector<RunConfig> configs_per_placement_and_seed(const RunConfig& base,
+                                                      const std::vector<NormPlacement>& placements,
+                                                      const std::vector<uint64_t>& seeds) {
+  std::vector<RunConfig> configs;
+  for (NormPlacement placement : placements)
+    for (uint64_t seed : seeds) {
+      RunConfig c = base;
+      c.model.norm_placement = placement;
+      c.seed = seed;
+      resolve(c);
+      configs.push_back(c);
+    }
+  return configs;
+}
+
 }  // namespace blocklab::experiments

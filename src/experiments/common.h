@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "train/run_config.h"
 
 namespace blocklab::experiments {
 
@@ -18,6 +19,11 @@ std::vector<uint64_t> parse_seed_list(const std::string& text, const std::string
 std::vector<int> parse_int_list(const std::string& text, const std::string& what);
 // Splits on ',' keeping empty items (callers decide whether they are errors).
 std::vector<std::string> split(const std::string& text, char sep);
+
+// One resolved config per (placement, seed), placements outer, from a resolved base.
+std::vector<RunConfig> configs_per_placement_and_seed(const RunConfig& base,
+                                                      const std::vector<NormPlacement>& placements,
+                                                      const std::vector<uint64_t>& seeds);
 
 // "Post-LN" / "Pre-LN".
 std::string placement_label(NormPlacement placement);

@@ -91,15 +91,7 @@ GradNormResult run_gradnorm(const GradNormOptions& options, const Log& log) {
   RunConfig base = options.base;
   base.out = options.out;
   resolve(base);
-  std::vector<RunConfig> configs;
-  for (NormPlacement placement : options.placements)
-    for (uint64_t seed : options.seeds) {
-      RunConfig c = base;
-      c.model.norm_placement = placement;
-      c.seed = seed;
-      resolve(c);
-      configs.push_back(c);
-    }
+  const std::vector<RunConfig> configs = configs_per_placement_and_seed(base, options.placements, options.seeds);
   nlohmann::json settings = to_json(base);
   for (const char* k : {"out", "threads", "log_every", "seed", "norm_placement"}) settings.erase(k);
   claim_output_dir(options.out, "gradnorm", settings, false);

@@ -205,6 +205,17 @@ io::PlotFigure block_forms_figure() {
   fig.height = 640;
   fig.title = "Problem 11: where the normalisation sits (residual stream in red)";
   const char* stream = "#a5003c";
+  // Both diagrams are drawn in a 10 x 12 canvas without axes.
+  auto add_diagram_panel = [&fig](const std::string& title, const std::string& drawing) {
+    io::PlotPanel p;
+    p.title = title;
+    p.axes = false;
+    p.legend = "off";
+    p.x_range = std::make_pair(0.0, 10.0);
+    p.y_range = std::make_pair(0.0, 12.0);
+    p.raw = drawing;
+    fig.panels.push_back(p);
+  };
   auto box = [](std::ostringstream& g, int& id, double y, const std::string& text, const char* fill) {
     g << "set object " << ++id << " rect from 2.6," << y - 0.42 << " to 7.4," << y + 0.42 << " fc rgb \"" << fill
       << "\" fs solid 1.0 border lc rgb \"#333333\" lw 1.2 front\n";
@@ -252,14 +263,7 @@ io::PlotFigure block_forms_figure() {
     arrow(g, 8.6, 8.0, 5.35, 8.0, stream, true);
     text(g, id, 4.75, 5.6, "u = LN(h + Attn(h))", "right font \",10\"");
     text(g, id, 5, 11.6, "the stream itself is normalised after every addition", "center font \",10\" textcolor rgb \"#555555\"");
-    io::PlotPanel p;
-    p.title = "Post-LN (Vaswani et al. 2017): h <- LN(h + F(h))";
-    p.axes = false;
-    p.legend = "off";
-    p.x_range = std::make_pair(0.0, 10.0);
-    p.y_range = std::make_pair(0.0, 12.0);
-    p.raw = g.str();
-    fig.panels.push_back(p);
+    add_diagram_panel("Post-LN (Vaswani et al. 2017): h <- LN(h + F(h))", g.str());
   }
   // Pre-LN: h -> (LN -> Attn) + h -> (LN -> MLP) + u -> h'
   {
@@ -288,14 +292,7 @@ io::PlotFigure block_forms_figure() {
     arrow(g, 8.6, 8.6, 5.35, 8.6, stream, true);
     text(g, id, 4.75, 5.55, "u = h + Attn(LN(h))", "right font \",10\"");
     text(g, id, 5, 11.6, "the stream is never normalised; one final LN after the last block", "center font \",10\" textcolor rgb \"#555555\"");
-    io::PlotPanel p;
-    p.title = "Pre-LN (GPT-2 2019, Xiong et al. 2020): h <- h + F(LN(h))";
-    p.axes = false;
-    p.legend = "off";
-    p.x_range = std::make_pair(0.0, 10.0);
-    p.y_range = std::make_pair(0.0, 12.0);
-    p.raw = g.str();
-    fig.panels.push_back(p);
+    add_diagram_panel("Pre-LN (GPT-2 2019, Xiong et al. 2020): h <- h + F(LN(h))", g.str());
   }
   return fig;
 }

@@ -320,14 +320,7 @@ ResidualResult run_residual(const ResidualOptions& options, const Log& log) {
     if (options.seeds.empty()) throw Error("seeds: the list is empty");
     base.out = options.out;
     resolve(base);
-    for (NormPlacement placement : options.placements)
-      for (uint64_t seed : options.seeds) {
-        RunConfig c = base;
-        c.model.norm_placement = placement;
-        c.seed = seed;
-        resolve(c);
-        configs.push_back(c);
-      }
+    configs = configs_per_placement_and_seed(base, options.placements, options.seeds);
   }
   for (const std::string& dir : options.runs) result.trained.push_back(read_residual_probe(dir));
   result.walk = simulate_random_walk(options.walk);  // validates the walk options
