@@ -97,3 +97,35 @@ TEST(SgemmThreads, ResultIsIndependentOfThreadCount) {
   set_num_threads(0);
   EXPECT_EQ(one, two);
 }
+
+// The bias and the row sums folded into the product equal separate passes bit for bit, for both layouts
+// of A, full and partial register tiles, several K-chunks, and 1 or 2 threads.
+TEST(SgemmExtras, BiasAndRowSumsEqualSeparatePassesBitForBit) {
+  if (sgemm_isa() == SgemmIsa::None) GTEST_SKIP();
+  Rng rng(11);
+  for (const Case shape : {Case{197, 129, 600}, Case{24, 64, 40}, Case{5, 3, 7}})
+    for (int ta = 0; ta < 2; ++ta)
+      for (int threads : {1, 2}) {
+        const auto [M, N, K] = shape;
+        const int lda = ta ? M : K;
+        const auto A = random_floats(rng, static_cast<size_t>(M) * K);
+        const auto B = random_floats(rng, static_cast<size_t>(K) * N);
+        const auto bias = random_floats(rng, N);
+        const auto sums_before = random_floats(rng, M);
+        set_num_threads(threads);
+        std::vector<float> plain(static_cast<size_t>(M) * N), folded(plain.size());
+        std::vector<float> sums = sums_before;
+        ASSERT_TRUE(sgemm(ta, false, M, N, K, A.data(), lda, B.data(), N, 0.f, plain.data(), N));
+        ASSERT_TRUE(sgemm(ta, false, M, N, K, A.data(), lda, B.data(), N, 0.f, folded.data(), N,
+                          {.bias = bias.data(), .a_row_sums = sums.data()}));
+        set_num_threads(0);
+        for (int i = 0; i < M; ++i)
+          for (int j = 0; j < N; ++j) plain[static_cast<size_t>(i) * N + j] += bias[j];
+        EXPECT_EQ(plain, folded) << M << "x" << N << "x" << K << " ta " << ta << " threads " << threads;
+        for (int i = 0; i < M; ++i) {
+          float s = 0.f;  // in k order from zero, then added: the order the fold promises
+          for (int k = 0; k < K; ++k) s += ta ? A[static_cast<size_t>(k) * lda + i] : A[static_cast<size_t>(i) * lda + k];
+          ASSERT_EQ(sums_before[i] + s, sums[i]) << "row " << i << " of " << M << "x" << N << "x" << K << " ta " << ta;
+        }
+      }
+}

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kernels/fast_math.h"
+#include "kernels/lane_reduce.h"
 
 #include "util/profiler.h"
 
@@ -42,19 +43,33 @@ void transpose_head(T* xt, const T* x, int Tn, int Tp, int hs, long C3) {
   }
 }
 
-// row[0:n] = sum_i a[i] * xt[i][0:n]  (a: hs values), kRowBlock positions at a time: the tile's
-// 4 independent accumulator registers hide the FMA latency.
+// row[0:n] = sum_i a[i] * xt[i][0:n]  (a: hs values). A tile of W positions keeps W / kLanes
+// independent accumulator registers, which hide the FMA latency; the causal window n grows with the
+// query row, so the tile is only as wide as the window needs (positions past n read zero padding).
+template <int W, typename T>
+inline void row_times_transposed_tile(T* row, const T* a, const T* xt, int valid, int Tp, int hs, T scale) {
+  T acc[W] = {};
+  for (int i = 0; i < hs; ++i) {
+    const T ai = a[i] * scale;
+    const T* x = xt + static_cast<long>(i) * Tp;
+    for (int l = 0; l < W; ++l) acc[l] += ai * x[l];
+  }
+  for (int l = 0; l < valid; ++l) row[l] = acc[l];
+}
+
 template <typename T>
 inline void row_times_transposed(T* row, const T* a, const T* xt, int n, int Tp, int hs, T scale) {
   for (int sb = 0; sb < n; sb += kRowBlock) {
-    T acc[kRowBlock] = {};
-    for (int i = 0; i < hs; ++i) {
-      const T ai = a[i] * scale;
-      const T* x = xt + static_cast<long>(i) * Tp + sb;
-      for (int l = 0; l < kRowBlock; ++l) acc[l] += ai * x[l];
-    }
     const int valid = n - sb < kRowBlock ? n - sb : kRowBlock;
-    for (int l = 0; l < valid; ++l) row[sb + l] = acc[l];
+    const T* x = xt + sb;
+    if (valid > 3 * kLanes)
+      row_times_transposed_tile<4 * kLanes>(row + sb, a, x, valid, Tp, hs, scale);
+    else if (valid > 2 * kLanes)
+      row_times_transposed_tile<3 * kLanes>(row + sb, a, x, valid, Tp, hs, scale);
+    else if (valid > kLanes)
+      row_times_transposed_tile<2 * kLanes>(row + sb, a, x, valid, Tp, hs, scale);
+    else
+      row_times_transposed_tile<kLanes>(row + sb, a, x, valid, Tp, hs, scale);
   }
 }
 
@@ -102,14 +117,9 @@ BLOCKLAB_MULTIVERSION void attention_forward_head_tiled(T* o, T* p, T* scratch, 
     T* row = p + static_cast<long>(t) * Tn;
     const int n = t + 1;  // causal window s = 0..t
     row_times_transposed(z, q + t * C3, kt, n, Tp, hs, scale);  // z[s] = scale q_t . k_s
-    T maxval = z[0];
-    for (int s = 1; s < n; ++s) maxval = z[s] > maxval ? z[s] : maxval;
-    T sum = 0;
-    for (int s = 0; s < n; ++s) {
-      row[s] = fast_exp(z[s] - maxval);
-      sum += row[s];
-    }
-    const T inv = T(1) / sum;
+    const T maxval = lane_max(z, n);
+    for (int s = 0; s < n; ++s) row[s] = fast_exp(z[s] - maxval);
+    const T inv = T(1) / lane_sum(row, n);
     for (int s = 0; s < n; ++s) row[s] *= inv;
     for (int s = n; s < Tn; ++s) row[s] = 0;
     weighted_rows(o + t * C, row, 1, v, n, hs, C3, false);  // o_t = sum_s p[t,s] v_s
@@ -135,8 +145,7 @@ BLOCKLAB_MULTIVERSION void attention_backward_head_tiled(T* dq, T* dk, T* dv, T*
     T* dzrow = dz + static_cast<long>(t) * Tn;
     const int n = t + 1;
     row_times_transposed(dp, dout + t * C, vt, n, Tp, hs, T(1));
-    T inner = 0;
-    for (int s = 0; s < n; ++s) inner += prow[s] * dp[s];
+    const T inner = lane_dot(prow, dp, n);
     for (int s = 0; s < n; ++s) dzrow[s] = prow[s] * (dp[s] - inner) * scale;
     weighted_rows(dq + t * C3, dzrow, 1, k, n, hs, C3, true);
   }

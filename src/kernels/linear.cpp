@@ -1,23 +1,56 @@
 #include "kernels/linear.h"
 
-#include "kernels/gemm.h"
+#include <type_traits>
 
+#include "kernels/gemm.h"
+#include "kernels/sgemm.h"
 #include "util/profiler.h"
 
 namespace blocklab::kernels {
 
+namespace {
+// The separate passes for what blocklab's sgemm folds into the product; used in double precision and
+// where the CPU has no sgemm micro-kernel. Both give the same result bit for bit as the folded version.
+
+// out[n][o] += bias[o]
+template <typename T>
+void add_bias_to_rows(T* out, const T* bias, int N, int OC) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    T* row = out + static_cast<long>(n) * OC;
+    for (int o = 0; o < OC; ++o) row[o] += bias[o];
+  }
+}
+
+// dbias[o] += sum over n of dout[n][o]. Columns are split across threads; each column sums its rows in
+// order from zero, so the result does not depend on the thread count.
+template <typename T>
+void add_column_sums(T* dbias, const T* dout, int N, int OC) {
+  constexpr int kColumnBlock = 64;
+  const int blocks = (OC + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel for schedule(static)
+  for (int blk = 0; blk < blocks; ++blk) {
+    const int o0 = blk * kColumnBlock;
+    const int o1 = o0 + kColumnBlock < OC ? o0 + kColumnBlock : OC;
+    T acc[kColumnBlock] = {};
+    for (int n = 0; n < N; ++n) {
+      const T* row = dout + static_cast<long>(n) * OC;
+      for (int o = o0; o < o1; ++o) acc[o - o0] += row[o];
+    }
+    for (int o = o0; o < o1; ++o) dbias[o] += acc[o - o0];
+  }
+}
+}  // namespace
+
 template <typename T>
 void linear_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC) {
   BLOCKLAB_PROFILE("linear_forward");
-  // out (N,OC) = inp (N,C) @ weight^T (C,OC)
-  gemm<T>(false, true, N, OC, C, T(1), inp, C, weight, C, T(0), out, OC);
-  if (bias != nullptr) {
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; ++n) {
-      T* row = out + static_cast<long>(n) * OC;
-      for (int o = 0; o < OC; ++o) row[o] += bias[o];
-    }
+  // out (N,OC) = inp (N,C) @ weight^T (C,OC) + bias, the bias added in the GEMM's last store
+  if constexpr (std::is_same_v<T, float>) {
+    if (sgemm(false, true, N, OC, C, inp, C, weight, C, 0.f, out, OC, {.bias = bias})) return;
   }
+  gemm<T>(false, true, N, OC, C, T(1), inp, C, weight, C, T(0), out, OC);
+  if (bias != nullptr) add_bias_to_rows(out, bias, N, OC);
 }
 
 template <typename T>
@@ -27,25 +60,14 @@ void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
   // forward: out = inp @ weight^T + bias
   // dinp (N,C) += dout (N,OC) @ weight (OC,C)
   if (dinp != nullptr) gemm<T>(false, false, N, C, OC, T(1), dout, OC, weight, C, T(1), dinp, C);
-  // dweight (OC,C) += dout^T (OC,N) @ inp (N,C)
-  if (dweight != nullptr) gemm<T>(true, false, OC, C, N, T(1), dout, OC, inp, C, T(1), dweight, C);
-  // dbias (OC) += sum over rows of dout. Columns are split across threads; each column sums its
-  // rows in order, so the result does not depend on the thread count.
-  if (dbias != nullptr) {
-    constexpr int kColumnBlock = 64;
-    const int blocks = (OC + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for schedule(static)
-    for (int blk = 0; blk < blocks; ++blk) {
-      const int o0 = blk * kColumnBlock;
-      const int o1 = o0 + kColumnBlock < OC ? o0 + kColumnBlock : OC;
-      T acc[kColumnBlock] = {};
-      for (int n = 0; n < N; ++n) {
-        const T* row = dout + static_cast<long>(n) * OC;
-        for (int o = o0; o < o1; ++o) acc[o - o0] += row[o];
-      }
-      for (int o = o0; o < o1; ++o) dbias[o] += acc[o - o0];
-    }
+  // dweight (OC,C) += dout^T (OC,N) @ inp (N,C); dbias (OC) += column sums of dout = row sums of
+  // dout^T, which the sgemm takes while it packs dout^T.
+  if constexpr (std::is_same_v<T, float>) {
+    if (dweight != nullptr && sgemm(true, false, OC, C, N, dout, OC, inp, C, 1.f, dweight, C, {.a_row_sums = dbias}))
+      return;
   }
+  if (dweight != nullptr) gemm<T>(true, false, OC, C, N, T(1), dout, OC, inp, C, T(1), dweight, C);
+  if (dbias != nullptr) add_column_sums(dbias, dout, N, OC);
 }
 
 template void linear_forward<float>(float*, const float*, const float*, const float*, int, int, int);

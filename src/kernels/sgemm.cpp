@@ -21,21 +21,40 @@ constexpr int kMc = 96;   // rows of A per task (a multiple of both MR values)
 // ---------------------------------------------------------------------------------------------------
 // Packing. Panels are zero-padded to full MR/NR so micro-kernels never branch on edges.
 
-// Ap[p][k][r] = op(A)[i0 + p*MR + r][k0 + k]
+// Ap[p][k][r] = op(A)[i0 + p*MR + r][k0 + k]. With row_sums, also row_sums[i - i0] += op(A)[i][k0 + k]
+// in k order (the caller keeps the sums across K-chunks).
 template <int MR>
-BLOCKLAB_MULTIVERSION void pack_a(float* Ap, const float* A, int lda, bool trans, int i0, int rows, int k0, int kc) {
+BLOCKLAB_MULTIVERSION void pack_a(float* Ap, const float* A, int lda, bool trans, int i0, int rows, int k0, int kc,
+                                  float* row_sums) {
   for (int p = 0; p * MR < rows; ++p) {
     float* dst = Ap + static_cast<long>(p) * MR * kc;
     const int r_end = std::min(MR, rows - p * MR);
+    if (trans && r_end == MR) {  // A stored (K, M), a full panel: MR contiguous floats per k
+      float sums[MR];  // the running sums in registers, in the same k order as a plain loop
+      for (int r = 0; r < MR; ++r) sums[r] = row_sums == nullptr ? 0.f : row_sums[p * MR + r];
+      for (int k = 0; k < kc; ++k) {
+        const float* src = A + static_cast<long>(k0 + k) * lda + i0 + p * MR;
+        float* d = dst + k * MR;
+        for (int r = 0; r < MR; ++r) d[r] = src[r];  // fixed trip count: vector moves
+        if (row_sums != nullptr)
+          for (int r = 0; r < MR; ++r) sums[r] += src[r];
+      }
+      if (row_sums != nullptr)
+        for (int r = 0; r < MR; ++r) row_sums[p * MR + r] = sums[r];
+      continue;
+    }
+    float* sums = row_sums == nullptr ? nullptr : row_sums + p * MR;
     for (int k = 0; k < kc; ++k) {
       float* d = dst + k * MR;
-      if (trans) {  // A stored (K, M): op(A)[i][k] = A[k][i], contiguous in i
+      if (trans) {  // op(A)[i][k] = A[k][i], contiguous in i
         const float* src = A + static_cast<long>(k0 + k) * lda + i0 + p * MR;
         for (int r = 0; r < r_end; ++r) d[r] = src[r];
       } else {
         const float* src = A + static_cast<long>(i0 + p * MR) * lda + k0 + k;
         for (int r = 0; r < r_end; ++r) d[r] = src[static_cast<long>(r) * lda];
       }
+      if (sums != nullptr)
+        for (int r = 0; r < r_end; ++r) sums[r] += d[r];
       for (int r = r_end; r < MR; ++r) d[r] = 0.f;
     }
   }
@@ -66,40 +85,50 @@ BLOCKLAB_MULTIVERSION void pack_b_panel(float* dst, const float* B, int ldb, boo
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Micro-kernels: C[0:mr, 0:nr] = (accumulate ? C : 0) + Ap (MR x kc) @ Bp (kc x NR)
+// Micro-kernels: C[0:mr, 0:nr] = (accumulate ? C : 0) + A (MR x kc) @ Bp (kc x NR), then + bias[0:nr]
+// when bias is not null. A is either a packed panel (kDirectA false: element (r, k) at A[k * MR + r]) or
+// MR full rows read in place from a row-major op(A) (kDirectA true: element (r, k) at A[r * lda + k]),
+// which spares packing when op(A) is not transposed: each row is a contiguous stream over k.
 
 template <int MR, int NR>
-void store_tile(float* C, int ldc, const float* tile, int mr, int nr, bool accumulate) {
+void store_tile(float* C, int ldc, const float* tile, int mr, int nr, bool accumulate, const float* bias) {
   for (int r = 0; r < mr; ++r)
     for (int j = 0; j < nr; ++j) {
       float& c = C[static_cast<long>(r) * ldc + j];
       c = accumulate ? c + tile[r * NR + j] : tile[r * NR + j];
+      if (bias != nullptr) c += bias[j];
     }
 }
 
 constexpr int kMr512 = 12, kNr512 = 32;
 
-__attribute__((target("avx512f"))) void kernel_avx512(int kc, const float* Ap, const float* Bp, float* C, int ldc,
-                                                      int mr, int nr, bool accumulate) {
+template <bool kDirectA>
+__attribute__((target("avx512f"))) void kernel_avx512(int kc, const float* A, long lda, const float* Bp, float* C,
+                                                      int ldc, int mr, int nr, bool accumulate, const float* bias) {
   __m512 acc[kMr512][2];
   for (int r = 0; r < kMr512; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   for (int k = 0; k < kc; ++k) {
     const __m512 b0 = _mm512_load_ps(Bp + k * kNr512);
     const __m512 b1 = _mm512_load_ps(Bp + k * kNr512 + 16);
-    const float* a = Ap + k * kMr512;
 #pragma GCC unroll 12
     for (int r = 0; r < kMr512; ++r) {
-      const __m512 av = _mm512_set1_ps(a[r]);
+      const __m512 av = _mm512_set1_ps(kDirectA ? A[r * lda + k] : A[k * kMr512 + r]);
       acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
       acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
     }
   }
   if (nr == kNr512) {
+    const __m512 bias0 = bias == nullptr ? _mm512_setzero_ps() : _mm512_loadu_ps(bias);
+    const __m512 bias1 = bias == nullptr ? _mm512_setzero_ps() : _mm512_loadu_ps(bias + 16);
     for (int r = 0; r < mr; ++r) {
       float* c = C + static_cast<long>(r) * ldc;
       if (accumulate) {
         acc[r][0] = _mm512_add_ps(acc[r][0], _mm512_loadu_ps(c));
         acc[r][1] = _mm512_add_ps(acc[r][1], _mm512_loadu_ps(c + 16));
+      }
+      if (bias != nullptr) {
+        acc[r][0] = _mm512_add_ps(acc[r][0], bias0);
+        acc[r][1] = _mm512_add_ps(acc[r][1], bias1);
       }
       _mm512_storeu_ps(c, acc[r][0]);
       _mm512_storeu_ps(c + 16, acc[r][1]);
@@ -107,11 +136,17 @@ __attribute__((target("avx512f"))) void kernel_avx512(int kc, const float* Ap, c
   } else {
     const __mmask16 m0 = static_cast<__mmask16>(nr >= 16 ? 0xFFFF : (1u << nr) - 1);
     const __mmask16 m1 = static_cast<__mmask16>(nr <= 16 ? 0 : nr >= 32 ? 0xFFFF : (1u << (nr - 16)) - 1);
+    const __m512 bias0 = bias == nullptr ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, bias);
+    const __m512 bias1 = bias == nullptr ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, bias + 16);
     for (int r = 0; r < mr; ++r) {
       float* c = C + static_cast<long>(r) * ldc;
       if (accumulate) {
         acc[r][0] = _mm512_add_ps(acc[r][0], _mm512_maskz_loadu_ps(m0, c));
         acc[r][1] = _mm512_add_ps(acc[r][1], _mm512_maskz_loadu_ps(m1, c + 16));
+      }
+      if (bias != nullptr) {
+        acc[r][0] = _mm512_add_ps(acc[r][0], bias0);
+        acc[r][1] = _mm512_add_ps(acc[r][1], bias1);
       }
       _mm512_mask_storeu_ps(c, m0, acc[r][0]);
       _mm512_mask_storeu_ps(c + 16, m1, acc[r][1]);
@@ -121,27 +156,33 @@ __attribute__((target("avx512f"))) void kernel_avx512(int kc, const float* Ap, c
 
 constexpr int kMr256 = 6, kNr256 = 16;
 
-__attribute__((target("avx2,fma"))) void kernel_avx2(int kc, const float* Ap, const float* Bp, float* C, int ldc,
-                                                     int mr, int nr, bool accumulate) {
+template <bool kDirectA>
+__attribute__((target("avx2,fma"))) void kernel_avx2(int kc, const float* A, long lda, const float* Bp, float* C,
+                                                     int ldc, int mr, int nr, bool accumulate, const float* bias) {
   __m256 acc[kMr256][2];
   for (int r = 0; r < kMr256; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   for (int k = 0; k < kc; ++k) {
     const __m256 b0 = _mm256_load_ps(Bp + k * kNr256);
     const __m256 b1 = _mm256_load_ps(Bp + k * kNr256 + 8);
-    const float* a = Ap + k * kMr256;
 #pragma GCC unroll 6
     for (int r = 0; r < kMr256; ++r) {
-      const __m256 av = _mm256_broadcast_ss(a + r);
+      const __m256 av = _mm256_broadcast_ss(kDirectA ? A + r * lda + k : A + k * kMr256 + r);
       acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
       acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
     }
   }
   if (nr == kNr256) {
+    const __m256 bias0 = bias == nullptr ? _mm256_setzero_ps() : _mm256_loadu_ps(bias);
+    const __m256 bias1 = bias == nullptr ? _mm256_setzero_ps() : _mm256_loadu_ps(bias + 8);
     for (int r = 0; r < mr; ++r) {
       float* c = C + static_cast<long>(r) * ldc;
       if (accumulate) {
         acc[r][0] = _mm256_add_ps(acc[r][0], _mm256_loadu_ps(c));
         acc[r][1] = _mm256_add_ps(acc[r][1], _mm256_loadu_ps(c + 8));
+      }
+      if (bias != nullptr) {
+        acc[r][0] = _mm256_add_ps(acc[r][0], bias0);
+        acc[r][1] = _mm256_add_ps(acc[r][1], bias1);
       }
       _mm256_storeu_ps(c, acc[r][0]);
       _mm256_storeu_ps(c + 8, acc[r][1]);
@@ -152,7 +193,7 @@ __attribute__((target("avx2,fma"))) void kernel_avx2(int kc, const float* Ap, co
       _mm256_store_ps(tile + r * kNr256, acc[r][0]);
       _mm256_store_ps(tile + r * kNr256 + 8, acc[r][1]);
     }
-    store_tile<kMr256, kNr256>(C, ldc, tile, mr, nr, accumulate);
+    store_tile<kMr256, kNr256>(C, ldc, tile, mr, nr, accumulate, bias);
   }
 }
 
@@ -166,44 +207,73 @@ float* aligned_buffer(std::vector<float>& v, size_t floats) {
 }
 
 template <int MR, int NR, typename Kernel>
-void run(Kernel kernel, bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B,
-         int ldb, float beta, float* C, int ldc) {
-  // Packing buffers per thread, grown once and reused: no allocation in steady state.
-  static thread_local std::vector<float> b_storage;
-  static thread_local std::vector<float> a_storage;
+void run(Kernel packed_kernel, Kernel direct_kernel, bool trans_a, bool trans_b, int M, int N, int K, const float* A,
+         int lda, const float* B, int ldb, float beta, float* C, int ldc, const SgemmExtras& extras) {
   const int n_panels = (N + NR - 1) / NR;
+  const int row_panels = (M + MR - 1) / MR;
   const int threads = omp_get_max_threads();
-  // Tasks: row blocks of kMc x column blocks; split columns only when there are too few row blocks to
-  // keep every thread busy. The split never changes what any single C element sums, or in which order.
-  const int row_blocks = (M + kMc - 1) / kMc;
-  int col_blocks = 1;
-  if (row_blocks < 2 * threads) col_blocks = std::min(n_panels, (2 * threads + row_blocks - 1) / row_blocks);
-  const int panels_per_col_block = (n_panels + col_blocks - 1) / col_blocks;
-  const int tasks = row_blocks * col_blocks;
+  // One parallel region, no barrier inside: each thread owns a rectangle of C and packs the operands it
+  // needs itself. Splitting C by rows makes every thread pack all of B (N x K); splitting by columns makes
+  // every thread read or pack all of A (M x K), so the split runs along the larger dimension. The split
+  // never changes what any C element sums, or in which order: results are the same for every thread count.
+  const bool split_columns = row_panels < threads || (N > M && n_panels >= threads);
 
-  for (int k0 = 0; k0 < K; k0 += kKc) {
-    const int kc = std::min(kKc, K - k0);
-    const bool accumulate = k0 > 0 || beta != 0.f;
-    float* Bp = aligned_buffer(b_storage, static_cast<size_t>(n_panels) * NR * kc);
-#pragma omp parallel for schedule(static)
-    for (int q = 0; q < n_panels; ++q)
-      pack_b_panel<NR>(Bp + static_cast<long>(q) * NR * kc, B, ldb, trans_b, q * NR, std::min(NR, N - q * NR), k0, kc);
-#pragma omp parallel for schedule(static)
-    for (int task = 0; task < tasks; ++task) {
-      const int ib = task / col_blocks, jb = task % col_blocks;
-      const int i0 = ib * kMc, rows = std::min(kMc, M - i0);
-      const int q_begin = jb * panels_per_col_block, q_end = std::min(n_panels, q_begin + panels_per_col_block);
-      if (q_begin >= q_end) continue;
-      float* Ap = aligned_buffer(a_storage, static_cast<size_t>(kMc) * kc);
-      pack_a<MR>(Ap, A, lda, trans_a, i0, rows, k0, kc);
-      for (int q = q_begin; q < q_end; ++q) {
-        const int j0 = q * NR, nr = std::min(NR, N - j0);
-        for (int p = 0; p * MR < rows; ++p) {
-          const int mr = std::min(MR, rows - p * MR);
-          kernel(kc, Ap + static_cast<long>(p) * MR * kc, Bp + static_cast<long>(q) * NR * kc,
-                 C + static_cast<long>(i0 + p * MR) * ldc + j0, ldc, mr, nr, accumulate);
+#pragma omp parallel
+  {
+    // Buffers per thread, grown once and reused: no allocation in steady state.
+    static thread_local std::vector<float> a_storage, b_storage, sums_storage;
+    const int thread = omp_get_thread_num(), team = omp_get_num_threads();
+    const auto share = [&](int total, int t) { return static_cast<int>(static_cast<long>(total) * t / team); };
+    const int q_lo = split_columns ? share(n_panels, thread) : 0;
+    const int q_hi = split_columns ? share(n_panels, thread + 1) : n_panels;
+    const int p_lo = split_columns ? 0 : share(row_panels, thread);
+    const int p_hi = split_columns ? row_panels : share(row_panels, thread + 1);
+    const int i_begin = p_lo * MR, i_end = std::min(p_hi * MR, M);
+    if (q_lo < q_hi && i_begin < i_end) {
+      float* Ap = aligned_buffer(a_storage, static_cast<size_t>(kMc) * kKc);
+      float* Bp = aligned_buffer(b_storage, static_cast<size_t>(q_hi - q_lo) * NR * kKc);
+      // Row sums of op(A), running over all K-chunks, taken by the thread that owns column 0.
+      float* sums = nullptr;
+      if (extras.a_row_sums != nullptr && q_lo == 0) {
+        sums = aligned_buffer(sums_storage, static_cast<size_t>(i_end - i_begin));
+        std::fill(sums, sums + (i_end - i_begin), 0.f);
+      }
+      // A not transposed (and no row sums wanted): full MR-row panels are read in place; only a last
+      // partial panel is packed (zero-padded).
+      const bool direct_a = !trans_a && sums == nullptr;
+      for (int k0 = 0; k0 < K; k0 += kKc) {
+        const int kc = std::min(kKc, K - k0);
+        const bool accumulate = k0 > 0 || beta != 0.f;
+        const bool last_chunk = k0 + kc == K;
+        for (int q = q_lo; q < q_hi; ++q)
+          pack_b_panel<NR>(Bp + static_cast<long>(q - q_lo) * NR * kc, B, ldb, trans_b, q * NR,
+                           std::min(NR, N - q * NR), k0, kc);
+        for (int i0 = i_begin; i0 < i_end; i0 += kMc) {  // row blocks whose packed A stays in L2
+          const int rows = std::min(kMc, i_end - i0);
+          const int full_panels = rows / MR;
+          if (!direct_a)
+            pack_a<MR>(Ap, A, lda, trans_a, i0, rows, k0, kc, sums == nullptr ? nullptr : sums + (i0 - i_begin));
+          else if (rows % MR != 0)
+            pack_a<MR>(Ap, A, lda, false, i0 + full_panels * MR, rows % MR, k0, kc, nullptr);
+          for (int q = q_lo; q < q_hi; ++q) {
+            const int j0 = q * NR, nr = std::min(NR, N - j0);
+            const float* bias = last_chunk && extras.bias != nullptr ? extras.bias + j0 : nullptr;
+            const float* b_panel = Bp + static_cast<long>(q - q_lo) * NR * kc;
+            for (int p = 0; p * MR < rows; ++p) {
+              const int mr = std::min(MR, rows - p * MR);
+              float* c = C + static_cast<long>(i0 + p * MR) * ldc + j0;
+              if (direct_a && p < full_panels)
+                direct_kernel(kc, A + static_cast<long>(i0 + p * MR) * lda + k0, lda, b_panel, c, ldc, mr, nr,
+                              accumulate, bias);
+              else
+                packed_kernel(kc, direct_a ? Ap : Ap + static_cast<long>(p) * MR * kc, 0, b_panel, c, ldc, mr, nr,
+                              accumulate, bias);
+            }
+          }
         }
       }
+      if (sums != nullptr)
+        for (int i = i_begin; i < i_end; ++i) extras.a_row_sums[i] += sums[i - i_begin];
     }
   }
 }
@@ -237,20 +307,25 @@ const char* sgemm_isa_name(SgemmIsa isa) {
 }
 
 bool sgemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
-           float beta, float* C, int ldc) {
+           float beta, float* C, int ldc, const SgemmExtras& extras) {
   if (beta != 0.f && beta != 1.f) return false;
+  if (sgemm_isa() == SgemmIsa::None) return false;
   if (M <= 0 || N <= 0) return true;
-  if (K <= 0) {
-    if (beta == 0.f)
-      for (int i = 0; i < M; ++i) std::fill(C + static_cast<long>(i) * ldc, C + static_cast<long>(i) * ldc + N, 0.f);
+  if (K <= 0) {  // an empty product: C = beta C (+ bias); the row sums are empty sums
+    for (int i = 0; i < M; ++i) {
+      float* c = C + static_cast<long>(i) * ldc;
+      if (beta == 0.f) std::fill(c, c + N, 0.f);
+      if (extras.bias != nullptr)
+        for (int j = 0; j < N; ++j) c[j] += extras.bias[j];
+    }
     return true;
   }
   switch (sgemm_isa()) {
     case SgemmIsa::Avx512:
-      run<kMr512, kNr512>(kernel_avx512, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+      run<kMr512, kNr512>(kernel_avx512<false>, kernel_avx512<true>, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);
       return true;
     case SgemmIsa::Avx2:
-      run<kMr256, kNr256>(kernel_avx2, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+      run<kMr256, kNr256>(kernel_avx2<false>, kernel_avx2<true>, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);
       return true;
     case SgemmIsa::None: break;
   }

@@ -17,8 +17,19 @@ enum class SgemmIsa { None, Avx2, Avx512 };
 SgemmIsa sgemm_isa();
 const char* sgemm_isa_name(SgemmIsa);
 
-// Returns false (and does nothing) when no micro-kernel is available.
+// Work folded into the product so that a linear layer needs no extra pass over its (N, OC) data.
+struct SgemmExtras {
+  // C[i][j] += bias[j] after the product is complete (the bias of a linear layer's forward). Added last,
+  // so the result equals a separate bias pass bit for bit.
+  const float* bias = nullptr;
+  // a_row_sums[i] += sum over k of op(A)[i][k], summed in k order from zero and then added (the bias
+  // gradient of a linear layer, where op(A) = dout^T), computed while A is packed.
+  float* a_row_sums = nullptr;
+};
+
+// Returns false (and does nothing) when no micro-kernel is available. One OpenMP parallel region per
+// call: B is packed for every K-chunk up front, then each task runs all K-chunks of its C tile.
 bool sgemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
-           float beta, float* C, int ldc);
+           float beta, float* C, int ldc, const SgemmExtras& extras = {});
 
 }  // namespace blocklab::kernels
