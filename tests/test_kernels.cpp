@@ -11,6 +11,8 @@
 #include "kernels/embedding.h"
 #include "kernels/fast_math.h"
 #include "kernels/linear.h"
+#include "kernels/linear_gelu.h"
+#include "tensor/threading.h"
 #include "kernels/norm.h"
 
 using namespace blocklab;
@@ -316,4 +318,54 @@ TEST(FastMath, FloatGeluMatchesDouble) {
     EXPECT_NEAR(of[i], od[i], 1e-6 * std::max(1.0, std::abs(xd[i])));
     EXPECT_NEAR(gf[i], gd[i], 2e-6);
   }
+}
+
+// The fused MLP kernels against the unfused ones (float: the GELU runs on finished sgemm blocks) at 1 and
+// 2 threads, with a width that leaves partial register tiles: the products and weight gradients agree bit
+// for bit, the GELU terms to rounding (an element at a block's edge may take the compiler's scalar
+// remainder loop instead of its vector loop); and the fused results do not depend on the thread count.
+TEST(LinearGelu, FusedMatchesUnfused) {
+  const int N = 67, C = 24, OC = 100;
+  Rng rng(17);
+  auto floats = [&](size_t n) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = static_cast<float>(rng.normal());
+    return v;
+  };
+  // |got - want| <= 1e-6 |scale|: GELU and its derivative are computed to ~1e-7 absolute, so a result that
+  // scales them by `scale` may differ by that much times |scale|
+  auto expect_close = [](const std::vector<float>& got, const std::vector<float>& want,
+                         const std::vector<float>& scale, const char* what) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_LE(std::abs(got[i] - want[i]), 1e-6f * std::max(1e-30f, std::abs(scale[i]))) << what << "[" << i << "]";
+  };
+  const auto inp = floats(N * C), w1 = floats(OC * C), b1 = floats(OC), w2 = floats(C * OC), dout = floats(N * C);
+  std::vector<float> first_act, first_dpre;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    std::vector<float> pre(N * OC), act(N * OC), pre_ref(N * OC), act_ref(N * OC);
+    linear_gelu_forward(act.data(), pre.data(), inp.data(), w1.data(), b1.data(), N, C, OC);
+    linear_forward(pre_ref.data(), inp.data(), w1.data(), b1.data(), N, C, OC);
+    gelu_forward(act_ref.data(), pre_ref.data(), static_cast<long>(N) * OC);
+    EXPECT_EQ(pre, pre_ref);
+    expect_close(act, act_ref, pre_ref, "act");
+    // backward of y = act @ w2^T + b2 w.r.t. pre
+    std::vector<float> dpre(N * OC, 7.f), dw(C * OC, 0.f), db(C, 0.f);
+    std::vector<float> dact_ref(N * OC, 0.f), dpre_ref(N * OC, 0.f), dw_ref(C * OC, 0.f), db_ref(C, 0.f);
+    gelu_linear_backward(dpre.data(), dw.data(), db.data(), dout.data(), pre.data(), act.data(), w2.data(), N, OC, C);
+    linear_backward(dact_ref.data(), dw_ref.data(), db_ref.data(), dout.data(), act.data(), w2.data(), N, OC, C);
+    gelu_backward(dpre_ref.data(), dact_ref.data(), pre.data(), static_cast<long>(N) * OC);
+    expect_close(dpre, dpre_ref, dact_ref, "dpre");  // dpre was 7 everywhere before: overwritten, not added to
+    EXPECT_EQ(dw, dw_ref);
+    EXPECT_EQ(db, db_ref);
+    if (threads == 1) {
+      first_act = act;
+      first_dpre = dpre;
+    } else {
+      EXPECT_EQ(act, first_act);
+      EXPECT_EQ(dpre, first_dpre);
+    }
+  }
+  set_num_threads(0);
 }

@@ -1,5 +1,6 @@
 #include "kernels/attention.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/fast_math.h"
@@ -280,6 +281,8 @@ void attention_backward(T* dqkv, T* scratch, const T* dout, const T* qkv, const 
       T* dbase = dqkv + offset;
       T* hsc = scratch + bh * static_cast<long>(head_scratch(Tn, hs));
       const T* g = dout + static_cast<long>(b) * Tn * C + h * hs;
+      for (int t = 0; t < Tn; ++t)  // the head's slices of dq, dk, dv: the passes below accumulate into them
+        for (int part = 0; part < 3; ++part) std::fill_n(dbase + t * C3 + part * C, hs, T(0));
       if (hs % kLanes == 0)
         attention_backward_head_tiled(dbase, dbase + C, dbase + 2 * C, hsc, g, base, base + C, base + 2 * C,
                                       att + bh * Tn * Tn, Tn, hs, C3, C);

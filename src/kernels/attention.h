@@ -14,7 +14,7 @@ size_t attention_scratch_size(int B, int Tn, int C, int H);
 template <typename T>
 void attention_forward(T* out, T* att, T* scratch, const T* qkv, int B, int Tn, int C, int H);
 
-// Accumulates (+=) dqkv (B,T,3C) from dout (B,T,C). scratch: attention_scratch_size elements, overwritten.
+// -> dqkv (B,T,3C), overwritten, from dout (B,T,C). scratch: attention_scratch_size elements, overwritten.
 template <typename T>
 void attention_backward(T* dqkv, T* scratch, const T* dout, const T* qkv, const T* att, int B, int Tn, int C,
                         int H);

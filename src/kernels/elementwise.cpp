@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/fast_math.h"
+#include "kernels/gelu.h"
 
 #include "util/profiler.h"
 
@@ -12,24 +13,14 @@ namespace blocklab::kernels {
 namespace {
 constexpr long kChunk = 4096;  // elements per parallel work item
 
-// out = 0.5 x (1 + erf(x / sqrt 2))
 template <typename T>
 BLOCKLAB_MULTIVERSION void gelu_forward_chunk(T* out, const T* inp, long n) {
-  const T inv_sqrt2 = T(0.70710678118654752440);
-  for (long i = 0; i < n; ++i) out[i] = T(0.5) * inp[i] * (T(1) + fast_erf(inp[i] * inv_sqrt2));
+  for (long i = 0; i < n; ++i) out[i] = gelu_value(inp[i]);
 }
 
-// d/dx [x Phi(x)] = Phi(x) + x phi(x),  phi(x) = exp(-x^2/2) / sqrt(2 pi)
 template <typename T>
 BLOCKLAB_MULTIVERSION void gelu_backward_chunk(T* dinp, const T* dout, const T* inp, long n) {
-  const T inv_sqrt2 = T(0.70710678118654752440);
-  const T inv_sqrt_2pi = T(0.39894228040143267794);
-  for (long i = 0; i < n; ++i) {
-    const T x = inp[i];
-    const T cdf = T(0.5) * (T(1) + fast_erf(x * inv_sqrt2));
-    const T pdf = inv_sqrt_2pi * fast_exp(T(-0.5) * x * x);
-    dinp[i] += dout[i] * (cdf + x * pdf);
-  }
+  for (long i = 0; i < n; ++i) dinp[i] += dout[i] * gelu_derivative(inp[i]);
 }
 }  // namespace
 

@@ -55,11 +55,12 @@ void linear_forward(T* out, const T* inp, const T* weight, const T* bias, int N,
 
 template <typename T>
 void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, int N,
-                     int C, int OC) {
+                     int C, int OC, GradWrite dinp_write) {
   BLOCKLAB_PROFILE("linear_backward");
   // forward: out = inp @ weight^T + bias
-  // dinp (N,C) += dout (N,OC) @ weight (OC,C)
-  if (dinp != nullptr) gemm<T>(false, false, N, C, OC, T(1), dout, OC, weight, C, T(1), dinp, C);
+  // dinp (N,C) (+)= dout (N,OC) @ weight (OC,C)
+  const T beta = dinp_write == GradWrite::Accumulate ? T(1) : T(0);
+  if (dinp != nullptr) gemm<T>(false, false, N, C, OC, T(1), dout, OC, weight, C, beta, dinp, C);
   // dweight (OC,C) += dout^T (OC,N) @ inp (N,C); dbias (OC) += column sums of dout = row sums of
   // dout^T, which the sgemm takes while it packs dout^T.
   if constexpr (std::is_same_v<T, float>) {
@@ -73,8 +74,8 @@ void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
 template void linear_forward<float>(float*, const float*, const float*, const float*, int, int, int);
 template void linear_forward<double>(double*, const double*, const double*, const double*, int, int, int);
 template void linear_backward<float>(float*, float*, float*, const float*, const float*, const float*, int,
-                                     int, int);
+                                     int, int, GradWrite);
 template void linear_backward<double>(double*, double*, double*, const double*, const double*, const double*,
-                                      int, int, int);
+                                      int, int, int, GradWrite);
 
 }  // namespace blocklab::kernels

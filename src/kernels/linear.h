@@ -6,10 +6,14 @@ namespace blocklab::kernels {
 template <typename T>
 void linear_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC);
 
-// Accumulates (+=) into dinp (N,C), dweight (OC,C), dbias (OC); any of them may be nullptr to skip it.
-// dout (N,OC) is the gradient of the loss w.r.t. out.
+// How a backward kernel writes an input gradient: added to what the buffer holds (a residual stream's
+// gradient gathers several terms), or written over it (a fresh buffer: no zeroing pass needed).
+enum class GradWrite { Accumulate, Overwrite };
+
+// dinp (N,C) (+)= dout @ weight as dinp_write says; accumulates (+=) into dweight (OC,C) and dbias (OC).
+// Any of the three may be nullptr to skip it. dout (N,OC) is the gradient of the loss w.r.t. out.
 template <typename T>
 void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, int N,
-                     int C, int OC);
+                     int C, int OC, GradWrite dinp_write = GradWrite::Accumulate);
 
 }  // namespace blocklab::kernels

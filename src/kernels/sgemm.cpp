@@ -270,6 +270,10 @@ void run(Kernel packed_kernel, Kernel direct_kernel, bool trans_a, bool trans_b,
                               accumulate, bias);
             }
           }
+          if (last_chunk && extras.on_block_done != nullptr) {  // the row block across the thread's columns
+            const int j_begin = q_lo * NR, j_end = std::min(q_hi * NR, N);
+            extras.on_block_done(extras.context, i0, rows, j_begin, j_end - j_begin);
+          }
         }
       }
       if (sums != nullptr)
@@ -318,6 +322,7 @@ bool sgemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int 
       if (extras.bias != nullptr)
         for (int j = 0; j < N; ++j) c[j] += extras.bias[j];
     }
+    if (extras.on_block_done != nullptr) extras.on_block_done(extras.context, 0, M, 0, N);
     return true;
   }
   switch (sgemm_isa()) {

@@ -25,6 +25,14 @@ struct SgemmExtras {
   // a_row_sums[i] += sum over k of op(A)[i][k], summed in k order from zero and then added (the bias
   // gradient of a linear layer, where op(A) = dout^T), computed while A is packed.
   float* a_row_sums = nullptr;
+  // Called once for every finished block of C (rows i0 .. i0+rows, columns j0 .. j0+cols, bias added)
+  // right after its last K-chunk, by the thread that computed it, while the block is still in cache
+  // (at most kMc = 96 rows): an elementwise step that follows the product (an activation) runs there
+  // instead of in another pass over memory. Blocks do not overlap and together cover C; j0 is always a
+  // multiple of the register tile's width (32 floats with AVX-512, 16 with AVX2), and so is cols unless
+  // the block ends at column N.
+  void (*on_block_done)(void* context, int i0, int rows, int j0, int cols) = nullptr;
+  void* context = nullptr;
 };
 
 // Returns false (and does nothing) when no micro-kernel is available. One OpenMP parallel region per

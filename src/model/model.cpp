@@ -8,6 +8,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
 #include "kernels/linear.h"
+#include "kernels/linear_gelu.h"
 #include "kernels/norm.h"
 #include "util/error.h"
 #include "util/rng.h"
@@ -75,10 +76,10 @@ Model<T>::Model(const ModelConfig& config, int batch, int seq_len)
 
   auto carve_scratch = [&](T* base) {
     ArenaCarver<T> a(base);
-    d_stream_ = a.take(N * C), d_tmp_a_ = a.take(N * C), d_tmp_b_ = a.take(N * C);
+    d_stream_ = a.take(N * C), d_tmp_a_ = a.take(N * C);
     d_qkv_ = a.take(3 * N * C), d_atty_ = a.take(N * C);
     attn_scratch_ = a.take(static_cast<long>(attention_scratch_size(B_, T_, C, config_.heads)));
-    d_hidden_a_ = a.take(N * hidden), d_hidden_b_ = a.take(N * hidden), d_logits_ = a.take(N * V);
+    d_hidden_ = a.take(N * hidden), d_logits_ = a.take(N * V);
     return a.used();
   };
   scratch_.assign(carve_scratch(nullptr), T(0));
@@ -181,8 +182,7 @@ void Model<T>::run_blocks() {
       residual_forward(a.resid1, h, a.attn_out, NC);
       // h' = u + MLP(LN2(u))
       norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.resid1, w.norm2_weight, w.norm2_bias, N);
-      linear_forward(a.fc1, a.ln2, w.fc1_weight, w.fc1_bias, N, C, hidden);
-      gelu_forward(a.gelu, a.fc1, static_cast<long>(N) * hidden);
+      linear_gelu_forward(a.gelu, a.fc1, a.ln2, w.fc1_weight, w.fc1_bias, N, C, hidden);
       linear_forward(a.mlp_out, a.gelu, w.fc2_weight, w.fc2_bias, N, hidden, C);
       residual_forward(a.resid2, a.resid1, a.mlp_out, NC);
       h = a.resid2;
@@ -194,8 +194,7 @@ void Model<T>::run_blocks() {
       residual_forward(a.resid1, h, a.attn_out, NC);
       norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.resid1, w.norm1_weight, w.norm1_bias, N);
       // h' = LN2(u + MLP(u))
-      linear_forward(a.fc1, a.ln1, w.fc1_weight, w.fc1_bias, N, C, hidden);
-      gelu_forward(a.gelu, a.fc1, static_cast<long>(N) * hidden);
+      linear_gelu_forward(a.gelu, a.fc1, a.ln1, w.fc1_weight, w.fc1_bias, N, C, hidden);
       linear_forward(a.mlp_out, a.gelu, w.fc2_weight, w.fc2_bias, N, hidden, C);
       residual_forward(a.resid2, a.ln1, a.mlp_out, NC);
       norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.resid2, w.norm2_weight, w.norm2_bias, N);
@@ -241,7 +240,7 @@ template <typename T>
 void Model<T>::backward() {
   BLOCKLAB_CHECK(targets_ != nullptr, "backward() needs a preceding forward() with targets");
   const int N = B_ * T_, C = config_.width, H = config_.heads, V = config_.vocab, hidden = config_.mlp_hidden();
-  const long NC = static_cast<long>(N) * C, NH = static_cast<long>(N) * hidden;
+  const long NC = static_cast<long>(N) * C;
   const bool pre = config_.norm_placement == NormPlacement::Pre;
   std::fill(grads_.begin(), grads_.end(), T(0));
 
@@ -251,8 +250,8 @@ void Model<T>::backward() {
   zero(d_stream_, NC);
   if (config_.has_final_norm()) {
     // top = LNf(h_L)
-    zero(d_tmp_a_, NC);
-    linear_backward(d_tmp_a_, g_.head_weight, static_cast<T*>(nullptr), d_logits_, lnf_, w_.head_weight, N, C, V);
+    linear_backward(d_tmp_a_, g_.head_weight, static_cast<T*>(nullptr), d_logits_, lnf_, w_.head_weight, N, C, V,
+                    GradWrite::Overwrite);
     norm_backward(d_stream_, g_.final_norm_weight, g_.final_norm_bias, d_tmp_a_, stream(config_.layers),
                   w_.final_norm_weight, lnf_mean_, lnf_rstd_, N);
   } else {
@@ -268,22 +267,19 @@ void Model<T>::backward() {
     const T* h_in = stream(l);
     if (pre) {
       // h' = u + mlp_out:  d_u = d_h' (kept in d_stream_), d_mlp_out = d_h'
-      zero(d_hidden_a_, NH);
-      linear_backward(d_hidden_a_, g.fc2_weight, g.fc2_bias, d_stream_, a.gelu, w.fc2_weight, N, hidden, C);
-      zero(d_hidden_b_, NH);
-      gelu_backward(d_hidden_b_, d_hidden_a_, a.fc1, NH);
-      zero(d_tmp_a_, NC);
-      linear_backward(d_tmp_a_, g.fc1_weight, g.fc1_bias, d_hidden_b_, a.ln2, w.fc1_weight, N, C, hidden);
+      // mlp_out = fc2(gelu(fc1(ln2))): d_fc1 (pre-activation) from fc2 and GELU in one pass, then fc1
+      gelu_linear_backward(d_hidden_, g.fc2_weight, g.fc2_bias, d_stream_, a.fc1, a.gelu, w.fc2_weight, N, hidden, C);
+      linear_backward(d_tmp_a_, g.fc1_weight, g.fc1_bias, d_hidden_, a.ln2, w.fc1_weight, N, C, hidden,
+                      GradWrite::Overwrite);
       // ln2 = LN2(u): d_u += LN2 backward
       norm_backward(d_stream_, g.norm2_weight, g.norm2_bias, d_tmp_a_, a.resid1, w.norm2_weight, a.ln2_mean,
                     a.ln2_rstd, N);
       // u = h + attn_out:  d_h = d_u (kept in d_stream_), d_attn_out = d_u
-      zero(d_atty_, NC);
-      linear_backward(d_atty_, g.proj_weight, g.proj_bias, d_stream_, a.atty, w.proj_weight, N, C, C);
-      zero(d_qkv_, 3 * NC);
+      linear_backward(d_atty_, g.proj_weight, g.proj_bias, d_stream_, a.atty, w.proj_weight, N, C, C,
+                      GradWrite::Overwrite);
       attention_backward(d_qkv_, attn_scratch_, d_atty_, a.qkv, a.att, B_, T_, C, H);
-      zero(d_tmp_a_, NC);
-      linear_backward(d_tmp_a_, g.qkv_weight, g.qkv_bias, d_qkv_, a.ln1, w.qkv_weight, N, C, 3 * C);
+      linear_backward(d_tmp_a_, g.qkv_weight, g.qkv_bias, d_qkv_, a.ln1, w.qkv_weight, N, C, 3 * C,
+                      GradWrite::Overwrite);
       // ln1 = LN1(h): d_h += LN1 backward
       norm_backward(d_stream_, g.norm1_weight, g.norm1_bias, d_tmp_a_, h_in, w.norm1_weight, a.ln1_mean,
                     a.ln1_rstd, N);
@@ -293,19 +289,16 @@ void Model<T>::backward() {
       norm_backward(d_tmp_a_, g.norm2_weight, g.norm2_bias, d_stream_, a.resid2, w.norm2_weight, a.ln2_mean,
                     a.ln2_rstd, N);
       // resid2 = u + mlp_out:  d_u = d_resid2 (kept in d_tmp_a_), d_mlp_out = d_resid2
-      zero(d_hidden_a_, NH);
-      linear_backward(d_hidden_a_, g.fc2_weight, g.fc2_bias, d_tmp_a_, a.gelu, w.fc2_weight, N, hidden, C);
-      zero(d_hidden_b_, NH);
-      gelu_backward(d_hidden_b_, d_hidden_a_, a.fc1, NH);
-      linear_backward(d_tmp_a_, g.fc1_weight, g.fc1_bias, d_hidden_b_, a.ln1, w.fc1_weight, N, C, hidden);
+      // mlp_out = fc2(gelu(fc1(u))): d_fc1 (pre-activation) from fc2 and GELU in one pass, then fc1
+      gelu_linear_backward(d_hidden_, g.fc2_weight, g.fc2_bias, d_tmp_a_, a.fc1, a.gelu, w.fc2_weight, N, hidden, C);
+      linear_backward(d_tmp_a_, g.fc1_weight, g.fc1_bias, d_hidden_, a.ln1, w.fc1_weight, N, C, hidden);
       // u = LN1(resid1)
       zero(d_stream_, NC);
       norm_backward(d_stream_, g.norm1_weight, g.norm1_bias, d_tmp_a_, a.resid1, w.norm1_weight, a.ln1_mean,
                     a.ln1_rstd, N);
       // resid1 = h + attn_out:  d_h = d_resid1 (kept in d_stream_), d_attn_out = d_resid1
-      zero(d_atty_, NC);
-      linear_backward(d_atty_, g.proj_weight, g.proj_bias, d_stream_, a.atty, w.proj_weight, N, C, C);
-      zero(d_qkv_, 3 * NC);
+      linear_backward(d_atty_, g.proj_weight, g.proj_bias, d_stream_, a.atty, w.proj_weight, N, C, C,
+                      GradWrite::Overwrite);
       attention_backward(d_qkv_, attn_scratch_, d_atty_, a.qkv, a.att, B_, T_, C, H);
       // qkv = Linear(h): d_h += its backward
       linear_backward(d_stream_, g.qkv_weight, g.qkv_bias, d_qkv_, h_in, w.qkv_weight, N, C, 3 * C);

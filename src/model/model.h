@@ -79,7 +79,7 @@ class Model {
   std::vector<LayerActs> layers_;
   T *embedded_, *lnf_, *lnf_mean_, *lnf_rstd_, *logits_, *probs_, *losses_;
   // gradient scratch for one block
-  T *d_stream_, *d_tmp_a_, *d_tmp_b_, *d_qkv_, *d_atty_, *d_hidden_a_, *d_hidden_b_, *d_logits_;
+  T *d_stream_, *d_tmp_a_, *d_qkv_, *d_atty_, *d_hidden_, *d_logits_;
   T* attn_scratch_;  // attention's work space, forward and backward
   const int32_t* inputs_ = nullptr;
   const int32_t* targets_ = nullptr;

@@ -1,0 +1,85 @@
+#include "kernels/linear_gelu.h"
+
+#include <type_traits>
+
+#include "kernels/elementwise.h"
+#include "kernels/fast_math.h"
+#include "kernels/gelu.h"
+#include "kernels/sgemm.h"
+#include "util/profiler.h"
+
+namespace blocklab::kernels {
+
+namespace {
+// The elementwise steps on one finished block of a row-major (N, ld) product.
+struct GeluBlock {
+  float* act;        // forward: act = gelu(pre), pre the product
+  const float* pre;  // backward: the product dact is turned into dpre = dact * gelu'(pre) in place
+  int ld;
+};
+
+BLOCKLAB_MULTIVERSION void gelu_of_block(void* context, int i0, int rows, int j0, int cols) {
+  const auto& b = *static_cast<const GeluBlock*>(context);
+  for (int i = i0; i < i0 + rows; ++i) {
+    const float* pre = b.pre + static_cast<long>(i) * b.ld + j0;
+    float* act = b.act + static_cast<long>(i) * b.ld + j0;
+    for (int j = 0; j < cols; ++j) act[j] = gelu_value(pre[j]);
+  }
+}
+
+BLOCKLAB_MULTIVERSION void gelu_derivative_times_block(void* context, int i0, int rows, int j0, int cols) {
+  const auto& b = *static_cast<const GeluBlock*>(context);
+  for (int i = i0; i < i0 + rows; ++i) {
+    const float* pre = b.pre + static_cast<long>(i) * b.ld + j0;
+    float* d = b.act + static_cast<long>(i) * b.ld + j0;
+    for (int j = 0; j < cols; ++j) d[j] = d[j] * gelu_derivative(pre[j]);
+  }
+}
+}  // namespace
+
+template <typename T>
+void linear_gelu_forward(T* act, T* pre, const T* inp, const T* weight, const T* bias, int N, int C, int OC) {
+  if constexpr (std::is_same_v<T, float>) {
+    BLOCKLAB_PROFILE("linear_gelu_forward");
+    GeluBlock block{act, pre, OC};
+    if (sgemm(false, true, N, OC, C, inp, C, weight, C, 0.f, pre, OC,
+              {.bias = bias, .on_block_done = gelu_of_block, .context = &block}))
+      return;
+  }
+  linear_forward(pre, inp, weight, bias, N, C, OC);
+  gelu_forward(act, pre, static_cast<long>(N) * OC);
+}
+
+template <typename T>
+void gelu_linear_backward(T* dpre, T* dweight, T* dbias, const T* dout, const T* pre, const T* act, const T* weight,
+                          int N, int C, int OC) {
+  if constexpr (std::is_same_v<T, float>) {
+    bool fused = false;
+    {
+      BLOCKLAB_PROFILE("gelu_linear_backward");
+      // dpre = (dout (N,OC) @ weight (OC,C)) * gelu'(pre), the product turned into dpre block by block
+      GeluBlock block{dpre, pre, C};
+      fused = sgemm(false, false, N, C, OC, dout, OC, weight, C, 0.f, dpre, C,
+                    {.on_block_done = gelu_derivative_times_block, .context = &block});
+    }
+    if (fused) {
+      linear_backward<T>(nullptr, dweight, dbias, dout, act, weight, N, C, OC);  // the weight and bias terms
+      return;
+    }
+  }
+  linear_backward<T>(dpre, dweight, dbias, dout, act, weight, N, C, OC, GradWrite::Overwrite);
+  BLOCKLAB_PROFILE("gelu_backward");
+  const long n = static_cast<long>(N) * C;
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < n; ++i) dpre[i] = dpre[i] * gelu_derivative(pre[i]);
+}
+
+template void linear_gelu_forward<float>(float*, float*, const float*, const float*, const float*, int, int, int);
+template void linear_gelu_forward<double>(double*, double*, const double*, const double*, const double*, int, int,
+                                          int);
+template void gelu_linear_backward<float>(float*, float*, float*, const float*, const float*, const float*,
+                                          const float*, int, int, int);
+template void gelu_linear_backward<double>(double*, double*, double*, const double*, const double*, const double*,
+                                           const double*, int, int, int);
+
+}  // namespace blocklab::kernels
