@@ -301,7 +301,9 @@ io::PlotFigure sweep_figure(const std::vector<GridAxis>& grid, const std::vector
 
 SweepResult run_sweep(const SweepOptions& options, const Log& log, const SweepProgressFn& progress) {
   const std::vector<SweepRun> runs = plan_sweep(options);
-  const std::string worker = options.worker.empty() ? self_executable() : options.worker;
+  // Workers run this very program: /proc/self/exe names the running image even if its file has since
+  // been replaced (a rebuild during a long sweep), so every run of one sweep uses the same code.
+  const std::string worker = options.worker.empty() ? std::string("/proc/self/exe") : options.worker;
   const int cores = hardware_threads();
   const int jobs = options.jobs > 0 ? options.jobs : cores;
   const int threads = jobs > 1 ? std::max(1, cores / jobs) : options.base.threads;

@@ -39,13 +39,6 @@ std::string find_executable(const std::string& name) {
   return "";
 }
 
-std::string self_executable() {
-  std::error_code ec;
-  const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) throw Error(std::string("cannot find the running program (/proc/self/exe): ") + ec.message());
-  return p.string();
-}
-
 pid_t spawn_process(const ProcessSpec& spec) {
   if (spec.argv.empty()) throw Error("spawn_process: empty argv");
   std::string program = find_executable(spec.argv[0]);

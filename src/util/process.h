@@ -29,7 +29,5 @@ int wait_process(pid_t pid);
 // The full path of an executable found in PATH (or name itself when it contains a '/' and is
 // executable); "" when there is none.
 std::string find_executable(const std::string& name);
-// The path of the running program (/proc/self/exe resolved).
-std::string self_executable();
 
 }  // namespace blocklab
