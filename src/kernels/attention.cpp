@@ -5,6 +5,7 @@
 
 #include "kernels/fast_math.h"
 #include "kernels/lane_reduce.h"
+#include "kernels/simd.h"
 
 #include "util/profiler.h"
 
@@ -48,18 +49,26 @@ void transpose_head(T* xt, const T* x, int Tn, int Tp, int hs, long C3) {
 // independent accumulator registers, which hide the FMA latency; the causal window n grows with the
 // query row, so the tile is only as wide as the window needs (positions past n read zero padding).
 template <int W, typename T>
-inline void row_times_transposed_tile(T* row, const T* a, const T* xt, int valid, int Tp, int hs, T scale) {
-  T acc[W] = {};
+BLOCKLAB_ALWAYS_INLINE void row_times_transposed_tile(T* row, const T* a, const T* xt, int valid, int Tp, int hs, T scale) {
+  using namespace simd;
+  constexpr int L = kWidth<T>, NV = W / L;
+  Vec<T> acc[NV];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) acc[v] = Vec<T>{};
   for (int i = 0; i < hs; ++i) {
-    const T ai = a[i] * scale;
+    const Vec<T> ai = broadcast(a[i] * scale);
     const T* x = xt + static_cast<long>(i) * Tp;
-    for (int l = 0; l < W; ++l) acc[l] += ai * x[l];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[v] += ai * load(x + v * L);
   }
-  for (int l = 0; l < valid; ++l) row[l] = acc[l];
+  alignas(64) T tile[W];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) store(tile + v * L, acc[v]);
+  for (int l = 0; l < valid; ++l) row[l] = tile[l];
 }
 
 template <typename T>
-inline void row_times_transposed(T* row, const T* a, const T* xt, int n, int Tp, int hs, T scale) {
+BLOCKLAB_ALWAYS_INLINE void row_times_transposed(T* row, const T* a, const T* xt, int n, int Tp, int hs, T scale) {
   for (int sb = 0; sb < n; sb += kRowBlock) {
     const int valid = n - sb < kRowBlock ? n - sb : kRowBlock;
     const T* x = xt + sb;
@@ -77,29 +86,39 @@ inline void row_times_transposed(T* row, const T* a, const T* xt, int n, int Tp,
 // out[0:W] (+)= sum_{s<n} w[s * w_stride] * x_s[0:W], x rows `stride` apart. Even and odd s go to
 // separate accumulators (then added), so two dependency chains run side by side.
 template <int W, typename T>
-inline void weighted_rows_block(T* out, const T* w, long w_stride, const T* x, int n, long stride, bool accumulate) {
-  T even[W] = {}, odd[W] = {};
+BLOCKLAB_ALWAYS_INLINE void weighted_rows_block(T* out, const T* w, long w_stride, const T* x, int n, long stride, bool accumulate) {
+  using namespace simd;
+  constexpr int L = kWidth<T>, NV = W / L;
+  Vec<T> even[NV], odd[NV];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) even[v] = odd[v] = Vec<T>{};
   int s = 0;
   for (; s + 1 < n; s += 2) {
-    const T w0 = w[s * w_stride], w1 = w[(s + 1) * w_stride];
+    const Vec<T> w0 = broadcast(w[s * w_stride]), w1 = broadcast(w[(s + 1) * w_stride]);
     const T* x0 = x + s * stride;
     const T* x1 = x0 + stride;
-    for (int l = 0; l < W; ++l) {
-      even[l] += w0 * x0[l];
-      odd[l] += w1 * x1[l];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      even[v] += w0 * load(x0 + v * L);
+      odd[v] += w1 * load(x1 + v * L);
     }
   }
   if (s < n) {
-    const T w0 = w[s * w_stride];
+    const Vec<T> w0 = broadcast(w[s * w_stride]);
     const T* x0 = x + s * stride;
-    for (int l = 0; l < W; ++l) even[l] += w0 * x0[l];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) even[v] += w0 * load(x0 + v * L);
   }
-  for (int l = 0; l < W; ++l) out[l] = accumulate ? out[l] + (even[l] + odd[l]) : even[l] + odd[l];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) {
+    const Vec<T> sum = even[v] + odd[v];
+    store(out + v * L, accumulate ? load(out + v * L) + sum : sum);
+  }
 }
 
 // out[0:hs] (+)= sum_{s<n} w[s * w_stride] * x_s[0:hs], in blocks of 32 (two registers) or 16
 template <typename T>
-inline void weighted_rows(T* out, const T* w, long w_stride, const T* x, int n, int hs, long stride, bool accumulate) {
+BLOCKLAB_ALWAYS_INLINE void weighted_rows(T* out, const T* w, long w_stride, const T* x, int n, int hs, long stride, bool accumulate) {
   int ib = 0;
   for (; ib + 2 * kLanes <= hs; ib += 2 * kLanes)
     weighted_rows_block<2 * kLanes>(out + ib, w, w_stride, x + ib, n, stride, accumulate);
