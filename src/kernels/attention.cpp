@@ -48,8 +48,9 @@ void transpose_head(T* xt, const T* x, int Tn, int Tp, int hs, long C3) {
 // row[0:n] = sum_i a[i] * xt[i][0:n]  (a: hs values). A tile of W positions keeps W / kLanes
 // independent accumulator registers, which hide the FMA latency; the causal window n grows with the
 // query row, so the tile is only as wide as the window needs (positions past n read zero padding).
+// row must have room for n rounded up to kLanes: the entries past n receive zeros.
 template <int W, typename T>
-BLOCKLAB_ALWAYS_INLINE void row_times_transposed_tile(T* row, const T* a, const T* xt, int valid, int Tp, int hs, T scale) {
+BLOCKLAB_ALWAYS_INLINE void row_times_transposed_tile(T* row, const T* a, const T* xt, int Tp, int hs, T scale) {
   using namespace simd;
   constexpr int L = kWidth<T>, NV = W / L;
   Vec<T> acc[NV];
@@ -61,10 +62,10 @@ BLOCKLAB_ALWAYS_INLINE void row_times_transposed_tile(T* row, const T* a, const 
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) acc[v] += ai * load(x + v * L);
   }
-  alignas(64) T tile[W];
+  // The whole tile is stored: row has room up to the padded length, and the entries past `valid`
+  // are products with xt's zero padding.
 #pragma GCC unroll 8
-  for (int v = 0; v < NV; ++v) store(tile + v * L, acc[v]);
-  for (int l = 0; l < valid; ++l) row[l] = tile[l];
+  for (int v = 0; v < NV; ++v) store(row + v * L, acc[v]);
 }
 
 template <typename T>
@@ -73,13 +74,13 @@ BLOCKLAB_ALWAYS_INLINE void row_times_transposed(T* row, const T* a, const T* xt
     const int valid = n - sb < kRowBlock ? n - sb : kRowBlock;
     const T* x = xt + sb;
     if (valid > 3 * kLanes)
-      row_times_transposed_tile<4 * kLanes>(row + sb, a, x, valid, Tp, hs, scale);
+      row_times_transposed_tile<4 * kLanes>(row + sb, a, x, Tp, hs, scale);
     else if (valid > 2 * kLanes)
-      row_times_transposed_tile<3 * kLanes>(row + sb, a, x, valid, Tp, hs, scale);
+      row_times_transposed_tile<3 * kLanes>(row + sb, a, x, Tp, hs, scale);
     else if (valid > kLanes)
-      row_times_transposed_tile<2 * kLanes>(row + sb, a, x, valid, Tp, hs, scale);
+      row_times_transposed_tile<2 * kLanes>(row + sb, a, x, Tp, hs, scale);
     else
-      row_times_transposed_tile<kLanes>(row + sb, a, x, valid, Tp, hs, scale);
+      row_times_transposed_tile<kLanes>(row + sb, a, x, Tp, hs, scale);
   }
 }
 

@@ -85,10 +85,11 @@ BLOCKLAB_MULTIVERSION void pack_b_panel(float* dst, const float* B, int ldb, boo
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Micro-kernels: C[0:mr, 0:nr] = (accumulate ? C : 0) + A (MR x kc) @ Bp (kc x NR), then + bias[0:nr]
+// Micro-kernels: C[0:mr, 0:nr] = (accumulate ? C : 0) + A (MR x kc) @ B (kc x NR), then + bias[0:nr]
 // when bias is not null. A is either a packed panel (kDirectA false: element (r, k) at A[k * MR + r]) or
 // MR full rows read in place from a row-major op(A) (kDirectA true: element (r, k) at A[r * lda + k]),
-// which spares packing when op(A) is not transposed: each row is a contiguous stream over k.
+// which spares packing when op(A) is not transposed: each row is a contiguous stream over k. Row k of B
+// is at Bp + k * ldbp: a packed panel (ldbp = NR) or a not-transposed B read in place (ldbp = ldb).
 
 template <int MR, int NR>
 void store_tile(float* C, int ldc, const float* tile, int mr, int nr, bool accumulate, const float* bias) {
@@ -103,13 +104,14 @@ void store_tile(float* C, int ldc, const float* tile, int mr, int nr, bool accum
 constexpr int kMr512 = 12, kNr512 = 32;
 
 template <bool kDirectA>
-__attribute__((target("avx512f"))) void kernel_avx512(int kc, const float* A, long lda, const float* Bp, float* C,
-                                                      int ldc, int mr, int nr, bool accumulate, const float* bias) {
+__attribute__((target("avx512f"))) void kernel_avx512(int kc, const float* A, long lda, const float* Bp, long ldbp,
+                                                      float* C, int ldc, int mr, int nr, bool accumulate,
+                                                      const float* bias) {
   __m512 acc[kMr512][2];
   for (int r = 0; r < kMr512; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   for (int k = 0; k < kc; ++k) {
-    const __m512 b0 = _mm512_load_ps(Bp + k * kNr512);
-    const __m512 b1 = _mm512_load_ps(Bp + k * kNr512 + 16);
+    const __m512 b0 = _mm512_loadu_ps(Bp + k * ldbp);
+    const __m512 b1 = _mm512_loadu_ps(Bp + k * ldbp + 16);
 #pragma GCC unroll 12
     for (int r = 0; r < kMr512; ++r) {
       const __m512 av = _mm512_set1_ps(kDirectA ? A[r * lda + k] : A[k * kMr512 + r]);
@@ -157,13 +159,14 @@ __attribute__((target("avx512f"))) void kernel_avx512(int kc, const float* A, lo
 constexpr int kMr256 = 6, kNr256 = 16;
 
 template <bool kDirectA>
-__attribute__((target("avx2,fma"))) void kernel_avx2(int kc, const float* A, long lda, const float* Bp, float* C,
-                                                     int ldc, int mr, int nr, bool accumulate, const float* bias) {
+__attribute__((target("avx2,fma"))) void kernel_avx2(int kc, const float* A, long lda, const float* Bp, long ldbp,
+                                                     float* C, int ldc, int mr, int nr, bool accumulate,
+                                                     const float* bias) {
   __m256 acc[kMr256][2];
   for (int r = 0; r < kMr256; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   for (int k = 0; k < kc; ++k) {
-    const __m256 b0 = _mm256_load_ps(Bp + k * kNr256);
-    const __m256 b1 = _mm256_load_ps(Bp + k * kNr256 + 8);
+    const __m256 b0 = _mm256_loadu_ps(Bp + k * ldbp);
+    const __m256 b1 = _mm256_loadu_ps(Bp + k * ldbp + 8);
 #pragma GCC unroll 6
     for (int r = 0; r < kMr256; ++r) {
       const __m256 av = _mm256_broadcast_ss(kDirectA ? A + r * lda + k : A + k * kMr256 + r);
@@ -241,13 +244,17 @@ void run(Kernel packed_kernel, Kernel direct_kernel, bool trans_a, bool trans_b,
       // A not transposed (and no row sums wanted): full MR-row panels are read in place; only a last
       // partial panel is packed (zero-padded).
       const bool direct_a = !trans_a && sums == nullptr;
+      // B not transposed: full NR-column panels are read in place (each k row of a panel is contiguous);
+      // a last partial panel, and every panel of a transposed B, is packed.
+      const auto direct_b = [&](int q) { return !trans_b && (q + 1) * NR <= N; };
       for (int k0 = 0; k0 < K; k0 += kKc) {
         const int kc = std::min(kKc, K - k0);
         const bool accumulate = k0 > 0 || beta != 0.f;
         const bool last_chunk = k0 + kc == K;
         for (int q = q_lo; q < q_hi; ++q)
-          pack_b_panel<NR>(Bp + static_cast<long>(q - q_lo) * NR * kc, B, ldb, trans_b, q * NR,
-                           std::min(NR, N - q * NR), k0, kc);
+          if (!direct_b(q))
+            pack_b_panel<NR>(Bp + static_cast<long>(q - q_lo) * NR * kc, B, ldb, trans_b, q * NR,
+                             std::min(NR, N - q * NR), k0, kc);
         for (int i0 = i_begin; i0 < i_end; i0 += kMc) {  // row blocks whose packed A stays in L2
           const int rows = std::min(kMc, i_end - i0);
           const int full_panels = rows / MR;
@@ -258,15 +265,17 @@ void run(Kernel packed_kernel, Kernel direct_kernel, bool trans_a, bool trans_b,
           for (int q = q_lo; q < q_hi; ++q) {
             const int j0 = q * NR, nr = std::min(NR, N - j0);
             const float* bias = last_chunk && extras.bias != nullptr ? extras.bias + j0 : nullptr;
-            const float* b_panel = Bp + static_cast<long>(q - q_lo) * NR * kc;
+            // k-th row of the panel at b_panel + k * b_stride
+            const float* b_panel = direct_b(q) ? B + static_cast<long>(k0) * ldb + j0 : Bp + static_cast<long>(q - q_lo) * NR * kc;
+            const long b_stride = direct_b(q) ? ldb : NR;
             for (int p = 0; p * MR < rows; ++p) {
               const int mr = std::min(MR, rows - p * MR);
               float* c = C + static_cast<long>(i0 + p * MR) * ldc + j0;
               if (direct_a && p < full_panels)
-                direct_kernel(kc, A + static_cast<long>(i0 + p * MR) * lda + k0, lda, b_panel, c, ldc, mr, nr,
+                direct_kernel(kc, A + static_cast<long>(i0 + p * MR) * lda + k0, lda, b_panel, b_stride, c, ldc, mr, nr,
                               accumulate, bias);
               else
-                packed_kernel(kc, direct_a ? Ap : Ap + static_cast<long>(p) * MR * kc, 0, b_panel, c, ldc, mr, nr,
+                packed_kernel(kc, direct_a ? Ap : Ap + static_cast<long>(p) * MR * kc, 0, b_panel, b_stride, c, ldc, mr, nr,
                               accumulate, bias);
             }
           }
