@@ -1,5 +1,7 @@
 // blocklab bench: time training steps of any config (no files written), with model FLOP/s, MFU against
 // the sgemm peak measured in the same run, and an optional per-kernel profile.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -88,6 +90,19 @@ void register_bench(CLI::App& root, std::vector<Command>& commands) {
                         std::printf("sgemm peak (%dx%dx%d, %d threads): %.1f GFLOP/s -> MFU %.0f%%\n", config.batch * T,
                                     4 * config.model.width, config.model.width, threads, peak,
                                     100.0 * flops / step / 1e9 / peak);
+                        // Peak RSS (the whole process: program, libraries, threads, the peak measurement's
+                        // buffers) against the training state proper.
+                        const double mib = 1024.0 * 1024.0;
+                        const double param_bytes = static_cast<double>(trainer.model().params().size_bytes());
+                        const double state = 4 * param_bytes + static_cast<double>(trainer.model().activation_bytes());
+                        rusage usage{};
+                        ::getrusage(RUSAGE_SELF, &usage);
+                        const double rss = static_cast<double>(usage.ru_maxrss) * 1024.0;
+                        std::printf("memory: parameters + gradients + Adam moments %.1f MiB, activations %.1f MiB, "
+                                    "backward buffers %.1f MiB; peak RSS %.1f MiB = %.2fx (parameters + gradients + "
+                                    "moments + activations)\n",
+                                    4 * param_bytes / mib, static_cast<double>(trainer.model().activation_bytes()) / mib,
+                                    static_cast<double>(trainer.model().scratch_bytes()) / mib, rss / mib, rss / state);
                         if (*profile) {
                           std::printf("\nper step        kernel   ms      %%\n");
                           double accounted = 0;

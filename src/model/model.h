@@ -53,7 +53,9 @@ class Model {
   // The residual stream: index 0 is the embedding output, index l (1..L) the output of block l. (B,T,C)
   const T* stream(int index) const;
 
+  // Bytes of the activations the forward saves for the backward, and of the backward's working buffers.
   size_t activation_bytes() const { return acts_.size() * sizeof(T); }
+  size_t scratch_bytes() const { return scratch_.size() * sizeof(T); }
 
  private:
   struct LayerActs {
