@@ -34,9 +34,10 @@ TEST(CliBench, PrintsTimingMfuMemoryAndProfile) {
                                "layernorm_backward", "other (zeroing, optimizer)"})
       EXPECT_NE(r.out.find(kernel), std::string::npos) << kernel << "\n" << r.out;
     // with a micro-kernel (not "gemm blas") the MLP's GELU runs inside its GEMMs
-    if (r.out.find("gemm blas") == std::string::npos)
+    if (r.out.find("gemm blas") == std::string::npos) {
       for (const char* kernel : {"linear_gelu_forward", "gelu_linear_backward"})
         EXPECT_NE(r.out.find(kernel), std::string::npos) << kernel << "\n" << r.out;
+    }
   }
 }
 
