@@ -16,7 +16,7 @@ namespace blocklab::kernels {
 namespace {
 
 constexpr int kKc = 256;  // K-chunk: an MR x KC panel of A and a KC x NR panel of B stay in L1/L2
-constexpr int kMc = 96;   // rows of A per task (a multiple of both MR values)
+constexpr int kMc = 96;   // rows of A packed at a time (a multiple of both MR values)
 
 // ---------------------------------------------------------------------------------------------------
 // Packing. Panels are zero-padded to full MR/NR so micro-kernels never branch on edges.
@@ -265,18 +265,19 @@ void run(Kernel packed_kernel, Kernel direct_kernel, bool trans_a, bool trans_b,
           for (int q = q_lo; q < q_hi; ++q) {
             const int j0 = q * NR, nr = std::min(NR, N - j0);
             const float* bias = last_chunk && extras.bias != nullptr ? extras.bias + j0 : nullptr;
-            // k-th row of the panel at b_panel + k * b_stride
-            const float* b_panel = direct_b(q) ? B + static_cast<long>(k0) * ldb + j0 : Bp + static_cast<long>(q - q_lo) * NR * kc;
+            // row k of the panel at b_panel + k * b_stride
+            const float* b_panel =
+                direct_b(q) ? B + static_cast<long>(k0) * ldb + j0 : Bp + static_cast<long>(q - q_lo) * NR * kc;
             const long b_stride = direct_b(q) ? ldb : NR;
             for (int p = 0; p * MR < rows; ++p) {
               const int mr = std::min(MR, rows - p * MR);
               float* c = C + static_cast<long>(i0 + p * MR) * ldc + j0;
               if (direct_a && p < full_panels)
-                direct_kernel(kc, A + static_cast<long>(i0 + p * MR) * lda + k0, lda, b_panel, b_stride, c, ldc, mr, nr,
-                              accumulate, bias);
+                direct_kernel(kc, A + static_cast<long>(i0 + p * MR) * lda + k0, lda, b_panel, b_stride, c, ldc, mr,
+                              nr, accumulate, bias);
               else
-                packed_kernel(kc, direct_a ? Ap : Ap + static_cast<long>(p) * MR * kc, 0, b_panel, b_stride, c, ldc, mr, nr,
-                              accumulate, bias);
+                packed_kernel(kc, direct_a ? Ap : Ap + static_cast<long>(p) * MR * kc, 0, b_panel, b_stride, c, ldc,
+                              mr, nr, accumulate, bias);
             }
           }
           if (last_chunk && extras.on_block_done != nullptr) {  // the row block across the thread's columns

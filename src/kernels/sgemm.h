@@ -4,10 +4,12 @@
 //
 //   C (M,N) = op(A) (M,K) @ op(B) (K,N) + beta * C,   row-major, beta in {0, 1}
 //
-// Classic three-level blocking: B is packed into K-chunks of NR-column panels, A into MR-row panels,
-// and an MR x NR register tile accumulates over a K-chunk. Work is split over (row block, column
-// block) tiles; every C element is computed by one thread with the same summation order whatever the
-// thread count, so results are independent of it.
+// Three-level blocking: K is cut into chunks; within a chunk, B is taken in NR-column panels and A in
+// MR-row panels, and an MR x NR register tile accumulates over the chunk. Operands are packed (made
+// contiguous and zero-padded) only where they are not already: a transposed operand, a partial panel.
+// Each thread owns a rectangle of C (rows or columns, one parallel region per call); every C element is
+// computed by one thread with the same summation order whatever the thread count, so results are
+// independent of it.
 namespace blocklab::kernels {
 
 enum class SgemmIsa { None, Avx2, Avx512 };
