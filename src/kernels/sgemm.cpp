@@ -214,14 +214,16 @@ void run(Kernel packed_kernel, Kernel direct_kernel, bool trans_a, bool trans_b,
          int lda, const float* B, int ldb, float beta, float* C, int ldc, const SgemmExtras& extras) {
   const int n_panels = (N + NR - 1) / NR;
   const int row_panels = (M + MR - 1) / MR;
-  const int threads = omp_get_max_threads();
+  // Called inside a parallel region (one caller per thread), the product runs on the calling thread.
+  const bool nested = omp_in_parallel() != 0;
+  const int threads = nested ? 1 : omp_get_max_threads();
   // One parallel region, no barrier inside: each thread owns a rectangle of C and packs the operands it
   // needs itself. Splitting C by rows makes every thread pack all of B (N x K); splitting by columns makes
   // every thread read or pack all of A (M x K), so the split runs along the larger dimension. The split
   // never changes what any C element sums, or in which order: results are the same for every thread count.
   const bool split_columns = row_panels < threads || (N > M && n_panels >= threads);
 
-#pragma omp parallel
+#pragma omp parallel if (!nested)
   {
     // Buffers per thread, grown once and reused: no allocation in steady state.
     static thread_local std::vector<float> a_storage, b_storage, sums_storage;
