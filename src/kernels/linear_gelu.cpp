@@ -13,8 +13,8 @@ namespace blocklab::kernels {
 namespace {
 // The elementwise steps on one finished block of a row-major (N, ld) product.
 struct GeluBlock {
-  float* act;        // forward: act = gelu(pre), pre the product
-  const float* pre;  // backward: the product dact is turned into dpre = dact * gelu'(pre) in place
+  float* out;        // forward: receives gelu(pre); backward: holds the product dact, turned into dpre in place
+  const float* pre;  // the pre-activation (forward: the product itself)
   int ld;
 };
 
@@ -22,7 +22,7 @@ BLOCKLAB_MULTIVERSION void gelu_of_block(void* context, int i0, int rows, int j0
   const auto& b = *static_cast<const GeluBlock*>(context);
   for (int i = i0; i < i0 + rows; ++i) {
     const float* pre = b.pre + static_cast<long>(i) * b.ld + j0;
-    float* act = b.act + static_cast<long>(i) * b.ld + j0;
+    float* act = b.out + static_cast<long>(i) * b.ld + j0;
     for (int j = 0; j < cols; ++j) act[j] = gelu_value(pre[j]);
   }
 }
@@ -31,7 +31,7 @@ BLOCKLAB_MULTIVERSION void gelu_derivative_times_block(void* context, int i0, in
   const auto& b = *static_cast<const GeluBlock*>(context);
   for (int i = i0; i < i0 + rows; ++i) {
     const float* pre = b.pre + static_cast<long>(i) * b.ld + j0;
-    float* d = b.act + static_cast<long>(i) * b.ld + j0;
+    float* d = b.out + static_cast<long>(i) * b.ld + j0;
     for (int j = 0; j < cols; ++j) d[j] = d[j] * gelu_derivative(pre[j]);
   }
 }
