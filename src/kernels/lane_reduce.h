@@ -9,24 +9,25 @@ namespace blocklab::kernels {
 
 inline constexpr int kReduceLanes = 16;
 
-namespace detail {
-template <typename T>
-inline T combine_lanes_sum(T* acc) {
+// The lane scheme itself: init in every lane, lane l folds in term(l), term(l + 16), ... with combine,
+// then lanes w + l fold into lanes l for w = 8, 4, 2, 1.
+template <typename T, typename Term, typename Combine>
+inline T lane_reduce(int n, T init, Term term, Combine combine) {
+  T acc[kReduceLanes];
+  for (int l = 0; l < kReduceLanes; ++l) acc[l] = init;
+  int i = 0;
+  for (; i + kReduceLanes <= n; i += kReduceLanes)
+    for (int l = 0; l < kReduceLanes; ++l) acc[l] = combine(acc[l], term(i + l));
+  for (int l = 0; i + l < n; ++l) acc[l] = combine(acc[l], term(i + l));
   for (int w = kReduceLanes / 2; w > 0; w /= 2)
-    for (int l = 0; l < w; ++l) acc[l] += acc[l + w];
+    for (int l = 0; l < w; ++l) acc[l] = combine(acc[l], acc[l + w]);
   return acc[0];
 }
-}  // namespace detail
 
 // sum over i < n of term(i), term inlined (a lambda reading the row)
 template <typename T, typename Term>
 inline T lane_sum_of(int n, Term term) {
-  T acc[kReduceLanes] = {};
-  int i = 0;
-  for (; i + kReduceLanes <= n; i += kReduceLanes)
-    for (int l = 0; l < kReduceLanes; ++l) acc[l] += term(i + l);
-  for (int l = 0; i + l < n; ++l) acc[l] += term(i + l);
-  return detail::combine_lanes_sum(acc);
+  return lane_reduce<T>(n, T(0), term, [](T a, T b) { return a + b; });
 }
 
 // sum of x[0:n]
@@ -44,15 +45,7 @@ inline T lane_dot(const T* a, const T* b, int n) {
 // max of x[0:n], n >= 1 (exact: the order does not matter for max)
 template <typename T>
 inline T lane_max(const T* x, int n) {
-  T acc[kReduceLanes];
-  for (int l = 0; l < kReduceLanes; ++l) acc[l] = x[0];
-  int i = 0;
-  for (; i + kReduceLanes <= n; i += kReduceLanes)
-    for (int l = 0; l < kReduceLanes; ++l) acc[l] = x[i + l] > acc[l] ? x[i + l] : acc[l];
-  for (int l = 0; i + l < n; ++l) acc[l] = x[i + l] > acc[l] ? x[i + l] : acc[l];
-  for (int w = kReduceLanes / 2; w > 0; w /= 2)
-    for (int l = 0; l < w; ++l) acc[l] = acc[l + w] > acc[l] ? acc[l + w] : acc[l];
-  return acc[0];
+  return lane_reduce<T>(n, x[0], [x](int i) { return x[i]; }, [](T a, T b) { return b > a ? b : a; });
 }
 
 }  // namespace blocklab::kernels

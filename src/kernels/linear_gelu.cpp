@@ -18,22 +18,24 @@ struct GeluBlock {
   int ld;
 };
 
-BLOCKLAB_MULTIVERSION void gelu_of_block(void* context, int i0, int rows, int j0, int cols) {
-  const auto& b = *static_cast<const GeluBlock*>(context);
+// out = op(out, pre) elementwise over the block (rows i0 .. i0+rows, columns j0 .. j0+cols)
+template <typename Op>
+inline __attribute__((always_inline)) void update_block(const GeluBlock& b, int i0, int rows, int j0, int cols, Op op) {
   for (int i = i0; i < i0 + rows; ++i) {
     const float* pre = b.pre + static_cast<long>(i) * b.ld + j0;
-    float* act = b.out + static_cast<long>(i) * b.ld + j0;
-    for (int j = 0; j < cols; ++j) act[j] = gelu_value(pre[j]);
+    float* out = b.out + static_cast<long>(i) * b.ld + j0;
+    for (int j = 0; j < cols; ++j) out[j] = op(out[j], pre[j]);
   }
 }
 
+BLOCKLAB_MULTIVERSION void gelu_of_block(void* context, int i0, int rows, int j0, int cols) {
+  update_block(*static_cast<const GeluBlock*>(context), i0, rows, j0, cols,
+               [](float, float pre) { return gelu_value(pre); });
+}
+
 BLOCKLAB_MULTIVERSION void gelu_derivative_times_block(void* context, int i0, int rows, int j0, int cols) {
-  const auto& b = *static_cast<const GeluBlock*>(context);
-  for (int i = i0; i < i0 + rows; ++i) {
-    const float* pre = b.pre + static_cast<long>(i) * b.ld + j0;
-    float* d = b.out + static_cast<long>(i) * b.ld + j0;
-    for (int j = 0; j < cols; ++j) d[j] = d[j] * gelu_derivative(pre[j]);
-  }
+  update_block(*static_cast<const GeluBlock*>(context), i0, rows, j0, cols,
+               [](float dact, float pre) { return dact * gelu_derivative(pre); });
 }
 }  // namespace
 
