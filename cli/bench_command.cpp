@@ -55,8 +55,8 @@ void register_bench(CLI::App& root, std::vector<Command>& commands) {
   auto options = std::make_shared<std::pair<int, int>>(10, 3);  // measured steps, warm-up steps
   auto profile = std::make_shared<bool>(false);
   add_config_flags(app, *flags);
-  app->add_option("--bench-steps", options->first, "steps to time [10]")->check(CLI::PositiveNumber);
-  app->add_option("--warmup-steps", options->second, "untimed steps first [3]")->check(CLI::NonNegativeNumber);
+  app->add_option("--bench-steps", options->first, "steps to time [10]")->check(at_least(1));
+  app->add_option("--warmup-steps", options->second, "untimed steps first [3]")->check(at_least(0));
   app->add_flag("--profile", *profile, "also print where a step's time goes, per kernel");
   commands.push_back({app, [app, flags, options, profile] {
                         RunConfig config = build_config(app, *flags);

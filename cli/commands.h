@@ -4,6 +4,7 @@
 // and report bad input by throwing blocklab::Error (exit 2).
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -11,6 +12,11 @@
 #include "train/run_config.h"
 
 namespace blocklab::cli {
+
+// An integer option's lower bound, with a readable message ("Value 0 not in range 1 to 2147483647");
+// CLI11's PositiveNumber/NonNegativeNumber print their upper bound as the largest double, 309 digits.
+inline CLI::Range at_least(int lowest) { return CLI::Range(lowest, std::numeric_limits<int>::max()); }
+
 
 using Action = std::function<int()>;
 struct Command {

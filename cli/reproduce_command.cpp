@@ -19,7 +19,7 @@ void register_reproduce(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--out", *out, "output directory (re-running it continues where it stopped)")
       ->required()
       ->type_name("DIR");
-  app->add_option("--jobs", *jobs, "training runs at a time [cores]")->check(CLI::NonNegativeNumber)->type_name("N");
+  app->add_option("--jobs", *jobs, "training runs at a time [cores]")->check(at_least(0))->type_name("N");
   app->footer(
       "Full version (the source's settings): experiment A on the 24 x 128 model at batch 4/8/16/32; experiment B,\n"
       "{Post-LN, Pre-LN} x {no warm-up, 400 warm-up steps} x seeds 0,1,2, 1,200 steps at batch 32; a depth sweep\n"

@@ -21,10 +21,10 @@ void register_sweep(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--seeds", *seeds, "comma-separated seeds, one run per seed in every cell [0,1,2]")
       ->type_name("LIST");
   app->add_option("--jobs", *jobs, "runs at a time; each gets max(1, cores/jobs) threads [cores]")
-      ->check(CLI::NonNegativeNumber)
+      ->check(at_least(0))
       ->type_name("N");
   app->add_option("--probe-every", *probe_every, "each run also writes residual.csv every N steps")
-      ->check(CLI::NonNegativeNumber)
+      ->check(at_least(0))
       ->type_name("N");
   app->add_flag("--linear-loss", *linear, "draw the loss on a linear axis (default: log scale)");
   app->footer(

@@ -28,7 +28,7 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--probe-every", *probe_every,
                   "every N steps (and at the first and last), append residual-stream norms after each block to "
                   "OUT/residual.csv (step,layer,mean_vector_norm,mean_token_norm)")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->type_name("N");
   app->footer(
       "Writes OUT/config.json (resolved config), OUT/metrics.csv (step,loss,lr,grad_norm,skipped per step)\n"
