@@ -94,15 +94,15 @@ void register_bench(CLI::App& root, std::vector<Command>& commands) {
                         // buffers) against the training state proper.
                         const double mib = 1024.0 * 1024.0;
                         const double param_bytes = static_cast<double>(trainer.model().params().size_bytes());
-                        const double state = 4 * param_bytes + static_cast<double>(trainer.model().activation_bytes());
+                        const double state = 4 * param_bytes + static_cast<double>(trainer.activations().activation_bytes());
                         rusage usage{};
                         ::getrusage(RUSAGE_SELF, &usage);
                         const double rss = static_cast<double>(usage.ru_maxrss) * 1024.0;
                         std::printf("memory: parameters + gradients + Adam moments %.1f MiB, activations %.1f MiB, "
                                     "backward buffers %.1f MiB; peak RSS %.1f MiB = %.2fx (parameters + gradients + "
                                     "moments + activations)\n",
-                                    4 * param_bytes / mib, static_cast<double>(trainer.model().activation_bytes()) / mib,
-                                    static_cast<double>(trainer.model().scratch_bytes()) / mib, rss / mib, rss / state);
+                                    4 * param_bytes / mib, static_cast<double>(trainer.activations().activation_bytes()) / mib,
+                                    static_cast<double>(trainer.activations().scratch_bytes()) / mib, rss / mib, rss / state);
                         if (*profile) {
                           std::printf("\nper step        kernel   ms      %%\n");
                           double accounted = 0;

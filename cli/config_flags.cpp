@@ -17,14 +17,20 @@ void add_config_flags(CLI::App* app, ConfigFlags& flags) {
     const std::string shown = key.get(defaults).dump();
     app->add_option(flag_name(key.name), flags.values[key.name], key.help + " [" + shown + "]")
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
-        ->type_name(key.type == KeyType::Int ? "INT" : key.type == KeyType::Float ? "FLOAT" : "TEXT");  // a later flag overrides an earlier one
+        ->type_name(key.type == KeyType::Int     ? "INT"
+                   : key.type == KeyType::Float ? "FLOAT"
+                   : key.type == KeyType::Bool  ? "BOOL"
+                                                : "TEXT");  // a later flag overrides an earlier one
   }
 }
 
 RunConfig build_config(const CLI::App* app, const ConfigFlags& flags, RunConfig base) {
   if (!flags.config_file.empty()) apply_toml_file(base, flags.config_file);
+  // --block first: it sets the preset's architecture keys, which the other flags then override.
+  if (app->count(flag_name(kBlockKey)) > 0) set_config_value(base, kBlockKey, flags.values.at(kBlockKey));
   for (const ConfigKey& key : config_keys())
-    if (app->count(flag_name(key.name)) > 0) set_config_value(base, key.name, flags.values.at(key.name));
+    if (key.name != kBlockKey && app->count(flag_name(key.name)) > 0)
+      set_config_value(base, key.name, flags.values.at(key.name));
   return base;
 }
 

@@ -1,6 +1,6 @@
 // Whole-model checks: every parameter's gradient against central differences (double precision) for
-// {post, pre} x {layernorm, rmsnorm}, shapes and names of the parameter table, initialisation, and
-// bit-identical results for any thread count.
+// every block preset and the key combinations their code paths branch on, shapes and names of the
+// parameter table, initialisation, bit-identical results for any thread count, and explicit activations.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -26,6 +26,46 @@ ModelConfig tiny_config(NormPlacement placement, NormKind norm) {
   return c;
 }
 
+// A named architecture variant of the tiny model: every preset, and the combinations of keys their
+// code paths branch on (placement x norm, fused/separate qkv, GQA, RoPE, q/k norm, MLP kinds, tied head,
+// cross-attention under both placements).
+struct Variant {
+  std::string name;
+  ModelConfig config;
+};
+
+std::vector<Variant> variants() {
+  std::vector<Variant> v;
+  for (NormPlacement p : {NormPlacement::Post, NormPlacement::Pre})
+    for (NormKind n : {NormKind::LayerNorm, NormKind::RMSNorm})
+      v.push_back({"seed_" + to_string(p) + "_" + to_string(n), tiny_config(p, n)});
+  auto preset = [](const std::string& name) {
+    ModelConfig c = tiny_config(NormPlacement::Pre, NormKind::LayerNorm);
+    apply_block_preset(c, name);
+    c.heads = 4;  // D = 2
+    return c;
+  };
+  v.push_back({"gpt2", preset("gpt2")});
+  ModelConfig q = preset("qwen3");
+  q.kv_heads = 2, q.head_dim = 4, q.rope_theta = 100;  // GQA, H*D = 16 != width, visible rotation angles
+  v.push_back({"qwen3_gqa", q});
+  q.tie_head = true;
+  q.kv_heads = 1;
+  v.push_back({"qwen3_tied_mqa", q});
+  ModelConfig fused = preset("qwen3");
+  fused.qkv = QkvLayout::Fused, fused.qk_norm = false, fused.kv_heads = 2, fused.rope_theta = 100;
+  fused.mlp = MlpKind::GeGLU, fused.qkv_bias = true;
+  v.push_back({"fused_gqa_rope_geglu", fused});
+  ModelConfig sd = preset("sd");
+  sd.context_len = 3;
+  v.push_back({"sd", sd});
+  sd.norm_placement = NormPlacement::Post;
+  sd.mlp = MlpKind::GeluTanh;
+  sd.layers = 3;  // an odd number of blocks with three sub-layers each: the gradient buffers swap an odd number of times
+  v.push_back({"sd_post_gelu_tanh", sd});
+  return v;
+}
+
 // Random values everywhere (biases and norm parameters too), so every term of the backward pass matters.
 template <typename T>
 void randomise(Model<T>& model, uint64_t seed) {
@@ -38,21 +78,21 @@ void randomise(Model<T>& model, uint64_t seed) {
 }
 }  // namespace
 
-class WholeModel : public ::testing::TestWithParam<std::tuple<NormPlacement, NormKind>> {};
+class WholeModel : public ::testing::TestWithParam<Variant> {};
 
 TEST_P(WholeModel, EveryParameterGradientMatchesFiniteDifferences) {
-  const auto [placement, norm] = GetParam();
-  const ModelConfig config = tiny_config(placement, norm);
+  const ModelConfig config = GetParam().config;
   const int B = 2;
   set_num_threads(1);  // thousands of tiny forward passes: threads would only add overhead
-  Model<double> model(config, B, config.seq_len);
+  Model<double> model(config);
+  Activations<double> acts = model.make_activations(B, config.seq_len);
   randomise(model, 7);
   CopyTask task(config.vocab, 3, 11);
   Batch batch;
   task.next(batch, B);
-  auto loss = [&] { return model.forward(batch.inputs.data(), batch.targets.data(), batch.loss_mask.data()); };
+  auto loss = [&] { return model.forward(acts, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data()); };
   loss();
-  model.backward();
+  model.backward(acts);
   std::vector<double> analytic(model.grads().begin(), model.grads().end());
   for (const ParamSpec& s : model.table().specs()) {
     auto p = model.param(s.name);
@@ -68,23 +108,24 @@ TEST_P(WholeModel, EveryParameterGradientMatchesFiniteDifferences) {
 }
 
 TEST_P(WholeModel, ThreadCountDoesNotChangeResults) {
-  const auto [placement, norm] = GetParam();
-  ModelConfig config = tiny_config(placement, norm);
+  ModelConfig config = GetParam().config;
   config.width = 32;
   config.heads = 4;
   config.layers = 3;
   config.vocab = 16;
   config.seq_len = 15;
+  if (config.cross_attention) config.context_len = 8;
   const int B = 8;
   CopyTask task(config.vocab, 8, 5);
   Batch batch;
   task.next(batch, B);
   auto run = [&](int threads) {
     set_num_threads(threads);
-    Model<float> model(config, B, config.seq_len);
+    Model<float> model(config);
+    Activations<float> acts = model.make_activations(B, config.seq_len);
     model.init_weights(3);
-    const float loss = model.forward(batch.inputs.data(), batch.targets.data(), batch.loss_mask.data());
-    model.backward();
+    const float loss = model.forward(acts, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data());
+    model.backward(acts);
     return std::make_pair(loss, std::vector<float>(model.grads().begin(), model.grads().end()));
   };
   const auto one = run(1);
@@ -97,12 +138,29 @@ TEST_P(WholeModel, ThreadCountDoesNotChangeResults) {
   EXPECT_EQ(differing, 0u) << "gradients differ between 1 and 2 threads";
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, WholeModel,
-                         ::testing::Combine(::testing::Values(NormPlacement::Post, NormPlacement::Pre),
-                                            ::testing::Values(NormKind::LayerNorm, NormKind::RMSNorm)),
-                         [](const auto& info) {
-                           return to_string(std::get<0>(info.param)) + "_" + to_string(std::get<1>(info.param));
-                         });
+// A forward into a second set of activations (a probe between steps) leaves a pending backward unchanged.
+TEST_P(WholeModel, SecondForwardDoesNotDisturbAPendingBackward) {
+  const ModelConfig config = GetParam().config;
+  const int B = 2;
+  Model<float> model(config);
+  model.init_weights(5);
+  Activations<float> acts = model.make_activations(B, config.seq_len);
+  Activations<float> probe = model.make_activations(B, config.seq_len);
+  CopyTask task(config.vocab, 3, 11);
+  Batch batch, other;
+  task.next(batch, B);
+  task.next(other, B);
+  model.forward(acts, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data());
+  model.backward(acts);
+  const std::vector<float> expected(model.grads().begin(), model.grads().end());
+  model.forward(acts, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data());
+  model.forward_logits(probe, other.inputs.data());
+  model.backward(acts);
+  EXPECT_TRUE(std::equal(expected.begin(), expected.end(), model.grads().begin()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, WholeModel, ::testing::ValuesIn(variants()),
+                         [](const auto& info) { return info.param.name; });
 
 TEST(ParameterTable, NamesAndShapesFollowPyTorch) {
   ModelConfig c;  // 24 x 128, 4 heads, V 64, T 63, Pre-LN LayerNorm
@@ -134,7 +192,7 @@ TEST(ModelInit, XavierBoundsZeroBiasesUnitNorms) {
   ModelConfig c = tiny_config(NormPlacement::Pre, NormKind::LayerNorm);
   c.width = 64;
   c.heads = 4;
-  Model<float> model(c, 1, c.seq_len);
+  Model<float> model(c);
   model.init_weights(42);
   auto qkv = model.param("blocks.0.attn.qkv.weight");  // (192, 64)
   const double bound = std::sqrt(6.0 / (192 + 64));
@@ -152,7 +210,7 @@ TEST(ModelInit, XavierBoundsZeroBiasesUnitNorms) {
   for (float x : emb) esq += x * x;
   EXPECT_NEAR(esq / emb.size(), 1.0, 0.15);  // N(0, 1) by default
   // Same seed, same weights; another seed, other weights.
-  Model<float> again(c, 1, c.seq_len), other(c, 1, c.seq_len);
+  Model<float> again(c), other(c);
   again.init_weights(42);
   other.init_weights(43);
   EXPECT_TRUE(std::equal(model.params().begin(), model.params().end(), again.params().begin()));
@@ -167,18 +225,19 @@ TEST(ModelConfig, RejectsBadShapes) {
   c.layers = 0;
   EXPECT_THROW(c.validate(), Error);
   c = ModelConfig{};
-  EXPECT_THROW(Model<float>(c, 0, 10), Error);
-  EXPECT_THROW(Model<float>(c, 1, 64), Error);  // longer than the position table
+  EXPECT_THROW(Activations<float>(c, 0, 10), Error);
+  EXPECT_THROW(Activations<float>(c, 1, 64), Error);  // longer than the position table
 }
 
 TEST(ModelForward, RejectsOutOfRangeTokens) {
   ModelConfig c = tiny_config(NormPlacement::Pre, NormKind::LayerNorm);
-  Model<float> model(c, 1, c.seq_len);
+  Model<float> model(c);
+  Activations<float> acts = model.make_activations(1, c.seq_len);
   std::vector<int32_t> inputs = {0, 1, 2, 7, 0}, targets = {1, 2, 3, 4, 5};
   std::vector<uint8_t> mask = {0, 0, 1, 1, 1};
-  EXPECT_THROW(model.forward(inputs.data(), targets.data(), mask.data()), Error);
+  EXPECT_THROW(model.forward(acts, inputs.data(), targets.data(), mask.data()), Error);
   inputs[3] = 1;
   std::vector<uint8_t> none(5, 0);
-  EXPECT_THROW(model.forward(inputs.data(), targets.data(), none.data()), Error);
-  EXPECT_NO_THROW(model.forward(inputs.data(), targets.data(), mask.data()));
+  EXPECT_THROW(model.forward(acts, inputs.data(), targets.data(), none.data()), Error);
+  EXPECT_NO_THROW(model.forward(acts, inputs.data(), targets.data(), mask.data()));
 }

@@ -42,13 +42,14 @@ RunConfig tiny(NormPlacement placement) {
 TEST(GradNorms, AreTheFrobeniusNormOfEachTensorWithOneBasedBlocks) {
   set_num_threads(1);
   const RunConfig c = tiny(NormPlacement::Pre);
-  Model<double> model(c.model, c.batch, 2 * c.copy_len - 1);
+  Model<double> model(c.model);
+  Activations<double> acts = model.make_activations(c.batch, 2 * c.copy_len - 1);
   model.init_weights(1);
   CopyTask task(c.model.vocab, c.copy_len, 2);
   Batch batch;
   task.next(batch, c.batch);
-  model.forward(batch.inputs.data(), batch.targets.data(), batch.loss_mask.data());
-  model.backward();
+  model.forward(acts, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data());
+  model.backward(acts);
   const auto norms = parameter_grad_norms(model);
   ASSERT_EQ(norms.size(), model.table().specs().size());
   bool saw_last_fc2 = false;
@@ -73,13 +74,14 @@ TEST(ResidualNorms, PostLnStreamsSitAtTheLayerNormScale) {
   set_num_threads(1);
   for (NormPlacement placement : {NormPlacement::Post, NormPlacement::Pre}) {
     const RunConfig c = tiny(placement);
-    Model<float> model(c.model, c.batch, 2 * c.copy_len - 1);
+    Model<float> model(c.model);
+    Activations<float> acts = model.make_activations(c.batch, 2 * c.copy_len - 1);
     model.init_weights(0);
     CopyTask task(c.model.vocab, c.copy_len, 1);
     Batch batch;
     task.next(batch, c.batch);
-    model.forward_logits(batch.inputs.data());
-    const ResidualNorms n = residual_norms(model);
+    model.forward_logits(acts, batch.inputs.data());
+    const ResidualNorms n = residual_norms(acts, c.model.width);
     ASSERT_EQ(n.mean_token_norm.size(), 4u);  // embeddings + 3 blocks
     for (size_t l = 0; l < n.mean_token_norm.size(); ++l) {
       EXPECT_LE(n.mean_vector_norm[l], n.mean_token_norm[l] * (1 + 1e-6));  // |mean| <= mean |.|

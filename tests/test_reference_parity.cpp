@@ -1,6 +1,7 @@
-// Parity with the independent PyTorch implementation in tools/ref/ (fixtures in tests/data, made by
-// tools/ref/make_copy_fixtures.py in float64): logits, loss, every parameter gradient, and 5 Adam steps,
-// for {post, pre} x {layernorm, rmsnorm}. The double model must agree to ~1e-10, the float model to 1e-4.
+// Parity with the independent PyTorch implementations in tools/ref/ (fixtures in tests/data, made in
+// float64 by tools/ref/make_copy_fixtures.py for the seed block under {post, pre} x {layernorm, rmsnorm},
+// and by tools/ref/make_block_fixtures.py for the gpt2, qwen3 and sd blocks): logits, loss, every parameter
+// gradient, and 5 Adam steps. The double model must agree to ~1e-10, the float model to 1e-4.
 // Errors are normwise per tensor: max |ours - ref| / max |ref|.
 #include <gtest/gtest.h>
 
@@ -25,10 +26,19 @@ struct Fixture {
   std::vector<uint8_t> mask;
 
   explicit Fixture(const std::string& variant)
-      : file(std::string(BLOCKLAB_TEST_DATA) + "/ref_copy_" + variant + ".safetensors") {
+      : file(std::string(BLOCKLAB_TEST_DATA) + "/ref_" + variant + ".safetensors") {
     const auto& m = file.metadata();
-    config.norm_placement = parse_norm_placement(m.at("norm_placement"));
-    config.norm = parse_norm_kind(m.at("norm"));
+    if (m.count("block") != 0) {
+      // A block preset with its sizes; rope_theta "0" means the preset has no rotary embedding.
+      apply_block_preset(config, m.at("block"));
+      config.kv_heads = std::stoi(m.at("kv_heads"));
+      config.head_dim = std::stoi(m.at("head_dim"));
+      config.tie_head = m.at("tie_head") == "true";
+      if (std::stod(m.at("rope_theta")) > 0) config.rope_theta = std::stod(m.at("rope_theta"));
+    } else {
+      config.norm_placement = parse_norm_placement(m.at("norm_placement"));
+      config.norm = parse_norm_kind(m.at("norm"));
+    }
     config.layers = std::stoi(m.at("layers"));
     config.width = std::stoi(m.at("width"));
     config.heads = std::stoi(m.at("heads"));
@@ -37,6 +47,7 @@ struct Fixture {
     config.norm_eps = std::stod(m.at("norm_eps"));
     copy_len = std::stoi(m.at("copy_len"));
     config.seq_len = 2 * copy_len - 1;
+    if (config.cross_attention) config.context_len = copy_len;  // the embedded first half
     batch = std::stoi(m.at("batch"));
     adam_lr = std::stod(m.at("adam_lr"));
     // tokens (B, 2n): inputs are the first 2n-1, targets the last 2n-1, loss on positions n-1 .. 2n-2
@@ -74,19 +85,20 @@ template <typename T>
 void check_against_reference(const std::string& variant, double tolerance) {
   set_num_threads(1);
   const Fixture fx(variant);
-  Model<T> model(fx.config, fx.batch, fx.config.seq_len);
+  Model<T> model(fx.config);
+  Activations<T> acts = model.make_activations(fx.batch, fx.config.seq_len);
   // every tensor the reference has is in our table and vice versa
   size_t reference_params = 0;
   for (const auto& e : fx.file.tensors()) reference_params += e.name.rfind("param.", 0) == 0;
   ASSERT_EQ(reference_params, model.table().specs().size());
   fx.load(model, "param.");
 
-  const T loss = model.forward(fx.inputs.data(), fx.targets.data(), fx.mask.data());
+  const T loss = model.forward(acts, fx.inputs.data(), fx.targets.data(), fx.mask.data());
   const double ref_loss = fx.file.read_f64("loss")[0];
   EXPECT_LE(std::abs(loss - ref_loss) / ref_loss, tolerance) << "loss " << loss << " vs " << ref_loss;
-  EXPECT_LE(normwise_error<T>(model.logits(), fx.file.read_f64("logits")), tolerance) << "logits";
+  EXPECT_LE(normwise_error<T>(acts.logits(), fx.file.read_f64("logits")), tolerance) << "logits";
 
-  model.backward();
+  model.backward(acts);
   for (const ParamSpec& s : model.table().specs())
     EXPECT_LE(normwise_error<T>(model.grad(s.name), fx.file.read_f64("grad." + s.name)), tolerance)
         << "gradient of " << s.name;
@@ -96,9 +108,9 @@ void check_against_reference(const std::string& variant, double tolerance) {
   const std::vector<double> ref_losses = fx.file.read_f64("adam_losses");
   ASSERT_EQ(ref_losses.size(), 5u);
   for (int k = 0; k < 5; ++k) {
-    const T l = model.forward(fx.inputs.data(), fx.targets.data(), fx.mask.data());
+    const T l = model.forward(acts, fx.inputs.data(), fx.targets.data(), fx.mask.data());
     EXPECT_LE(std::abs(l - ref_losses[k]) / ref_losses[k], tolerance) << "Adam step " << k + 1;
-    model.backward();
+    model.backward(acts);
     adam.step(model.params(), model.grads(), fx.adam_lr);
   }
   for (const ParamSpec& s : model.table().specs()) {
@@ -127,5 +139,6 @@ TEST_P(ReferenceParity, DoubleMatchesPyTorchFloat64) { check_against_reference<d
 TEST_P(ReferenceParity, FloatMatchesWithin1e4) { check_against_reference<float>(GetParam(), 1e-4); }
 
 INSTANTIATE_TEST_SUITE_P(Variants, ReferenceParity,
-                         ::testing::Values("post_layernorm", "post_rmsnorm", "pre_layernorm", "pre_rmsnorm"),
+                         ::testing::Values("copy_post_layernorm", "copy_post_rmsnorm", "copy_pre_layernorm",
+                                           "copy_pre_rmsnorm", "block_gpt2", "block_qwen3", "block_sd"),
                          [](const auto& info) { return info.param; });

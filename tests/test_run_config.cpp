@@ -144,3 +144,76 @@ TEST(RunConfig, NonAsciiOnlyInCommentsAndStrings) {
   }
   EXPECT_NE(error_of([&] { apply_toml_text(c, "x = 1\ny\xC3\xA9 = 2\n", "bad.toml"); }).find("bad.toml:2:"), std::string::npos);
 }
+
+TEST(RunConfig, BlockPresetAppliesFirstInEverySource) {
+  // TOML: the preset sets the architecture, keys in the same file override it whatever their order.
+  RunConfig toml;
+  apply_toml_text(toml, "kv_heads = 2\nmlp = \"geglu\"\nblock = \"qwen3\"\nqk_norm = false\n", "test.toml");
+  EXPECT_EQ(toml.model.block, "qwen3");
+  EXPECT_EQ(toml.model.norm, NormKind::RMSNorm);
+  EXPECT_EQ(toml.model.positions, Positions::RoPE);
+  EXPECT_EQ(toml.model.mlp, MlpKind::GeGLU);
+  EXPECT_EQ(toml.model.kv_heads, 2);
+  EXPECT_FALSE(toml.model.qk_norm);
+  EXPECT_FALSE(toml.model.qkv_bias);
+  // JSON (a run's config.json): the same, and a round trip through to_json reproduces the config.
+  RunConfig json;
+  apply_json(json, nlohmann::json{{"tie_head", true}, {"block", "qwen3"}, {"kv_heads", 2}});
+  EXPECT_TRUE(json.model.tie_head);
+  EXPECT_EQ(json.model.qkv, QkvLayout::Separate);
+  resolve(json);
+  RunConfig again;
+  apply_json(again, to_json(json));
+  resolve(again);
+  EXPECT_EQ(to_json(again), to_json(json));
+  // Presets are complete: switching presets keeps nothing of the previous one.
+  RunConfig c;
+  set_config_value(c, "block", "sd");
+  set_config_value(c, "block", "gpt2");
+  EXPECT_FALSE(c.model.cross_attention);
+  EXPECT_EQ(c.model.qkv, QkvLayout::Fused);
+  EXPECT_EQ(c.model.mlp, MlpKind::GeluTanh);
+  EXPECT_TRUE(c.model.tie_head);
+  set_config_value(c, "block", "seed");
+  RunConfig fresh;
+  EXPECT_EQ(to_json(c), to_json(fresh));
+  EXPECT_NE(error_of([&] { set_config_value(c, "block", "bert"); }).find("unknown block 'bert' (expected one of: seed"),
+            std::string::npos);
+}
+
+TEST(RunConfig, BooleanKeysFromTextTomlAndJson) {
+  RunConfig c;
+  set_config_value(c, "tie_head", "true");
+  EXPECT_TRUE(c.model.tie_head);
+  set_config_value(c, "tie_head", "0");
+  EXPECT_FALSE(c.model.tie_head);
+  EXPECT_NE(error_of([&] { set_config_value(c, "qk_norm", "yes"); }).find("qk_norm: expected true or false"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { apply_toml_text(c, "qk_norm = 1\n", "t.toml"); }).find("qk_norm must be true or false"),
+            std::string::npos);
+  apply_toml_text(c, "cross_attention = true\n", "t.toml");
+  EXPECT_TRUE(c.model.cross_attention);
+  EXPECT_EQ(to_json(c).at("cross_attention"), true);
+}
+
+TEST(RunConfig, RejectsUnsupportedBlockCombinationsByName) {
+  auto error_for = [](const std::string& toml) {
+    RunConfig c;
+    c.copy_len = 4;
+    apply_toml_text(c, toml, "t.toml");
+    return error_of([&] { resolve(c); });
+  };
+  EXPECT_NE(error_for("block = \"qwen3\"\nqkv = \"fused\"\n").find("qk_norm needs qkv = separate"), std::string::npos);
+  EXPECT_NE(error_for("heads = 4\nkv_heads = 3\n").find("kv_heads (3) must divide heads (4)"), std::string::npos);
+  EXPECT_NE(error_for("positions = \"rope\"\nwidth = 12\nheads = 4\n").find("even head_dim"), std::string::npos);
+  EXPECT_NE(error_for("heads = 3\n").find("heads (3) must divide width (128)"), std::string::npos);
+  EXPECT_EQ(error_for("heads = 3\nhead_dim = 8\n"), "");  // D given: heads need not divide width
+  EXPECT_EQ(error_for("block = \"sd\"\n"), "");           // context_len comes from the task
+}
+
+TEST(RunConfig, ExecutionKeysDoNotChangeResults) {
+  std::vector<std::string> execution;
+  for (const ConfigKey& k : config_keys())
+    if (!k.changes_results) execution.push_back(k.name);
+  EXPECT_EQ(execution, (std::vector<std::string>{"threads", "log_every", "out", "checkpoint_every", "keep_checkpoints"}));
+}

@@ -28,15 +28,16 @@ std::string csv_number(double v) {
 
 std::vector<probe::ParameterGradNorm> gradnorms_at_init(const RunConfig& config, int batches) {
   if (batches < 1) throw Error("batches must be >= 1, got " + std::to_string(batches));
-  Model<float> model(config.model, config.batch, 2 * config.copy_len - 1);
+  Model<float> model(config.model);
+  Activations<float> acts = model.make_activations(config.batch, 2 * config.copy_len - 1);
   model.init_weights(config.seed);
   CopyTask task(config.model.vocab, config.copy_len, Trainer::data_seed(config.seed));
   Batch batch;
   std::vector<probe::ParameterGradNorm> mean;
   for (int k = 0; k < batches; ++k) {
     task.next(batch, config.batch);
-    model.forward(batch.inputs.data(), batch.targets.data(), batch.loss_mask.data());
-    model.backward();
+    model.forward(acts, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data());
+    model.backward(acts);
     const auto norms = probe::parameter_grad_norms(model);
     if (k == 0) {
       mean = norms;

@@ -121,13 +121,14 @@ RandomWalkResult simulate_random_walk(const RandomWalkOptions& options) {
 }
 
 probe::ResidualNorms residual_norms_at_init(const RunConfig& config) {
-  Model<float> model(config.model, config.batch, 2 * config.copy_len - 1);
+  Model<float> model(config.model);
+  Activations<float> acts = model.make_activations(config.batch, 2 * config.copy_len - 1);
   model.init_weights(config.seed);
   CopyTask task(config.model.vocab, config.copy_len, Trainer::data_seed(config.seed));
   Batch batch;
   task.next(batch, config.batch);
-  model.forward_logits(batch.inputs.data());
-  return probe::residual_norms(model);
+  model.forward_logits(acts, batch.inputs.data());
+  return probe::residual_norms(acts, config.model.width);
 }
 
 RunResidualProbe read_residual_probe(const std::string& run_dir) {

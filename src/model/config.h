@@ -1,42 +1,96 @@
 #pragma once
-// The architecture of a stack of transformer blocks. Variants are enums switched inside one
-// forward/backward, not a class per variant.
+// The architecture of a transformer block (BlockConfig) and of a stack of them (ModelConfig). Variants are
+// enums and flags switched inside one block_forward / block_backward, not a class per variant; presets
+// (`seed`, `gpt2`, `qwen3`, `sd`) are plain functions that set them.
+//
+// A block is a list of sub-layers (self-attention, optional cross-attention, MLP); each sub-layer is
+//   y = after( x + F( in(x) ) )
+// where `in` and `after` are an optional norm each. The placement says which ones a sub-layer has:
+//   Post-LN: in = none, after = Norm        Pre-LN: in = Norm, after = none (plus one final norm)
 #include <string>
+#include <vector>
 
 namespace blocklab {
 
 enum class NormPlacement { Post, Pre };  // Post-LN: h = LN(h + F(h)).  Pre-LN: h = h + F(LN(h)), final LN.
 enum class NormKind { LayerNorm, RMSNorm };
 enum class InitScheme { Xavier, GPT2 };  // Linear weights: Xavier-uniform (Xiong et al.) or N(0, 0.02)
+enum class Positions { Learned, RoPE };  // a learned (T, C) table added to the embeddings, or rotary q/k
+enum class MlpKind { Gelu, GeluTanh, SwiGLU, GeGLU };  // exact-erf GELU, tanh GELU, gated SiLU, gated GELU
+enum class QkvLayout { Fused, Separate };  // one (Q+2K, C) projection [q | k | v], or three
 
-struct ModelConfig {
+struct BlockConfig {
   NormPlacement norm_placement = NormPlacement::Pre;
   NormKind norm = NormKind::LayerNorm;
-  int layers = 24;
   int width = 128;    // C
-  int heads = 4;      // H, must divide width
-  int mlp_ratio = 4;  // MLP hidden width = mlp_ratio * C
-  int vocab = 64;     // V
-  int seq_len = 63;   // T, the longest sequence the position table holds
-  InitScheme init = InitScheme::Xavier;
-  double embed_init_std = 1.0;  // token/position embeddings ~ N(0, embed_init_std^2); 1.0 = nn.Embedding
+  int heads = 4;      // H query heads
+  int kv_heads = 0;   // Hkv key/value heads (grouped-query attention); 0: = heads
+  int head_dim = 0;   // D; 0: width / heads
+  int mlp_ratio = 4;  // MLP hidden width I = mlp_ratio * C (a gated MLP's first layer is 2I wide)
+  MlpKind mlp = MlpKind::Gelu;
+  QkvLayout qkv = QkvLayout::Fused;
+  bool qkv_bias = true;   // biases of the q/k/v projections (self- and cross-attention)
+  bool proj_bias = true;  // bias of the attention output projections
+  bool mlp_bias = true;   // biases of the MLP layers
+  bool qk_norm = false;   // RMSNorm over D on every q and k head before RoPE (Qwen3), weights (D)
+  Positions positions = Positions::Learned;
+  double rope_theta = 10000.0;  // RoPE base: inv_freq[i] = theta^(-2i/D)
+  // A cross-attention sub-layer between self-attention and MLP (Stable Diffusion's BasicTransformerBlock):
+  // queries from the stream, keys and values from a context sequence of context_len positions.
+  bool cross_attention = false;
   double norm_eps = 1e-5;
 
-  int head_size() const { return width / heads; }
-  int mlp_hidden() const { return mlp_ratio * width; }
-  bool has_final_norm() const { return norm_placement == NormPlacement::Pre; }
+  int kv_head_count() const { return kv_heads == 0 ? heads : kv_heads; }
+  int head_size() const { return head_dim == 0 ? width / heads : head_dim; }
+  int q_dim() const { return heads * head_size(); }         // Q = H * D
+  int kv_dim() const { return kv_head_count() * head_size(); }  // K = Hkv * D
+  int mlp_hidden() const { return mlp_ratio * width; }      // I
+  bool gated_mlp() const { return mlp == MlpKind::SwiGLU || mlp == MlpKind::GeGLU; }
+  int mlp_in_width() const { return gated_mlp() ? 2 * mlp_hidden() : mlp_hidden(); }  // fc1's outputs
   bool norm_has_bias() const { return norm == NormKind::LayerNorm; }
+};
 
-  // Throws Error naming the first invalid field.
+struct ModelConfig : BlockConfig {
+  std::string block = "seed";  // the preset the architecture keys started from
+  int layers = 24;
+  int vocab = 64;     // V
+  int seq_len = 63;   // T, the longest sequence the model reads (the position table's length)
+  int context_len = 0;  // cross-attention: the first context_len embedded positions form the context
+  bool tie_head = false;  // logits = final stream @ tok_emb^T (no head.weight)
+  InitScheme init = InitScheme::Xavier;
+  double embed_init_std = 1.0;  // token/position embeddings ~ N(0, embed_init_std^2); 1.0 = nn.Embedding
+
+  bool has_final_norm() const { return norm_placement == NormPlacement::Pre; }
+
+  // Throws Error naming the first invalid field or unsupported combination, in one line.
   void validate() const;
 };
+
+// Presets: set every architecture key (placement, norm, qkv layout, biases, q/k-norm, positions, MLP,
+// cross-attention, eps, init, tied head) to the named block's; sizes (layers, width, heads, kv_heads,
+// head_dim, mlp_ratio, vocab) are left as they are.
+//   seed   Xiong et al.'s copy-task model: Pre-LN LayerNorm, fused qkv with biases, learned positions,
+//          exact GELU, Xavier init, untied head
+//   gpt2   Pre-LN LayerNorm, fused qkv with biases, learned positions, tanh GELU, N(0, 0.02) init, tied head
+//   qwen3  RMSNorm (eps 1e-6), separate q/k/v/o without biases, per-head q/k RMSNorm, RoPE (theta 1e6),
+//          SwiGLU, final norm, N(0, 0.02) init, untied head (set tie_head for the tied small models)
+//   sd     Stable Diffusion 1.x BasicTransformerBlock: LayerNorm; self-attention (q/k/v without bias),
+//          cross-attention over a context, GEGLU feed-forward; learned positions
+void apply_block_preset(ModelConfig& config, const std::string& name);
+const std::vector<std::string>& block_preset_names();
 
 std::string to_string(NormPlacement);
 std::string to_string(NormKind);
 std::string to_string(InitScheme);
-// Parse from the names above ("post"/"pre", "layernorm"/"rmsnorm", "xavier"/"gpt2"); throw Error otherwise.
+std::string to_string(Positions);
+std::string to_string(MlpKind);
+std::string to_string(QkvLayout);
+// Parse from the names above; throw Error listing the accepted names otherwise.
 NormPlacement parse_norm_placement(const std::string&);
 NormKind parse_norm_kind(const std::string&);
 InitScheme parse_init_scheme(const std::string&);
+Positions parse_positions(const std::string&);
+MlpKind parse_mlp_kind(const std::string&);
+QkvLayout parse_qkv_layout(const std::string&);
 
 }  // namespace blocklab

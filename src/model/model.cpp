@@ -3,13 +3,11 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/attention.h"
 #include "kernels/cross_entropy.h"
-#include "kernels/elementwise.h"
 #include "kernels/embedding.h"
 #include "kernels/linear.h"
-#include "kernels/linear_gelu.h"
 #include "kernels/norm.h"
+#include "kernels/rope.h"
 #include "util/error.h"
 #include "util/rng.h"
 
@@ -18,23 +16,6 @@ namespace blocklab {
 using namespace kernels;
 
 namespace {
-// Hands out 64-byte-aligned slices of one arena: first pass counts, second pass binds pointers.
-template <typename T>
-class ArenaCarver {
- public:
-  explicit ArenaCarver(T* base) : base_(base) {}
-  T* take(long numel) {
-    T* p = base_ == nullptr ? nullptr : base_ + used_;
-    used_ += (numel + 15) / 16 * 16;
-    return p;
-  }
-  long used() const { return used_; }
-
- private:
-  T* base_;
-  long used_ = 0;
-};
-
 template <typename T>
 void zero(T* p, long n) {
   std::fill(p, p + n, T(0));
@@ -42,48 +23,63 @@ void zero(T* p, long n) {
 }  // namespace
 
 template <typename T>
-Model<T>::Model(const ModelConfig& config, int batch, int seq_len)
-    : config_(config), table_((config.validate(), config)), B_(batch), T_(seq_len) {
+Activations<T>::Activations(const ModelConfig& config, int batch, int seq_len)
+    : layers_(config.layers), vocab_(config.vocab) {
+  config.validate();
   if (batch <= 0) throw Error("batch must be positive, got " + std::to_string(batch));
   if (seq_len <= 0 || seq_len > config.seq_len)
     throw Error("sequence length " + std::to_string(seq_len) + " outside 1.." + std::to_string(config.seq_len));
+  dims_ = BlockDims::of(config, batch, seq_len);
+  const long N = dims_.N(), C = config.width, V = config.vocab;
+  // Two passes over the same carving code: size, then bind. The backward's buffers come last.
+  auto carve = [&](T* base) {
+    long used = 0;
+    auto take = [&](long numel) {
+      T* p = base == nullptr ? nullptr : base + used;
+      used += (numel + 15) / 16 * 16;
+      return p;
+    };
+    blocks_.assign(config.layers, BlockActs<T>{});
+    embedded_ = take(N * C);
+    if (config.cross_attention) context_ = take(dims_.Nc() * C);
+    for (auto& b : blocks_) used += carve_block_acts(b, base == nullptr ? nullptr : base + used, config, dims_);
+    if (config.has_final_norm()) {
+      final_norm_ = take(N * C);
+      if (config.norm == NormKind::LayerNorm) final_mean_ = take(N);
+      final_rstd_ = take(N);
+    }
+    logits_ = take(N * V), probs_ = take(N * V), losses_ = take(N);
+    const long acts = used;
+    d_stream_ = take(N * C), d_logits_ = take(N * V);
+    used += carve_block_scratch(scratch_, base == nullptr ? nullptr : base + used, config, dims_);
+    d_other_ = scratch_.d_other;
+    scratch_elements_ = used - acts;
+    return used;
+  };
+  arena_.assign(carve(nullptr), T(0));
+  carve(arena_.data());
+}
+
+template <typename T>
+const T* Activations<T>::stream(int index) const {
+  BLOCKLAB_CHECK(index >= 0 && index <= layers_, "stream index out of range");
+  return index == 0 ? embedded_ : blocks_[index - 1].output;
+}
+
+template <typename T>
+Model<T>::Model(const ModelConfig& config) : config_(config), table_((config.validate(), config)) {
   params_.assign(table_.total(), T(0));
   grads_.assign(table_.total(), T(0));
   w_ = bind_tensors(table_, config_, params_.data());
   g_ = bind_tensors(table_, config_, grads_.data());
-
-  const long N = static_cast<long>(B_) * T_, C = config_.width, V = config_.vocab;
-  const long hidden = config_.mlp_hidden(), att = static_cast<long>(B_) * config_.heads * T_ * T_;
-  // Two passes over the same carving code: size, then bind.
-  auto carve = [&](T* base) {
-    ArenaCarver<T> a(base);
-    layers_.assign(config_.layers, LayerActs{});
-    embedded_ = a.take(N * C);
-    for (auto& l : layers_) {
-      l.ln1 = a.take(N * C), l.ln1_mean = a.take(N), l.ln1_rstd = a.take(N);
-      l.qkv = a.take(3 * N * C), l.att = a.take(att), l.atty = a.take(N * C), l.attn_out = a.take(N * C);
-      l.resid1 = a.take(N * C);
-      l.ln2 = a.take(N * C), l.ln2_mean = a.take(N), l.ln2_rstd = a.take(N);
-      l.fc1 = a.take(N * hidden), l.gelu = a.take(N * hidden), l.mlp_out = a.take(N * C);
-      l.resid2 = a.take(N * C);
-    }
-    lnf_ = a.take(N * C), lnf_mean_ = a.take(N), lnf_rstd_ = a.take(N);
-    logits_ = a.take(N * V), probs_ = a.take(N * V), losses_ = a.take(N);
-    return a.used();
-  };
-  acts_.assign(carve(nullptr), T(0));
-  carve(acts_.data());
-
-  auto carve_scratch = [&](T* base) {
-    ArenaCarver<T> a(base);
-    d_stream_ = a.take(N * C), d_tmp_a_ = a.take(N * C);
-    d_qkv_ = a.take(3 * N * C), d_atty_ = a.take(N * C);
-    attn_scratch_ = a.take(static_cast<long>(attention_scratch_size(B_, T_, C, config_.heads)));
-    d_hidden_ = a.take(N * hidden), d_logits_ = a.take(N * V);
-    return a.used();
-  };
-  scratch_.assign(carve_scratch(nullptr), T(0));
-  carve_scratch(scratch_.data());
+  if (config_.positions == Positions::RoPE) {
+    const int half = config_.head_size() / 2;
+    std::vector<double> inv_freq(half);
+    for (int i = 0; i < half; ++i) inv_freq[i] = std::pow(config_.rope_theta, -2.0 * i / config_.head_size());
+    rope_cos_.resize(static_cast<size_t>(config_.seq_len) * half);
+    rope_sin_.resize(rope_cos_.size());
+    rope_tables(rope_cos_.data(), rope_sin_.data(), inv_freq.data(), config_.seq_len, half);
+  }
 }
 
 template <typename T>
@@ -129,99 +125,81 @@ void Model<T>::init_weights(uint64_t seed) {
 }
 
 template <typename T>
-const T* Model<T>::stream(int index) const {
-  BLOCKLAB_CHECK(index >= 0 && index <= config_.layers, "stream index out of range");
-  if (index == 0) return embedded_;
-  const LayerActs& a = layers_[index - 1];
-  return config_.norm_placement == NormPlacement::Pre ? a.resid2 : a.ln2;
+void Model<T>::check_shape(const Activations<T>& acts) const {
+  const BlockDims want = BlockDims::of(config_, acts.dims_.B, acts.dims_.T);
+  const BlockDims& d = acts.dims_;
+  BLOCKLAB_CHECK(acts.layers_ == config_.layers && acts.vocab_ == config_.vocab && d.C == want.C && d.H == want.H &&
+                     d.Hkv == want.Hkv && d.D == want.D && d.I_in == want.I_in && d.Tc == want.Tc,
+                 "activations were made for another model");
 }
 
 template <typename T>
-void Model<T>::norm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const T* b, int N) {
-  const T eps = static_cast<T>(config_.norm_eps);
-  if (config_.norm == NormKind::LayerNorm)
-    layernorm_forward(out, mean, rstd, inp, w, b, N, config_.width, eps);
-  else
-    rmsnorm_forward(out, rstd, inp, w, N, config_.width, eps);
+BlockInputs<T> Model<T>::block_inputs(Activations<T>& acts) const {
+  BlockInputs<T> in;
+  in.config = &config_;
+  in.dims = acts.dims_;
+  if (config_.positions == Positions::RoPE) in.rope_cos = rope_cos_.data(), in.rope_sin = rope_sin_.data();
+  in.context = acts.context_;
+  in.attention_scratch = acts.scratch_.attention;
+  return in;
 }
 
 template <typename T>
-void Model<T>::norm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w, const T* mean,
-                             const T* rstd, int N) {
-  if (config_.norm == NormKind::LayerNorm)
-    layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, config_.width);
-  else
-    rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, config_.width);
-}
-
-template <typename T>
-void Model<T>::embed(const int32_t* inputs) {
-  const int N = B_ * T_, C = config_.width, V = config_.vocab;
+void Model<T>::embed(Activations<T>& acts, const int32_t* inputs) const {
+  const BlockDims& d = acts.dims_;
+  const int N = static_cast<int>(d.N()), C = config_.width, V = config_.vocab;
   for (int n = 0; n < N; ++n)
     if (inputs[n] < 0 || inputs[n] >= V)
       throw Error("token id " + std::to_string(inputs[n]) + " outside the vocabulary 0.." + std::to_string(V - 1));
-  token_embedding_forward(embedded_, inputs, w_.tok_emb, N, C);
-  position_embedding_forward(embedded_, w_.pos_emb, B_, T_, C);
+  token_embedding_forward(acts.embedded_, inputs, w_.tok_emb, N, C);
+  if (w_.pos_emb != nullptr) position_embedding_forward(acts.embedded_, static_cast<const T*>(w_.pos_emb), d.B, d.T, C);
+  if (acts.context_ != nullptr) {
+    // context (B, Tc, C) = x[:, 0:Tc]
+    for (int b = 0; b < d.B; ++b)
+      std::copy_n(acts.embedded_ + static_cast<long>(b) * d.T * C, static_cast<long>(d.Tc) * C,
+                  acts.context_ + static_cast<long>(b) * d.Tc * C);
+  }
 }
 
 template <typename T>
-void Model<T>::run_blocks() {
-  const int N = B_ * T_, C = config_.width, H = config_.heads, hidden = config_.mlp_hidden();
-  const long NC = static_cast<long>(N) * C;
-  const bool pre = config_.norm_placement == NormPlacement::Pre;
-  const T* h = embedded_;
+void Model<T>::run_blocks(Activations<T>& acts) const {
+  const BlockInputs<T> in = block_inputs(acts);
+  const int N = static_cast<int>(acts.dims_.N()), C = config_.width, V = config_.vocab;
+  const T* h = acts.embedded_;
   for (int l = 0; l < config_.layers; ++l) {
-    LayerActs& a = layers_[l];
-    const BlockTensors<T>& w = w_.blocks[l];
-    if (pre) {
-      // u = h + Attn(LN1(h))
-      norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, h, w.norm1_weight, w.norm1_bias, N);
-      linear_forward(a.qkv, a.ln1, w.qkv_weight, w.qkv_bias, N, C, 3 * C);
-      attention_forward(a.atty, a.att, attn_scratch_, a.qkv, B_, T_, C, H);
-      linear_forward(a.attn_out, a.atty, w.proj_weight, w.proj_bias, N, C, C);
-      residual_forward(a.resid1, h, a.attn_out, NC);
-      // h' = u + MLP(LN2(u))
-      norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.resid1, w.norm2_weight, w.norm2_bias, N);
-      linear_gelu_forward(a.gelu, a.fc1, a.ln2, w.fc1_weight, w.fc1_bias, N, C, hidden);
-      linear_forward(a.mlp_out, a.gelu, w.fc2_weight, w.fc2_bias, N, hidden, C);
-      residual_forward(a.resid2, a.resid1, a.mlp_out, NC);
-      h = a.resid2;
-    } else {
-      // u = LN1(h + Attn(h))
-      linear_forward(a.qkv, h, w.qkv_weight, w.qkv_bias, N, C, 3 * C);
-      attention_forward(a.atty, a.att, attn_scratch_, a.qkv, B_, T_, C, H);
-      linear_forward(a.attn_out, a.atty, w.proj_weight, w.proj_bias, N, C, C);
-      residual_forward(a.resid1, h, a.attn_out, NC);
-      norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.resid1, w.norm1_weight, w.norm1_bias, N);
-      // h' = LN2(u + MLP(u))
-      linear_gelu_forward(a.gelu, a.fc1, a.ln1, w.fc1_weight, w.fc1_bias, N, C, hidden);
-      linear_forward(a.mlp_out, a.gelu, w.fc2_weight, w.fc2_bias, N, hidden, C);
-      residual_forward(a.resid2, a.ln1, a.mlp_out, NC);
-      norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.resid2, w.norm2_weight, w.norm2_bias, N);
-      h = a.ln2;
-    }
+    block_forward(acts.blocks_[l], h, w_.blocks[l], in);
+    h = acts.blocks_[l].output;
   }
-  const int V = config_.vocab;
   const T* top = h;
   if (config_.has_final_norm()) {
-    norm_forward(lnf_, lnf_mean_, lnf_rstd_, h, w_.final_norm_weight, w_.final_norm_bias, N);
-    top = lnf_;
+    const T eps = static_cast<T>(config_.norm_eps);
+    if (config_.norm == NormKind::LayerNorm)
+      layernorm_forward(acts.final_norm_, acts.final_mean_, acts.final_rstd_, h,
+                        static_cast<const T*>(w_.final_norm.weight), static_cast<const T*>(w_.final_norm.bias), N, C,
+                        eps);
+    else
+      rmsnorm_forward(acts.final_norm_, acts.final_rstd_, h, static_cast<const T*>(w_.final_norm.weight), N, C, eps);
+    top = acts.final_norm_;
   }
-  linear_forward(logits_, top, w_.head_weight, static_cast<const T*>(nullptr), N, C, V);
+  linear_forward(acts.logits_, top, static_cast<const T*>(w_.head_weight), static_cast<const T*>(nullptr), N, C, V);
 }
 
 template <typename T>
-void Model<T>::forward_logits(const int32_t* inputs) {
-  embed(inputs);
-  run_blocks();
-  inputs_ = inputs;
-  targets_ = nullptr;
-  mask_ = nullptr;
+void Model<T>::forward_logits(Activations<T>& acts, const int32_t* inputs) const {
+  check_shape(acts);
+  acts.inputs_ = nullptr;
+  acts.targets_ = nullptr;
+  acts.mask_ = nullptr;
+  embed(acts, inputs);
+  run_blocks(acts);
+  acts.inputs_ = inputs;
 }
 
 template <typename T>
-T Model<T>::forward(const int32_t* inputs, const int32_t* targets, const uint8_t* loss_mask) {
-  const int N = B_ * T_, V = config_.vocab;
+T Model<T>::forward(Activations<T>& acts, const int32_t* inputs, const int32_t* targets,
+                    const uint8_t* loss_mask) const {
+  check_shape(acts);
+  const int N = static_cast<int>(acts.dims_.N()), V = config_.vocab;
   int selected = 0;
   for (int n = 0; n < N; ++n) {
     if (loss_mask[n] == 0) continue;
@@ -230,85 +208,67 @@ T Model<T>::forward(const int32_t* inputs, const int32_t* targets, const uint8_t
       throw Error("target id " + std::to_string(targets[n]) + " outside the vocabulary 0.." + std::to_string(V - 1));
   }
   if (selected == 0) throw Error("loss mask selects no position");
-  forward_logits(inputs);
-  targets_ = targets;
-  mask_ = loss_mask;
-  return cross_entropy_forward(probs_, losses_, logits_, targets, loss_mask, N, V);
+  forward_logits(acts, inputs);
+  acts.targets_ = targets;
+  acts.mask_ = loss_mask;
+  return cross_entropy_forward(acts.probs_, acts.losses_, acts.logits_, targets, loss_mask, N, V);
 }
 
 template <typename T>
-void Model<T>::backward() {
-  BLOCKLAB_CHECK(targets_ != nullptr, "backward() needs a preceding forward() with targets");
-  const int N = B_ * T_, C = config_.width, H = config_.heads, V = config_.vocab, hidden = config_.mlp_hidden();
+void Model<T>::backward(Activations<T>& acts) {
+  check_shape(acts);
+  BLOCKLAB_CHECK(acts.targets_ != nullptr, "backward() needs activations filled by forward() with targets");
+  const BlockDims& d = acts.dims_;
+  const int N = static_cast<int>(d.N()), C = config_.width, V = config_.vocab;
   const long NC = static_cast<long>(N) * C;
-  const bool pre = config_.norm_placement == NormPlacement::Pre;
+  const BlockInputs<T> in = block_inputs(acts);
+  BlockScratch<T>& s = acts.scratch_;
+  s.d_other = acts.d_other_;  // the blocks swap it with the stream's gradient: start from the same pair
   std::fill(grads_.begin(), grads_.end(), T(0));
+  if (s.d_context != nullptr) zero(s.d_context, d.Nc() * C);
 
   // loss = mean CE(head(top)) over the mask
-  zero(d_logits_, static_cast<long>(N) * V);
-  cross_entropy_backward(d_logits_, probs_, targets_, mask_, N, V);
-  zero(d_stream_, NC);
+  zero(acts.d_logits_, static_cast<long>(N) * V);
+  cross_entropy_backward(acts.d_logits_, acts.probs_, acts.targets_, acts.mask_, N, V);
+  T* d_stream = acts.d_stream_;
+  zero(d_stream, NC);
+  const T* h_top = acts.stream(config_.layers);
   if (config_.has_final_norm()) {
-    // top = LNf(h_L)
-    linear_backward(d_tmp_a_, g_.head_weight, static_cast<T*>(nullptr), d_logits_, lnf_, w_.head_weight, N, C, V,
+    // top = Norm_f(h_L)
+    linear_backward(s.d_in, g_.head_weight, static_cast<T*>(nullptr), static_cast<const T*>(acts.d_logits_),
+                    static_cast<const T*>(acts.final_norm_), static_cast<const T*>(w_.head_weight), N, C, V,
                     GradWrite::Overwrite);
-    norm_backward(d_stream_, g_.final_norm_weight, g_.final_norm_bias, d_tmp_a_, stream(config_.layers),
-                  w_.final_norm_weight, lnf_mean_, lnf_rstd_, N);
+    if (config_.norm == NormKind::LayerNorm)
+      layernorm_backward(d_stream, g_.final_norm.weight, g_.final_norm.bias, static_cast<const T*>(s.d_in), h_top,
+                         static_cast<const T*>(w_.final_norm.weight), static_cast<const T*>(acts.final_mean_),
+                         static_cast<const T*>(acts.final_rstd_), N, C);
+    else
+      rmsnorm_backward(d_stream, g_.final_norm.weight, static_cast<const T*>(s.d_in), h_top,
+                       static_cast<const T*>(w_.final_norm.weight), static_cast<const T*>(acts.final_rstd_), N, C);
   } else {
-    linear_backward(d_stream_, g_.head_weight, static_cast<T*>(nullptr), d_logits_, stream(config_.layers),
-                    w_.head_weight, N, C, V);
+    linear_backward(d_stream, g_.head_weight, static_cast<T*>(nullptr), static_cast<const T*>(acts.d_logits_), h_top,
+                    static_cast<const T*>(w_.head_weight), N, C, V);
   }
 
-  // d_stream_ holds d loss / d (output of block l); each iteration turns it into d loss / d (its input).
-  for (int l = config_.layers - 1; l >= 0; --l) {
-    const LayerActs& a = layers_[l];
-    const BlockTensors<T>& w = w_.blocks[l];
-    const BlockTensors<T>& g = g_.blocks[l];
-    const T* h_in = stream(l);
-    if (pre) {
-      // h' = u + mlp_out:  d_u = d_h' (kept in d_stream_), d_mlp_out = d_h'
-      // mlp_out = fc2(gelu(fc1(ln2))): d_fc1 (pre-activation) from fc2 and GELU in one pass, then fc1
-      gelu_linear_backward(d_hidden_, g.fc2_weight, g.fc2_bias, d_stream_, a.fc1, a.gelu, w.fc2_weight, N, hidden, C);
-      linear_backward(d_tmp_a_, g.fc1_weight, g.fc1_bias, d_hidden_, a.ln2, w.fc1_weight, N, C, hidden,
-                      GradWrite::Overwrite);
-      // ln2 = LN2(u): d_u += LN2 backward
-      norm_backward(d_stream_, g.norm2_weight, g.norm2_bias, d_tmp_a_, a.resid1, w.norm2_weight, a.ln2_mean,
-                    a.ln2_rstd, N);
-      // u = h + attn_out:  d_h = d_u (kept in d_stream_), d_attn_out = d_u
-      linear_backward(d_atty_, g.proj_weight, g.proj_bias, d_stream_, a.atty, w.proj_weight, N, C, C,
-                      GradWrite::Overwrite);
-      attention_backward(d_qkv_, attn_scratch_, d_atty_, a.qkv, a.att, B_, T_, C, H);
-      linear_backward(d_tmp_a_, g.qkv_weight, g.qkv_bias, d_qkv_, a.ln1, w.qkv_weight, N, C, 3 * C,
-                      GradWrite::Overwrite);
-      // ln1 = LN1(h): d_h += LN1 backward
-      norm_backward(d_stream_, g.norm1_weight, g.norm1_bias, d_tmp_a_, h_in, w.norm1_weight, a.ln1_mean,
-                    a.ln1_rstd, N);
-    } else {
-      // h' = LN2(resid2)
-      zero(d_tmp_a_, NC);
-      norm_backward(d_tmp_a_, g.norm2_weight, g.norm2_bias, d_stream_, a.resid2, w.norm2_weight, a.ln2_mean,
-                    a.ln2_rstd, N);
-      // resid2 = u + mlp_out:  d_u = d_resid2 (kept in d_tmp_a_), d_mlp_out = d_resid2
-      // mlp_out = fc2(gelu(fc1(u))): d_fc1 (pre-activation) from fc2 and GELU in one pass, then fc1
-      gelu_linear_backward(d_hidden_, g.fc2_weight, g.fc2_bias, d_tmp_a_, a.fc1, a.gelu, w.fc2_weight, N, hidden, C);
-      linear_backward(d_tmp_a_, g.fc1_weight, g.fc1_bias, d_hidden_, a.ln1, w.fc1_weight, N, C, hidden);
-      // u = LN1(resid1)
-      zero(d_stream_, NC);
-      norm_backward(d_stream_, g.norm1_weight, g.norm1_bias, d_tmp_a_, a.resid1, w.norm1_weight, a.ln1_mean,
-                    a.ln1_rstd, N);
-      // resid1 = h + attn_out:  d_h = d_resid1 (kept in d_stream_), d_attn_out = d_resid1
-      linear_backward(d_atty_, g.proj_weight, g.proj_bias, d_stream_, a.atty, w.proj_weight, N, C, C,
-                      GradWrite::Overwrite);
-      attention_backward(d_qkv_, attn_scratch_, d_atty_, a.qkv, a.att, B_, T_, C, H);
-      // qkv = Linear(h): d_h += its backward
-      linear_backward(d_stream_, g.qkv_weight, g.qkv_bias, d_qkv_, h_in, w.qkv_weight, N, C, 3 * C);
+  // d_stream holds d loss / d (output of block l); each block turns it into d loss / d (its input).
+  for (int l = config_.layers - 1; l >= 0; --l)
+    block_backward(d_stream, s, g_.blocks[l], acts.blocks_[l], acts.stream(l), w_.blocks[l], in);
+
+  if (s.d_context != nullptr) {
+    // context = x[:, 0:Tc]: its gradient joins the stream's
+    for (int b = 0; b < d.B; ++b) {
+      T* dst = d_stream + static_cast<long>(b) * d.T * C;
+      const T* src = s.d_context + static_cast<long>(b) * d.Tc * C;
+      for (long i = 0; i < static_cast<long>(d.Tc) * C; ++i) dst[i] += src[i];
     }
   }
   // x = tok_emb[inputs] + pos_emb[t]
-  token_embedding_backward(g_.tok_emb, d_stream_, inputs_, N, C);
-  position_embedding_backward(g_.pos_emb, d_stream_, B_, T_, C);
+  token_embedding_backward(g_.tok_emb, static_cast<const T*>(d_stream), acts.inputs_, N, C);
+  if (g_.pos_emb != nullptr) position_embedding_backward(g_.pos_emb, static_cast<const T*>(d_stream), d.B, d.T, C);
 }
 
+template class Activations<float>;
+template class Activations<double>;
 template class Model<float>;
 template class Model<double>;
 

@@ -1,33 +1,78 @@
 #pragma once
-// A stack of transformer blocks on a token sequence, with its parameters, gradients and activations.
+// A stack of transformer blocks on a token sequence: the parameters and gradients (Model) and the
+// activations of one forward pass (Activations), kept apart so that the backward pass takes exactly
+// the activations its forward filled.
 //
-//   x = tok_emb[tokens] + pos_emb[t]
-//   Pre-LN block:  u = h + Attn(LN1(h));   h' = u + MLP(LN2(u));     logits = head(LNf(h_L))
-//   Post-LN block: u = LN1(h + Attn(h));   h' = LN2(u + MLP(u));     logits = head(h_L)
-//   Attn = proj(causal multi-head attention(qkv(x))),  MLP = fc2(GELU(fc1(x)))
+//   x = tok_emb[tokens] (+ pos_emb[t] with learned positions)
+//   h_l = block_l(h_{l-1})                     (model/block.h: every placement, norm, attention, MLP kind)
+//   logits = head(Norm_f(h_L))                 (Norm_f for Pre-LN only; head = tok_emb when tied)
+//   cross-attention context (if any) = x[:, 0:context_len]: the embedded first positions
 //
-// Memory is sized once at construction for a (batch, seq_len) shape: one arena each for parameters,
-// gradients and saved activations, plus gradient scratch for ONE block (the backward pass walks the
-// blocks one at a time). Nothing allocates in forward() or backward().
+// Memory: one arena each for parameters and gradients (Model); one for the saved activations plus the
+// backward's working buffers, sized once for a (batch, seq_len) shape (Activations). Nothing allocates
+// in forward() or backward().
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "model/block.h"
 #include "model/config.h"
 #include "model/parameters.h"
 
 namespace blocklab {
 
 template <typename T>
+class Model;
+
+// Everything one forward pass saves for its backward pass, for a fixed (batch, seq_len).
+template <typename T>
+class Activations {
+ public:
+  // batch B and sequence length Tn (<= config.seq_len) fix the shapes.
+  Activations(const ModelConfig& config, int batch, int seq_len);
+  // The saved pointers point into arena_: moving keeps them valid, copying would not.
+  Activations(const Activations&) = delete;
+  Activations& operator=(const Activations&) = delete;
+  Activations(Activations&&) noexcept = default;
+  Activations& operator=(Activations&&) noexcept = default;
+
+  int batch() const { return dims_.B; }
+  int seq_len() const { return dims_.T; }
+  int layers() const { return layers_; }
+  // The residual stream: index 0 is the embedding output, index l (1..L) the output of block l. (B,T,C)
+  const T* stream(int index) const;
+  std::span<const T> logits() const { return {logits_, static_cast<size_t>(dims_.N()) * vocab_}; }
+  // True after a forward with targets, until the next forward.
+  bool has_loss() const { return targets_ != nullptr; }
+
+  // Bytes of the saved activations, and of the backward's working buffers.
+  size_t activation_bytes() const { return (arena_.size() - scratch_elements_) * sizeof(T); }
+  size_t scratch_bytes() const { return scratch_elements_ * sizeof(T); }
+
+ private:
+  friend class Model<T>;
+  BlockDims dims_;
+  int layers_, vocab_;
+  std::vector<T> arena_;
+  long scratch_elements_ = 0;
+  std::vector<BlockActs<T>> blocks_;
+  BlockScratch<T> scratch_;
+  T *embedded_, *context_ = nullptr, *final_norm_ = nullptr, *final_mean_ = nullptr, *final_rstd_ = nullptr;
+  T *logits_, *probs_, *losses_;
+  T *d_stream_, *d_logits_;  // backward: the stream's gradient, the logits' gradient
+  T* d_other_ = nullptr;     // the second stream-gradient buffer (block_backward swaps scratch_.d_other)
+  const int32_t* inputs_ = nullptr;
+  const int32_t* targets_ = nullptr;
+  const uint8_t* mask_ = nullptr;
+};
+
+template <typename T>
 class Model {
  public:
-  // batch B and sequence length Tn (<= config.seq_len) fix the activation shapes.
-  Model(const ModelConfig& config, int batch, int seq_len);
+  explicit Model(const ModelConfig& config);
 
   const ModelConfig& config() const { return config_; }
   const ParameterTable& table() const { return table_; }
-  int batch() const { return B_; }
-  int seq_len() const { return T_; }
 
   std::span<T> params() { return params_; }
   std::span<const T> params() const { return params_; }
@@ -37,57 +82,37 @@ class Model {
   std::span<T> param(std::string_view name);
   std::span<const T> grad(std::string_view name) const;
 
+  // Activations sized for this model and a (batch, seq_len) shape.
+  Activations<T> make_activations(int batch, int seq_len) const { return Activations<T>(config_, batch, seq_len); }
+
   // Xavier-uniform or N(0, 0.02) Linear weights, zero biases, unit norm weights, N(0, embed_init_std)
   // embeddings. Each tensor draws from its own stream seeded by (seed, name): independent of table order.
   void init_weights(uint64_t seed);
 
   // inputs, targets (B,T) token ids in [0,V); loss_mask (B,T) selects the positions whose loss counts
-  // (at least one). Returns the mean cross-entropy over selected positions.
-  T forward(const int32_t* inputs, const int32_t* targets, const uint8_t* loss_mask);
-  // Forward without a loss (logits only).
-  void forward_logits(const int32_t* inputs);
-  // Gradients of the last forward()'s loss w.r.t. all parameters (overwrites grads()).
-  void backward();
-
-  std::span<const T> logits() const { return {logits_, static_cast<size_t>(B_) * T_ * config_.vocab}; }
-  // The residual stream: index 0 is the embedding output, index l (1..L) the output of block l. (B,T,C)
-  const T* stream(int index) const;
-
-  // Bytes of the activations the forward saves for the backward, and of the backward's working buffers.
-  size_t activation_bytes() const { return acts_.size() * sizeof(T); }
-  size_t scratch_bytes() const { return scratch_.size() * sizeof(T); }
+  // (at least one). Fills acts; returns the mean cross-entropy over selected positions.
+  T forward(Activations<T>& acts, const int32_t* inputs, const int32_t* targets, const uint8_t* loss_mask) const;
+  // Forward without a loss (logits only); acts then cannot be used for backward.
+  void forward_logits(Activations<T>& acts, const int32_t* inputs) const;
+  // Gradients of the loss of the forward that filled acts w.r.t. all parameters (overwrites grads()).
+  // Uses acts' working buffers; the saved activations stay as they are.
+  void backward(Activations<T>& acts);
 
  private:
-  struct LayerActs {
-    T *ln1, *ln1_mean, *ln1_rstd;  // Pre: LN1(h).        Post: LN1(resid1) = u
-    T *qkv, *att, *atty, *attn_out;
-    T* resid1;                     // h + attn_out (Pre: u; Post: the input of LN1)
-    T *ln2, *ln2_mean, *ln2_rstd;  // Pre: LN2(u).        Post: LN2(resid2) = h'
-    T *fc1, *gelu, *mlp_out;
-    T* resid2;                     // Pre: u + mlp_out = h'.  Post: u + mlp_out, the input of LN2
-  };
-
-  void embed(const int32_t* inputs);
-  void run_blocks();
-  void norm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const T* b, int N);
-  void norm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w, const T* mean,
-                     const T* rstd, int N);
+  void check_shape(const Activations<T>& acts) const;
+  void embed(Activations<T>& acts, const int32_t* inputs) const;
+  void run_blocks(Activations<T>& acts) const;
+  BlockInputs<T> block_inputs(Activations<T>& acts) const;
 
   ModelConfig config_;
   ParameterTable table_;
-  int B_, T_;
-  std::vector<T> params_, grads_, acts_, scratch_;
+  std::vector<T> params_, grads_;
+  std::vector<T> rope_cos_, rope_sin_;  // (seq_len, D/2) [RoPE]
   ModelTensors<T> w_, g_;
-  std::vector<LayerActs> layers_;
-  T *embedded_, *lnf_, *lnf_mean_, *lnf_rstd_, *logits_, *probs_, *losses_;
-  // gradient scratch for one block
-  T *d_stream_, *d_tmp_a_, *d_qkv_, *d_atty_, *d_hidden_, *d_logits_;
-  T* attn_scratch_;  // attention's work space, forward and backward
-  const int32_t* inputs_ = nullptr;
-  const int32_t* targets_ = nullptr;
-  const uint8_t* mask_ = nullptr;
 };
 
+extern template class Activations<float>;
+extern template class Activations<double>;
 extern template class Model<float>;
 extern template class Model<double>;
 

@@ -5,28 +5,46 @@
 namespace blocklab {
 
 ParameterTable::ParameterTable(const ModelConfig& config) {
-  const int64_t C = config.width, V = config.vocab, T = config.seq_len, hidden = config.mlp_hidden();
+  const int64_t C = config.width, V = config.vocab, T = config.seq_len, D = config.head_size();
+  const int64_t Q = config.q_dim(), K = config.kv_dim(), I = config.mlp_hidden();
   auto add_norm = [&](const std::string& prefix, int block) {
     add(prefix + ".weight", {C}, ParamRole::NormWeight, block);
     if (config.norm_has_bias()) add(prefix + ".bias", {C}, ParamRole::NormBias, block);
   };
-  auto add_linear = [&](const std::string& prefix, int64_t out, int64_t in, int block) {
+  auto add_linear = [&](const std::string& prefix, int64_t out, int64_t in, bool bias, int block) {
     add(prefix + ".weight", {out, in}, ParamRole::LinearWeight, block);
-    add(prefix + ".bias", {out}, ParamRole::LinearBias, block);
+    if (bias) add(prefix + ".bias", {out}, ParamRole::LinearBias, block);
   };
   add("tok_emb.weight", {V, C}, ParamRole::Embedding, -1);
-  add("pos_emb.weight", {T, C}, ParamRole::Embedding, -1);
+  if (config.positions == Positions::Learned) add("pos_emb.weight", {T, C}, ParamRole::Embedding, -1);
   for (int l = 0; l < config.layers; ++l) {
     const std::string p = "blocks." + std::to_string(l);
     add_norm(p + ".norm1", l);
-    add_linear(p + ".attn.qkv", 3 * C, C, l);
-    add_linear(p + ".attn.proj", C, C, l);
+    if (config.qkv == QkvLayout::Fused) {
+      add_linear(p + ".attn.qkv", Q + 2 * K, C, config.qkv_bias, l);
+    } else {
+      add_linear(p + ".attn.q", Q, C, config.qkv_bias, l);
+      add_linear(p + ".attn.k", K, C, config.qkv_bias, l);
+      add_linear(p + ".attn.v", K, C, config.qkv_bias, l);
+    }
+    if (config.qk_norm) {
+      add(p + ".attn.q_norm.weight", {D}, ParamRole::NormWeight, l);
+      add(p + ".attn.k_norm.weight", {D}, ParamRole::NormWeight, l);
+    }
+    add_linear(p + ".attn.proj", C, Q, config.proj_bias, l);
+    if (config.cross_attention) {
+      add_norm(p + ".cross_norm", l);
+      add_linear(p + ".cross.q", Q, C, config.qkv_bias, l);
+      add_linear(p + ".cross.k", K, C, config.qkv_bias, l);
+      add_linear(p + ".cross.v", K, C, config.qkv_bias, l);
+      add_linear(p + ".cross.proj", C, Q, config.proj_bias, l);
+    }
     add_norm(p + ".norm2", l);
-    add_linear(p + ".mlp.fc1", hidden, C, l);
-    add_linear(p + ".mlp.fc2", C, hidden, l);
+    add_linear(p + ".mlp.fc1", config.mlp_in_width(), C, config.mlp_bias, l);
+    add_linear(p + ".mlp.fc2", C, I, config.mlp_bias, l);
   }
   if (config.has_final_norm()) add_norm("final_norm", -1);
-  add("head.weight", {V, C}, ParamRole::LinearWeight, -1);  // untied, no bias
+  if (!config.tie_head) add("head.weight", {V, C}, ParamRole::LinearWeight, -1);  // no bias
 }
 
 void ParameterTable::add(std::string name, std::vector<int64_t> shape, ParamRole role, int block) {
@@ -51,25 +69,37 @@ const ParamSpec& ParameterTable::at(std::string_view name) const {
 
 template <typename T>
 ModelTensors<T> bind_tensors(const ParameterTable& table, const ModelConfig& config, T* arena) {
-  auto ptr = [&](const std::string& name) { return arena + table.at(name).offset; };
   auto optional = [&](const std::string& name) -> T* {
     const ParamSpec* s = table.find(name);
     return s == nullptr ? nullptr : arena + s->offset;
   };
+  auto norm = [&](const std::string& p) { return NormTensors<T>{optional(p + ".weight"), optional(p + ".bias")}; };
+  auto linear = [&](const std::string& p) { return LinearTensors<T>{optional(p + ".weight"), optional(p + ".bias")}; };
+  auto attention = [&](const std::string& p, const std::string& norm_name, const std::string& sub) {
+    AttentionTensors<T> a;
+    a.norm = norm(p + norm_name);
+    a.qkv = linear(p + sub + ".qkv");
+    a.q = linear(p + sub + ".q");
+    a.k = linear(p + sub + ".k");
+    a.v = linear(p + sub + ".v");
+    a.proj = linear(p + sub + ".proj");
+    a.q_norm = optional(p + sub + ".q_norm.weight");
+    a.k_norm = optional(p + sub + ".k_norm.weight");
+    return a;
+  };
   ModelTensors<T> t{};
-  t.tok_emb = ptr("tok_emb.weight");
-  t.pos_emb = ptr("pos_emb.weight");
+  t.tok_emb = arena + table.at("tok_emb.weight").offset;
+  t.pos_emb = optional("pos_emb.weight");
   for (int l = 0; l < config.layers; ++l) {
     const std::string p = "blocks." + std::to_string(l);
-    t.blocks.push_back(BlockTensors<T>{
-        ptr(p + ".norm1.weight"), optional(p + ".norm1.bias"), ptr(p + ".attn.qkv.weight"),
-        ptr(p + ".attn.qkv.bias"), ptr(p + ".attn.proj.weight"), ptr(p + ".attn.proj.bias"),
-        ptr(p + ".norm2.weight"), optional(p + ".norm2.bias"), ptr(p + ".mlp.fc1.weight"),
-        ptr(p + ".mlp.fc1.bias"), ptr(p + ".mlp.fc2.weight"), ptr(p + ".mlp.fc2.bias")});
+    BlockTensors<T> b;
+    b.attn = attention(p, ".norm1", ".attn");
+    b.cross = attention(p, ".cross_norm", ".cross");
+    b.mlp = MlpTensors<T>{norm(p + ".norm2"), linear(p + ".mlp.fc1"), linear(p + ".mlp.fc2")};
+    t.blocks.push_back(b);
   }
-  t.final_norm_weight = optional("final_norm.weight");
-  t.final_norm_bias = optional("final_norm.bias");
-  t.head_weight = ptr("head.weight");
+  t.final_norm = norm("final_norm");
+  t.head_weight = config.tie_head ? t.tok_emb : arena + table.at("head.weight").offset;
   return t;
 }
 

@@ -2,6 +2,18 @@
 // The parameter table: ONE list of {name, shape, role} from which the parameter, gradient and Adam
 // moment arenas are all carved at the same offsets. Names follow PyTorch conventions
 // (e.g. "blocks.3.mlp.fc2.weight") so weights map 1:1 to state_dicts and safetensors files.
+//
+//   tok_emb.weight (V,C)   pos_emb.weight (T,C) [learned positions]
+//   blocks.N.norm1.*                    norm of the attention sub-layer (its input for Pre-LN, output for Post-LN)
+//   blocks.N.attn.qkv.* (Q+2K, C)       fused [q | k | v]; or attn.q (Q,C), attn.k (K,C), attn.v (K,C)
+//   blocks.N.attn.q_norm.weight (D), attn.k_norm.weight (D)   [qk_norm]
+//   blocks.N.attn.proj.* (C, Q)
+//   blocks.N.cross_norm.*, cross.q (Q,C), cross.k (K,C), cross.v (K,C), cross.proj (C,Q)   [cross_attention]
+//   blocks.N.norm2.*                    norm of the MLP sub-layer
+//   blocks.N.mlp.fc1.* (I or 2I, C)     a gated MLP's rows are [value | gate]
+//   blocks.N.mlp.fc2.* (C, I)
+//   final_norm.* [Pre-LN]   head.weight (V,C) [untied]
+// Q = H*D, K = Hkv*D. Biases and norm biases exist as the config's flags and norm kind say.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -41,31 +53,50 @@ class ParameterTable {
   long total_ = 0;
 };
 
+// A norm's parameters: weight (C), bias (C) or nullptr (RMSNorm).
+template <typename T>
+struct NormTensors {
+  T* weight = nullptr;
+  T* bias = nullptr;
+};
+
+// A linear layer's parameters: weight (out, in), bias (out) or nullptr.
+template <typename T>
+struct LinearTensors {
+  T* weight = nullptr;
+  T* bias = nullptr;
+};
+
+// An attention sub-layer: fused qkv, or q/k/v (cross-attention: always separate); nullptr where absent.
+template <typename T>
+struct AttentionTensors {
+  NormTensors<T> norm;
+  LinearTensors<T> qkv, q, k, v, proj;
+  T* q_norm = nullptr;  // (D) [qk_norm]
+  T* k_norm = nullptr;  // (D)
+};
+
+template <typename T>
+struct MlpTensors {
+  NormTensors<T> norm;
+  LinearTensors<T> fc1, fc2;
+};
+
 // Typed pointers into one arena (parameters or gradients or a moment), resolved once by name.
 template <typename T>
 struct BlockTensors {
-  T* norm1_weight;
-  T* norm1_bias;  // nullptr for RMSNorm
-  T* qkv_weight;  // (3C, C)
-  T* qkv_bias;    // (3C)
-  T* proj_weight; // (C, C)
-  T* proj_bias;   // (C)
-  T* norm2_weight;
-  T* norm2_bias;  // nullptr for RMSNorm
-  T* fc1_weight;  // (4C, C)
-  T* fc1_bias;    // (4C)
-  T* fc2_weight;  // (C, 4C)
-  T* fc2_bias;    // (C)
+  AttentionTensors<T> attn;
+  AttentionTensors<T> cross;  // all nullptr without cross-attention
+  MlpTensors<T> mlp;
 };
 
 template <typename T>
 struct ModelTensors {
   T* tok_emb;  // (V, C)
-  T* pos_emb;  // (T, C)
+  T* pos_emb;  // (T, C), nullptr with RoPE
   std::vector<BlockTensors<T>> blocks;
-  T* final_norm_weight;  // Pre-LN only, else nullptr
-  T* final_norm_bias;    // Pre-LN LayerNorm only, else nullptr
-  T* head_weight;        // (V, C)
+  NormTensors<T> final_norm;  // Pre-LN only, else nullptr
+  T* head_weight;             // (V, C); tok_emb when tied
 };
 
 template <typename T>

@@ -6,12 +6,12 @@
 namespace blocklab::probe {
 
 template <typename T>
-ResidualNorms residual_norms(const Model<T>& model) {
-  const int L = model.config().layers, B = model.batch(), Tn = model.seq_len(), C = model.config().width;
+ResidualNorms residual_norms(const Activations<T>& acts, int C) {
+  const int L = acts.layers(), B = acts.batch(), Tn = acts.seq_len();
   ResidualNorms r;
   std::vector<double> mean(C);
   for (int l = 0; l <= L; ++l) {
-    const T* h = model.stream(l);
+    const T* h = acts.stream(l);
     double vector_norms = 0, token_norms = 0;
     for (int b = 0; b < B; ++b) {
       std::fill(mean.begin(), mean.end(), 0.0);
@@ -34,7 +34,7 @@ ResidualNorms residual_norms(const Model<T>& model) {
   return r;
 }
 
-template ResidualNorms residual_norms(const Model<float>&);
-template ResidualNorms residual_norms(const Model<double>&);
+template ResidualNorms residual_norms(const Activations<float>&, int);
+template ResidualNorms residual_norms(const Activations<double>&, int);
 
 }  // namespace blocklab::probe

@@ -15,8 +15,8 @@ struct ResidualNorms {
   std::vector<double> mean_token_norm;   // L+1 entries
 };
 
-// From the activations of the model's last forward pass.
+// From the activations of a forward pass; C the model width.
 template <typename T>
-ResidualNorms residual_norms(const Model<T>& model);
+ResidualNorms residual_norms(const Activations<T>& acts, int C);
 
 }  // namespace blocklab::probe

@@ -47,9 +47,10 @@ void ResidualProbeWriter::operator()(Trainer& trainer) {
     probe_task.next(batch_, config.batch);
     have_batch_ = true;
   }
-  Model<float>& model = trainer.model();
-  model.forward_logits(batch_.inputs.data());
-  const ResidualNorms norms = residual_norms(model);
+  // The trainer's own activations: its step has run its backward, so they are free until the next step.
+  Activations<float>& acts = trainer.activations();
+  trainer.model().forward_logits(acts, batch_.inputs.data());
+  const ResidualNorms norms = residual_norms(acts, config.model.width);
   for (size_t l = 0; l < norms.mean_token_norm.size(); ++l)
     std::fprintf(file_, "%d,%zu,%.9g,%.9g\n", step, l, norms.mean_vector_norm[l], norms.mean_token_norm[l]);
   if (std::fflush(file_) != 0) throw Error(path_ + ": write failed: " + std::strerror(errno));

@@ -32,6 +32,12 @@ int parse_int32(const std::string& key, const std::string& text) {
   return static_cast<int>(v);
 }
 
+bool parse_bool(const std::string& key, const std::string& text) {
+  if (text == "true" || text == "1") return true;
+  if (text == "false" || text == "0") return false;
+  throw Error(key + ": expected true or false, got '" + text + "'");
+}
+
 double parse_float(const std::string& key, const std::string& text) {
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
@@ -61,6 +67,15 @@ std::vector<ConfigKey> make_keys() {
   auto add_enum = [&](std::string name, std::string help, auto parse, auto show) {
     k.push_back({name, KeyType::String, help, parse, [show](const RunConfig& c) { return nlohmann::json(show(c)); }});
   };
+  auto add_bool = [&](std::string name, std::string help, auto member) {
+    k.push_back({name, KeyType::Bool, help,
+                 [member, name](RunConfig& c, const std::string& s) { member(c) = parse_bool(name, s); },
+                 [member](const RunConfig& c) { return nlohmann::json(member(const_cast<RunConfig&>(c))); }});
+  };
+  auto add_model_enum = [&](std::string name, std::string help, auto parse, auto member) {
+    add_enum(name, help, [parse, member](RunConfig& c, const std::string& s) { member(c) = parse(s); },
+             [member](const RunConfig& c) { return to_string(member(const_cast<RunConfig&>(c))); });
+  };
 
   add_enum("task", "training task: copy",
            [](RunConfig& c, const std::string& s) {
@@ -68,6 +83,10 @@ std::vector<ConfigKey> make_keys() {
              c.task = s;
            },
            [](const RunConfig& c) { return c.task; });
+  add_enum(kBlockKey,
+           "block preset (seed, gpt2, qwen3, sd): sets the architecture keys; keys given with it override them",
+           [](RunConfig& c, const std::string& s) { apply_block_preset(c.model, s); },
+           [](const RunConfig& c) { return c.model.block; });
   add_enum("norm_placement", "where the norms sit: post (Post-LN) or pre (Pre-LN)",
            [](RunConfig& c, const std::string& s) { c.model.norm_placement = parse_norm_placement(s); },
            [](const RunConfig& c) { return to_string(c.model.norm_placement); });
@@ -77,7 +96,27 @@ std::vector<ConfigKey> make_keys() {
   add_int("layers", "number of transformer blocks", [](RunConfig& c) -> int& { return c.model.layers; });
   add_int("width", "model width C", [](RunConfig& c) -> int& { return c.model.width; });
   add_int("heads", "attention heads (must divide width)", [](RunConfig& c) -> int& { return c.model.heads; });
+  add_int("kv_heads", "key/value heads for grouped-query attention (0: as many as heads)",
+          [](RunConfig& c) -> int& { return c.model.kv_heads; });
+  add_int("head_dim", "size of one attention head (0: width / heads)", [](RunConfig& c) -> int& { return c.model.head_dim; });
   add_int("mlp_ratio", "MLP hidden width / model width", [](RunConfig& c) -> int& { return c.model.mlp_ratio; });
+  add_model_enum("mlp", "MLP kind: gelu (exact), gelu_tanh, swiglu or geglu", parse_mlp_kind,
+                 [](RunConfig& c) -> MlpKind& { return c.model.mlp; });
+  add_model_enum("qkv", "q/k/v projections: fused (one matrix) or separate", parse_qkv_layout,
+                 [](RunConfig& c) -> QkvLayout& { return c.model.qkv; });
+  add_bool("qkv_bias", "biases on the q/k/v projections", [](RunConfig& c) -> bool& { return c.model.qkv_bias; });
+  add_bool("proj_bias", "bias on the attention output projection",
+           [](RunConfig& c) -> bool& { return c.model.proj_bias; });
+  add_bool("mlp_bias", "biases on the MLP layers", [](RunConfig& c) -> bool& { return c.model.mlp_bias; });
+  add_bool("qk_norm", "RMSNorm on every q and k head (needs qkv = separate)",
+           [](RunConfig& c) -> bool& { return c.model.qk_norm; });
+  add_model_enum("positions", "position information: learned (a table) or rope", parse_positions,
+                 [](RunConfig& c) -> Positions& { return c.model.positions; });
+  add_float("rope_theta", "RoPE base theta", [](RunConfig& c) -> double& { return c.model.rope_theta; });
+  add_bool("cross_attention", "a cross-attention sub-layer over a context (copy task: the embedded first half)",
+           [](RunConfig& c) -> bool& { return c.model.cross_attention; });
+  add_bool("tie_head", "output head = token embedding (no head.weight)",
+           [](RunConfig& c) -> bool& { return c.model.tie_head; });
   add_int("vocab", "vocabulary size V", [](RunConfig& c) -> int& { return c.model.vocab; });
   add_int("copy_len", "copy task: n random tokens, then the same n again",
           [](RunConfig& c) -> int& { return c.copy_len; });
@@ -126,7 +165,23 @@ std::vector<ConfigKey> make_keys() {
   add_enum("on_nonfinite", "a non-finite loss or gradient: abort (stop, exit 1) or skip (no update)",
            [](RunConfig& c, const std::string& s) { c.on_nonfinite = parse_nonfinite_policy(s); },
            [](const RunConfig& c) { return to_string(c.on_nonfinite); });
+  // How and where a run executes, not what it computes.
+  for (ConfigKey& key : k)
+    for (const char* name : {"out", "threads", "log_every", "checkpoint_every", "keep_checkpoints"})
+      if (key.name == name) key.changes_results = false;
   return k;
+}
+
+// Keys of a source in the order they apply: the block preset first (it sets many keys at once), then
+// the rest in the source's own order.
+template <typename Items, typename Name>
+std::vector<typename Items::value_type> block_key_first(const Items& items, Name name_of) {
+  std::vector<typename Items::value_type> ordered;
+  for (const auto& item : items)
+    if (name_of(item) == kBlockKey) ordered.push_back(item);
+  for (const auto& item : items)
+    if (name_of(item) != kBlockKey) ordered.push_back(item);
+  return ordered;
 }
 
 std::string toml_position(const toml::source_region& src) {
@@ -240,7 +295,11 @@ void apply_toml_text(RunConfig& config, std::string_view text, const std::string
 
 namespace {
 void apply_toml_table(RunConfig& config, const toml::table& table, const std::string& path) {
-  for (const auto& [key_node, node] : table) {
+  std::vector<std::pair<const toml::key*, const toml::node*>> items;
+  for (const auto& [key_node, node] : table) items.emplace_back(&key_node, &node);
+  for (const auto& [key_ptr, node_ptr] : block_key_first(items, [](const auto& item) { return std::string(item.first->str()); })) {
+    const toml::key& key_node = *key_ptr;
+    const toml::node& node = *node_ptr;
     const std::string key(key_node.str());
     const std::string where = path + ":" + toml_position(key_node.source()) + ": ";
     const ConfigKey* k = find_config_key(key);
@@ -249,6 +308,9 @@ void apply_toml_table(RunConfig& config, const toml::table& table, const std::st
     if (k->type == KeyType::Int) {
       if (!node.is_integer()) throw Error(where + key + " must be an integer");
       text = std::to_string(node.as_integer()->get());
+    } else if (k->type == KeyType::Bool) {
+      if (!node.is_boolean()) throw Error(where + key + " must be true or false");
+      text = node.as_boolean()->get() ? "true" : "false";
     } else if (k->type == KeyType::Float) {
       if (node.is_integer())
         text = std::to_string(node.as_integer()->get());
@@ -271,11 +333,15 @@ void apply_toml_table(RunConfig& config, const toml::table& table, const std::st
 
 void apply_json(RunConfig& config, const nlohmann::json& values) {
   if (!values.is_object()) throw Error("config must be a JSON object");
-  for (const auto& [key, value] : values.items()) {
+  std::vector<std::pair<std::string, nlohmann::json>> items;
+  for (const auto& [key, value] : values.items()) items.emplace_back(key, value);
+  for (const auto& [key, value] : block_key_first(items, [](const auto& item) { return item.first; })) {
     const ConfigKey* k = find_config_key(key);
     if (k == nullptr) throw Error("unknown config key '" + key + "'");
     if (value.is_string())
       k->set(config, value.get<std::string>());
+    else if (value.is_boolean())
+      k->set(config, value.get<bool>() ? "true" : "false");
     else if (value.is_number_integer() || value.is_number_unsigned())
       k->set(config, value.dump());
     else if (value.is_number_float())
@@ -300,6 +366,8 @@ void resolve(RunConfig& config) {
   if (config.model.seq_len != task_len)
     throw Error("seq_len " + std::to_string(config.model.seq_len) + " does not match the copy task (2 * copy_len - 1 = " +
                 std::to_string(task_len) + ")");
+  // Cross-attention's context on the copy task: the embedded first half (the n tokens to be copied).
+  config.model.context_len = config.model.cross_attention ? config.copy_len : 0;
   config.model.validate();
   if (!(config.lr > 0)) throw Error("lr must be positive");
   if (config.warmup < 0) throw Error("warmup must be >= 0");

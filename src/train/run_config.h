@@ -46,7 +46,7 @@ struct RunConfig {
   Schedule make_schedule() const { return Schedule{schedule, lr, warmup, steps, min_lr}; }
 };
 
-enum class KeyType { Int, Float, String };
+enum class KeyType { Int, Float, String, Bool };
 
 struct ConfigKey {
   std::string name;  // snake_case; the flag is --name-with-dashes
@@ -54,12 +54,19 @@ struct ConfigKey {
   std::string help;
   std::function<void(RunConfig&, const std::string&)> set;  // from text, validated
   std::function<nlohmann::json(const RunConfig&)> get;
+  // False for keys that say how or where a run executes (out, threads, logging, checkpoint cadence),
+  // not what it computes: two configs that differ only in such keys give the same numbers.
+  bool changes_results = true;
 };
+
+// The key that selects a block preset. Every config source (flags, TOML, JSON) applies it before its
+// other keys, so that `--block qwen3 --kv-heads 2` means the qwen3 block with 2 kv heads.
+inline constexpr const char* kBlockKey = "block";
 
 const std::vector<ConfigKey>& config_keys();
 const ConfigKey* find_config_key(const std::string& name);
 
-// Sets one key from text ("24", "1e-3", "pre"). Throws Error for an unknown key or a bad value.
+// Sets one key from text ("24", "1e-3", "pre", "true"). Throws Error for an unknown key or a bad value.
 void set_config_value(RunConfig& config, const std::string& key, const std::string& value);
 // Applies a TOML file of top-level keys. Unknown keys, wrong types, tables: Error naming file and line.
 void apply_toml_file(RunConfig& config, const std::string& path);

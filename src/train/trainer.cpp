@@ -11,7 +11,8 @@ namespace blocklab {
 
 Trainer::Trainer(const RunConfig& config)
     : config_(config),
-      model_(config.model, config.batch, 2 * config.copy_len - 1),
+      model_(config.model),
+      acts_(model_.make_activations(config.batch, 2 * config.copy_len - 1)),
       optimizer_(config.adam, model_.params().size()),
       task_(config.model.vocab, config.copy_len, data_seed(config.seed)),
       schedule_(config.make_schedule()) {
@@ -23,8 +24,8 @@ StepResult Trainer::step() {
   StepResult r;
   r.step = steps_done_ + 1;
   task_.next(batch_, config_.batch);
-  r.loss = model_.forward(batch_.inputs.data(), batch_.targets.data(), batch_.loss_mask.data());
-  model_.backward();
+  r.loss = model_.forward(acts_, batch_.inputs.data(), batch_.targets.data(), batch_.loss_mask.data());
+  model_.backward(acts_);
   if (std::find(inject_steps_.begin(), inject_steps_.end(), r.step) != inject_steps_.end())
     model_.grads()[inject_offset_] = std::numeric_limits<float>::quiet_NaN();
   r.grad_norm = global_norm<float>(model_.grads());

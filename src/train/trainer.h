@@ -51,6 +51,9 @@ class Trainer {
 
   const RunConfig& config() const { return config_; }
   Model<float>& model() { return model_; }
+  // The activations of the last step's forward. A step runs its backward before it returns, so between
+  // steps they are free for another forward (e.g. a probe) on the same batch shape.
+  Activations<float>& activations() { return acts_; }
   Adam<float>& optimizer() { return optimizer_; }
   CopyTask& task() { return task_; }
 
@@ -60,6 +63,7 @@ class Trainer {
  private:
   RunConfig config_;
   Model<float> model_;
+  Activations<float> acts_;
   Adam<float> optimizer_;
   CopyTask task_;
   Batch batch_;

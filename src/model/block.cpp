@@ -1,0 +1,412 @@
+#include "model/block.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "kernels/attention.h"
+#include "kernels/elementwise.h"
+#include "kernels/gelu_tanh.h"
+#include "kernels/glu.h"
+#include "kernels/attention_gqa.h"
+#include "kernels/linear.h"
+#include "kernels/linear_gelu.h"
+#include "kernels/norm.h"
+#include "kernels/rope.h"
+#include "util/error.h"
+
+namespace blocklab {
+
+using namespace kernels;
+
+namespace {
+
+template <typename T>
+void zero(T* p, long n) {
+  std::fill(p, p + n, T(0));
+}
+
+// Hands out 64-byte-aligned slices of one arena: with a null base it only counts.
+template <typename T>
+class Carver {
+ public:
+  explicit Carver(T* base) : base_(base) {}
+  T* take(long numel) {
+    T* p = base_ == nullptr ? nullptr : base_ + used_;
+    used_ += (numel + 15) / 16 * 16;
+    return p;
+  }
+  long used() const { return used_; }
+
+ private:
+  T* base_;
+  long used_ = 0;
+};
+
+bool in_norm(const ModelConfig& c) { return c.norm_placement == NormPlacement::Pre; }
+bool after_norm(const ModelConfig& c) { return c.norm_placement == NormPlacement::Post; }
+
+// The register-tiled causal attention of kernels/attention.h serves the fused [q | k | v] layout with
+// as many kv heads as heads and D = C/H (the seed model); everything else goes through the general
+// grouped-query kernel.
+bool fast_attention(const ModelConfig& c) {
+  return c.qkv == QkvLayout::Fused && c.kv_head_count() == c.heads && c.q_dim() == c.width;
+}
+
+template <typename T>
+void norm_forward(NormActs<T>& n, const T* x, const NormTensors<T>& w, const ModelConfig& c, long N) {
+  const T eps = static_cast<T>(c.norm_eps);
+  if (c.norm == NormKind::LayerNorm)
+    layernorm_forward(n.out, n.mean, n.rstd, x, w.weight, w.bias, static_cast<int>(N), c.width, eps);
+  else
+    rmsnorm_forward(n.out, n.rstd, x, w.weight, static_cast<int>(N), c.width, eps);
+}
+
+// dx += Norm backward of dout.
+template <typename T>
+void norm_backward(T* dx, const NormTensors<T>& g, const T* dout, const T* x, const NormTensors<T>& w,
+                   const NormActs<T>& n, const ModelConfig& c, long N) {
+  if (c.norm == NormKind::LayerNorm)
+    layernorm_backward(dx, g.weight, g.bias, dout, x, w.weight, n.mean, n.rstd, static_cast<int>(N), c.width);
+  else
+    rmsnorm_backward(dx, g.weight, dout, x, w.weight, n.rstd, static_cast<int>(N), c.width);
+}
+
+template <typename T>
+void carve_norm(NormActs<T>& n, Carver<T>& a, const ModelConfig& c, long N) {
+  n.out = a.take(N * c.width);
+  if (c.norm == NormKind::LayerNorm) n.mean = a.take(N);
+  n.rstd = a.take(N);
+}
+
+template <typename T>
+void carve_attention(AttentionActs<T>& a, Carver<T>& m, const ModelConfig& c, const BlockDims& d, bool cross) {
+  const long N = d.N(), Nk = cross ? d.Nc() : d.N(), Tk = cross ? d.Tc : d.T;
+  if (in_norm(c)) carve_norm(a.in, m, c, N);
+  if (!cross && c.qkv == QkvLayout::Fused) {
+    a.qkv = m.take(N * (d.Q + 2L * d.K));
+  } else {
+    a.q = m.take(N * d.Q), a.k = m.take(Nk * d.K), a.v = m.take(Nk * d.K);
+    if (!cross && c.qk_norm) {
+      a.q_normed = m.take(N * d.Q), a.k_normed = m.take(N * d.K);
+      a.q_rstd = m.take(N * d.H), a.k_rstd = m.take(N * d.Hkv);
+    }
+  }
+  a.att = m.take(static_cast<long>(d.B) * d.H * d.T * Tk);
+  a.y = m.take(N * d.Q), a.out = m.take(N * d.C), a.resid = m.take(N * d.C);
+  if (after_norm(c)) carve_norm(a.after, m, c, N);
+}
+
+// The attention read q, k, v at these places (after q/k norm and RoPE).
+template <typename T>
+struct QkvView {
+  const T *q, *k, *v;
+  long q_stride, k_stride, v_stride;
+};
+
+template <typename T>
+QkvView<T> qkv_view(const AttentionActs<T>& a, const BlockDims& d) {
+  if (a.qkv != nullptr) {
+    const long s = d.Q + 2L * d.K;
+    return {a.qkv, a.qkv + d.Q, a.qkv + d.Q + d.K, s, s, s};
+  }
+  const T* q = a.q_normed != nullptr ? a.q_normed : a.q;
+  const T* k = a.k_normed != nullptr ? a.k_normed : a.k;
+  return {q, k, a.v, d.Q, d.K, d.K};
+}
+
+// F of the (self- or cross-) attention sub-layer: inp (N,C) -> a.out (N,C).
+template <typename T>
+void attention_forward_sublayer(AttentionActs<T>& a, const T* inp, const AttentionTensors<T>& w,
+                                const BlockInputs<T>& in, bool cross) {
+  const ModelConfig& c = *in.config;
+  const BlockDims& d = in.dims;
+  const int N = static_cast<int>(d.N()), Tk = cross ? d.Tc : d.T;
+  const bool rope = !cross && c.positions == Positions::RoPE;
+  const T scale = T(1) / std::sqrt(static_cast<T>(d.D));
+  if (a.qkv != nullptr) {
+    // qkv = inp @ W^T + b: (N, Q+2K) = [q | k | v]
+    linear_forward(a.qkv, inp, w.qkv.weight, static_cast<const T*>(w.qkv.bias), N, d.C, d.Q + 2 * d.K);
+    if (rope) {
+      const long s = d.Q + 2L * d.K;
+      rope_forward(a.qkv, in.rope_cos, in.rope_sin, d.B, d.T, d.H, d.D / 2, s);
+      rope_forward(a.qkv + d.Q, in.rope_cos, in.rope_sin, d.B, d.T, d.Hkv, d.D / 2, s);
+    }
+  } else {
+    // q = inp Wq^T; k, v = kv_inp Wk^T, kv_inp Wv^T with kv_inp the context for cross-attention
+    const T* kv_inp = cross ? in.context : inp;
+    const int Nk = cross ? static_cast<int>(d.Nc()) : N;
+    linear_forward(a.q, inp, w.q.weight, static_cast<const T*>(w.q.bias), N, d.C, d.Q);
+    linear_forward(a.k, kv_inp, w.k.weight, static_cast<const T*>(w.k.bias), Nk, d.C, d.K);
+    linear_forward(a.v, kv_inp, w.v.weight, static_cast<const T*>(w.v.bias), Nk, d.C, d.K);
+    T* q = a.q;
+    T* k = a.k;
+    if (a.q_normed != nullptr) {
+      // q, k = RMSNorm_D(q), RMSNorm_D(k) per head (rows of D)
+      const T eps = static_cast<T>(c.norm_eps);
+      rmsnorm_forward(a.q_normed, a.q_rstd, a.q, w.q_norm, N * d.H, d.D, eps);
+      rmsnorm_forward(a.k_normed, a.k_rstd, a.k, w.k_norm, N * d.Hkv, d.D, eps);
+      q = a.q_normed;
+      k = a.k_normed;
+    }
+    if (rope) {
+      rope_forward(q, in.rope_cos, in.rope_sin, d.B, d.T, d.H, d.D / 2, d.Q);
+      rope_forward(k, in.rope_cos, in.rope_sin, d.B, d.T, d.Hkv, d.D / 2, d.K);
+    }
+  }
+  if (!cross && fast_attention(c)) {
+    attention_forward(a.y, a.att, in.attention_scratch, a.qkv, d.B, d.T, d.C, d.H);
+  } else {
+    const QkvView<T> v = qkv_view(a, d);
+    attention_gqa_forward(a.y, static_cast<long>(d.Q), a.att, in.attention_scratch, v.q, v.q_stride, v.k, v.k_stride,
+                          v.v, v.v_stride, d.B, d.T, Tk, d.H, d.Hkv, d.D, !cross, scale);
+  }
+  // out = y Wo^T + bo
+  linear_forward(a.out, a.y, w.proj.weight, static_cast<const T*>(w.proj.bias), N, d.Q, d.C);
+}
+
+// Backward of F of the attention sub-layer. dout = d a.out (N,C). The gradient of F's input is written
+// into dinp as `write` says; for cross-attention the context's gradient is added to s.d_context.
+template <typename T>
+void attention_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, const AttentionTensors<T>& g,
+                                 const T* dout, const AttentionActs<T>& a, const T* inp, const AttentionTensors<T>& w,
+                                 const BlockInputs<T>& in, bool cross) {
+  const ModelConfig& c = *in.config;
+  const BlockDims& d = in.dims;
+  const int N = static_cast<int>(d.N()), Tk = cross ? d.Tc : d.T;
+  const bool rope = !cross && c.positions == Positions::RoPE;
+  const T scale = T(1) / std::sqrt(static_cast<T>(d.D));
+  // out = y Wo^T + bo
+  linear_backward(s.d_y, g.proj.weight, g.proj.bias, dout, a.y, w.proj.weight, N, d.Q, d.C, GradWrite::Overwrite);
+  if (a.qkv != nullptr) {
+    const long stride = d.Q + 2L * d.K;
+    if (!cross && fast_attention(c)) {
+      attention_backward(s.d_qkv, in.attention_scratch, s.d_y, a.qkv, a.att, d.B, d.T, d.C, d.H);
+    } else {
+      const QkvView<T> v = qkv_view(a, d);
+      attention_gqa_backward(s.d_qkv, stride, s.d_qkv + d.Q, stride, s.d_qkv + d.Q + d.K, stride, in.attention_scratch,
+                             static_cast<const T*>(s.d_y), static_cast<long>(d.Q), v.q, v.q_stride, v.k, v.k_stride,
+                             v.v, v.v_stride, a.att, d.B, d.T, Tk, d.H, d.Hkv, d.D, !cross, scale);
+    }
+    if (rope) {  // q, k = RoPE(q), RoPE(k): rotate the gradients back
+      rope_backward(s.d_qkv, in.rope_cos, in.rope_sin, d.B, d.T, d.H, d.D / 2, stride);
+      rope_backward(s.d_qkv + d.Q, in.rope_cos, in.rope_sin, d.B, d.T, d.Hkv, d.D / 2, stride);
+    }
+    // qkv = inp @ W^T + b
+    linear_backward(dinp, g.qkv.weight, g.qkv.bias, s.d_qkv, inp, w.qkv.weight, N, d.C, d.Q + 2 * d.K, write);
+    return;
+  }
+  const int Nk = cross ? static_cast<int>(d.Nc()) : N;
+  T* dq = s.d_qkv;
+  T* dk = dq + static_cast<long>(N) * d.Q;
+  T* dv = dk + static_cast<long>(Nk) * d.K;
+  const QkvView<T> v = qkv_view(a, d);
+  attention_gqa_backward(dq, static_cast<long>(d.Q), dk, static_cast<long>(d.K), dv, static_cast<long>(d.K),
+                         in.attention_scratch, static_cast<const T*>(s.d_y), static_cast<long>(d.Q), v.q, v.q_stride,
+                         v.k, v.k_stride, v.v, v.v_stride, a.att, d.B, d.T, Tk, d.H, d.Hkv, d.D, !cross, scale);
+  if (rope) {
+    rope_backward(dq, in.rope_cos, in.rope_sin, d.B, d.T, d.H, d.D / 2, d.Q);
+    rope_backward(dk, in.rope_cos, in.rope_sin, d.B, d.T, d.Hkv, d.D / 2, d.K);
+  }
+  const T* dq_pre = dq;
+  const T* dk_pre = dk;
+  if (a.q_normed != nullptr) {
+    // q_normed = RMSNorm_D(q): dq_pre = its backward (the kernel accumulates: zero first)
+    T* dqp = s.d_qk_pre;
+    T* dkp = dqp + static_cast<long>(N) * d.Q;
+    zero(dqp, static_cast<long>(N) * (d.Q + d.K));
+    rmsnorm_backward(dqp, g.q_norm, dq, a.q, w.q_norm, a.q_rstd, N * d.H, d.D);
+    rmsnorm_backward(dkp, g.k_norm, dk, a.k, w.k_norm, a.k_rstd, N * d.Hkv, d.D);
+    dq_pre = dqp;
+    dk_pre = dkp;
+  }
+  // q = inp Wq^T + bq;  k, v = kv_inp Wk^T + bk, kv_inp Wv^T + bv
+  linear_backward(dinp, g.q.weight, g.q.bias, dq_pre, inp, w.q.weight, N, d.C, d.Q, write);
+  if (cross) {
+    linear_backward(s.d_context, g.k.weight, g.k.bias, dk_pre, in.context, w.k.weight, Nk, d.C, d.K);
+    linear_backward(s.d_context, g.v.weight, g.v.bias, static_cast<const T*>(dv), in.context, w.v.weight, Nk, d.C,
+                    d.K);
+  } else {
+    linear_backward(dinp, g.k.weight, g.k.bias, dk_pre, inp, w.k.weight, N, d.C, d.K);
+    linear_backward(dinp, g.v.weight, g.v.bias, static_cast<const T*>(dv), inp, w.v.weight, N, d.C, d.K);
+  }
+}
+
+// F of the MLP sub-layer: inp (N,C) -> a.out (N,C).
+template <typename T>
+void mlp_forward_sublayer(MlpActs<T>& a, const T* inp, const MlpTensors<T>& w, const BlockInputs<T>& in) {
+  const ModelConfig& c = *in.config;
+  const BlockDims& d = in.dims;
+  const int N = static_cast<int>(d.N());
+  switch (c.mlp) {
+    case MlpKind::Gelu:  // act = gelu(inp W1^T + b1), fused
+      linear_gelu_forward(a.act, a.pre, inp, w.fc1.weight, static_cast<const T*>(w.fc1.bias), N, d.C, d.I);
+      break;
+    case MlpKind::GeluTanh:
+      linear_forward(a.pre, inp, w.fc1.weight, static_cast<const T*>(w.fc1.bias), N, d.C, d.I);
+      gelu_tanh_forward(a.act, static_cast<const T*>(a.pre), static_cast<long>(N) * d.I);
+      break;
+    case MlpKind::SwiGLU:
+    case MlpKind::GeGLU:  // [value | gate] = inp W1^T + b1;  act = value * f(gate)
+      linear_forward(a.pre, inp, w.fc1.weight, static_cast<const T*>(w.fc1.bias), N, d.C, d.I_in);
+      glu_forward(a.act, static_cast<const T*>(a.pre), N, d.I, c.mlp == MlpKind::SwiGLU ? GluKind::SwiGLU : GluKind::GeGLU);
+      break;
+  }
+  // out = act W2^T + b2
+  linear_forward(a.out, a.act, w.fc2.weight, static_cast<const T*>(w.fc2.bias), N, d.I, d.C);
+}
+
+template <typename T>
+void mlp_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, const MlpTensors<T>& g, const T* dout,
+                           const MlpActs<T>& a, const T* inp, const MlpTensors<T>& w, const BlockInputs<T>& in) {
+  const ModelConfig& c = *in.config;
+  const BlockDims& d = in.dims;
+  const int N = static_cast<int>(d.N());
+  if (c.mlp == MlpKind::Gelu) {
+    // d_pre from fc2 and GELU' in one pass
+    gelu_linear_backward(s.d_pre, g.fc2.weight, g.fc2.bias, dout, a.pre, a.act, w.fc2.weight, N, d.I, d.C);
+  } else {
+    linear_backward(s.d_act, g.fc2.weight, g.fc2.bias, dout, a.act, w.fc2.weight, N, d.I, d.C, GradWrite::Overwrite);
+    if (c.mlp == MlpKind::GeluTanh)
+      gelu_tanh_backward(s.d_pre, static_cast<const T*>(s.d_act), static_cast<const T*>(a.pre), static_cast<long>(N) * d.I);
+    else
+      glu_backward(s.d_pre, static_cast<const T*>(s.d_act), static_cast<const T*>(a.pre), N, d.I,
+                   c.mlp == MlpKind::SwiGLU ? GluKind::SwiGLU : GluKind::GeGLU);
+  }
+  linear_backward(dinp, g.fc1.weight, g.fc1.bias, static_cast<const T*>(s.d_pre), inp, w.fc1.weight, N, d.C, d.I_in,
+                  write);
+}
+
+// One sub-layer y = after(x + F(in(x))), forward.  Returns y.
+template <typename T, typename Acts, typename Tensors, typename Forward>
+const T* sublayer_forward(Acts& a, const T* x, const Tensors& w, const BlockInputs<T>& in, Forward&& F) {
+  const ModelConfig& c = *in.config;
+  const long N = in.dims.N();
+  const T* f_in = x;
+  if (in_norm(c)) {
+    norm_forward(a.in, x, w.norm, c, N);
+    f_in = a.in.out;
+  }
+  F(a, f_in);
+  residual_forward(a.resid, x, static_cast<const T*>(a.out), N * c.width);
+  if (!after_norm(c)) return a.resid;
+  norm_forward(a.after, static_cast<const T*>(a.resid), w.norm, c, N);
+  return a.after.out;
+}
+
+// Backward of one sub-layer. d (N,C): d loss / dy on entry, d loss / dx on exit (possibly swapped with
+// s.d_other). F_backward(dinp, write, dout, f_in) differentiates F.
+template <typename T, typename Acts, typename Tensors, typename Backward>
+void sublayer_backward(T*& d, BlockScratch<T>& s, const Tensors& g, const Acts& a, const T* x, const Tensors& w,
+                       const BlockInputs<T>& in, Backward&& F_backward) {
+  const ModelConfig& c = *in.config;
+  const long N = in.dims.N();
+  if (after_norm(c)) {
+    // y = Norm(resid): d_resid = its backward, into the other buffer (the kernel accumulates)
+    zero(s.d_other, N * c.width);
+    norm_backward(s.d_other, g.norm, static_cast<const T*>(d), static_cast<const T*>(a.resid), w.norm, a.after, c, N);
+    std::swap(d, s.d_other);
+  }
+  // resid = x + F(f_in): d_x = d_resid (kept in d) + F's input gradient
+  if (in_norm(c)) {
+    F_backward(s.d_in, GradWrite::Overwrite, static_cast<const T*>(d), static_cast<const T*>(a.in.out));
+    // f_in = Norm(x): d_x += its backward
+    norm_backward(d, g.norm, static_cast<const T*>(s.d_in), x, w.norm, a.in, c, N);
+  } else {
+    F_backward(d, GradWrite::Accumulate, static_cast<const T*>(d), x);
+  }
+}
+
+}  // namespace
+
+BlockDims BlockDims::of(const ModelConfig& c, int batch, int seq_len) {
+  BlockDims d;
+  d.B = batch, d.T = seq_len, d.Tc = c.cross_attention ? std::min(c.context_len, seq_len) : 0;
+  d.C = c.width, d.H = c.heads, d.Hkv = c.kv_head_count(), d.D = c.head_size();
+  d.Q = c.q_dim(), d.K = c.kv_dim(), d.I = c.mlp_hidden(), d.I_in = c.mlp_in_width();
+  return d;
+}
+
+template <typename T>
+long carve_block_acts(BlockActs<T>& a, T* base, const ModelConfig& c, const BlockDims& d) {
+  Carver<T> m(base);
+  a = BlockActs<T>{};
+  const long N = d.N();
+  carve_attention(a.attn, m, c, d, false);
+  if (c.cross_attention) carve_attention(a.cross, m, c, d, true);
+  MlpActs<T>& p = a.mlp;
+  if (in_norm(c)) carve_norm(p.in, m, c, N);
+  p.pre = m.take(N * d.I_in), p.act = m.take(N * d.I), p.out = m.take(N * d.C), p.resid = m.take(N * d.C);
+  if (after_norm(c)) carve_norm(p.after, m, c, N);
+  a.output = after_norm(c) ? p.after.out : p.resid;
+  return m.used();
+}
+
+template <typename T>
+long carve_block_scratch(BlockScratch<T>& s, T* base, const ModelConfig& c, const BlockDims& d) {
+  Carver<T> m(base);
+  s = BlockScratch<T>{};
+  const long N = d.N();
+  s.d_other = m.take(N * d.C), s.d_in = m.take(N * d.C);
+  const long self_qkv = N * (d.Q + 2L * d.K), cross_qkv = N * d.Q + 2 * d.Nc() * d.K;
+  s.d_qkv = m.take(std::max(self_qkv, cross_qkv));
+  if (c.qk_norm) s.d_qk_pre = m.take(N * (d.Q + d.K));
+  s.d_y = m.take(N * d.Q);
+  if (c.mlp != MlpKind::Gelu) s.d_act = m.take(N * d.I);
+  s.d_pre = m.take(N * d.I_in);
+  size_t attention = fast_attention(c) ? attention_scratch_size(d.B, d.T, d.C, d.H)
+                                       : attention_gqa_scratch_size(d.B, d.T, d.T, d.H, d.D);
+  if (c.cross_attention) attention = std::max(attention, attention_gqa_scratch_size(d.B, d.T, d.Tc, d.H, d.D));
+  s.attention = m.take(static_cast<long>(attention));
+  if (c.cross_attention) s.d_context = m.take(d.Nc() * d.C);
+  return m.used();
+}
+
+template <typename T>
+void block_forward(BlockActs<T>& a, const T* x, const BlockTensors<T>& w, const BlockInputs<T>& in) {
+  const T* h = sublayer_forward(a.attn, x, w.attn, in, [&](AttentionActs<T>& acts, const T* inp) {
+    attention_forward_sublayer(acts, inp, w.attn, in, false);
+  });
+  if (in.config->cross_attention)
+    h = sublayer_forward(a.cross, h, w.cross, in, [&](AttentionActs<T>& acts, const T* inp) {
+      attention_forward_sublayer(acts, inp, w.cross, in, true);
+    });
+  h = sublayer_forward(a.mlp, h, w.mlp, in,
+                       [&](MlpActs<T>& acts, const T* inp) { mlp_forward_sublayer(acts, inp, w.mlp, in); });
+  BLOCKLAB_CHECK(h == a.output, "block output carved in the wrong place");
+}
+
+template <typename T>
+void block_backward(T*& d_stream, BlockScratch<T>& s, const BlockTensors<T>& g, const BlockActs<T>& a, const T* x,
+                    const BlockTensors<T>& w, const BlockInputs<T>& in) {
+  const bool cross = in.config->cross_attention;
+  const bool post = after_norm(*in.config);
+  // The input of each sub-layer is the output of the one before (x for the first).
+  auto output_of = [post](const auto& acts) -> const T* { return post ? acts.after.out : acts.resid; };
+  const T* mlp_x = cross ? output_of(a.cross) : output_of(a.attn);
+  sublayer_backward(d_stream, s, g.mlp, a.mlp, mlp_x, w.mlp, in,
+                    [&](T* dinp, GradWrite write, const T* dout, const T* inp) {
+                      mlp_backward_sublayer(dinp, write, s, g.mlp, dout, a.mlp, inp, w.mlp, in);
+                    });
+  if (cross)
+    sublayer_backward(d_stream, s, g.cross, a.cross, output_of(a.attn), w.cross, in,
+                      [&](T* dinp, GradWrite write, const T* dout, const T* inp) {
+                        attention_backward_sublayer(dinp, write, s, g.cross, dout, a.cross, inp, w.cross, in, true);
+                      });
+  sublayer_backward(d_stream, s, g.attn, a.attn, x, w.attn, in,
+                    [&](T* dinp, GradWrite write, const T* dout, const T* inp) {
+                      attention_backward_sublayer(dinp, write, s, g.attn, dout, a.attn, inp, w.attn, in, false);
+                    });
+}
+
+#define BLOCKLAB_INSTANTIATE(T)                                                                                     \
+  template long carve_block_acts<T>(BlockActs<T>&, T*, const ModelConfig&, const BlockDims&);                       \
+  template long carve_block_scratch<T>(BlockScratch<T>&, T*, const ModelConfig&, const BlockDims&);                 \
+  template void block_forward<T>(BlockActs<T>&, const T*, const BlockTensors<T>&, const BlockInputs<T>&);           \
+  template void block_backward<T>(T*&, BlockScratch<T>&, const BlockTensors<T>&, const BlockActs<T>&, const T*,     \
+                                  const BlockTensors<T>&, const BlockInputs<T>&);
+BLOCKLAB_INSTANTIATE(float)
+BLOCKLAB_INSTANTIATE(double)
+#undef BLOCKLAB_INSTANTIATE
+
+}  // namespace blocklab

@@ -1,0 +1,112 @@
+#pragma once
+// One transformer block, forward and backward side by side, for every BlockConfig.
+//
+// A block is a list of sub-layers: self-attention, cross-attention (optional), MLP. Each is
+//   y = after( x + F( in(x) ) )                in, after: an optional norm each (see config.h)
+// so a placement is a pair of flags per sub-layer, and forward/backward are written once over them:
+//   Post-LN: in = none, after = Norm.   Pre-LN: in = Norm, after = none.
+//
+// The activations a forward saves are carved from the config (BlockActs); the backward reads them and
+// nothing else, so a second forward into another BlockActs (e.g. a probe) never disturbs a pending backward.
+#include <cstdint>
+
+#include "model/config.h"
+#include "model/parameters.h"
+
+namespace blocklab {
+
+// Shapes of one forward: N = B*T rows of the stream, Nc = B*Tc rows of the cross-attention context.
+struct BlockDims {
+  int B = 0, T = 0, Tc = 0;  // batch, sequence length, context length (0 without cross-attention)
+  int C = 0, H = 0, Hkv = 0, D = 0, Q = 0, K = 0, I = 0, I_in = 0;  // Q = H*D, K = Hkv*D, I_in: fc1 outputs
+  long N() const { return static_cast<long>(B) * T; }
+  long Nc() const { return static_cast<long>(B) * Tc; }
+  static BlockDims of(const ModelConfig& config, int batch, int seq_len);
+};
+
+template <typename T>
+struct NormActs {
+  T* out = nullptr;   // (N,C) the normalised rows
+  T* mean = nullptr;  // (N) LayerNorm only
+  T* rstd = nullptr;  // (N)
+};
+
+template <typename T>
+struct AttentionActs {
+  NormActs<T> in;      // [Pre-LN] in(x)
+  T* qkv = nullptr;    // fused (N, Q+2K) [q | k | v], q and k parts rotated in place by RoPE
+  T* q = nullptr;      // separate: (N,Q) q projection (rotated in place by RoPE when there is no q/k norm)
+  T* k = nullptr;      // (N,K) or (Nc,K) for cross-attention
+  T* v = nullptr;      // (N,K) or (Nc,K)
+  T* q_normed = nullptr;  // [qk_norm] (N,Q) per-head RMSNorm of q, then RoPE in place
+  T* k_normed = nullptr;  // [qk_norm] (N,K)
+  T* q_rstd = nullptr;    // [qk_norm] (N*H)
+  T* k_rstd = nullptr;    // [qk_norm] (N*Hkv)
+  T* att = nullptr;    // (B,H,T,Tk) softmax probabilities
+  T* y = nullptr;      // (N,Q) attention output, heads concatenated
+  T* out = nullptr;    // (N,C) F(x): the output projection
+  T* resid = nullptr;  // (N,C) x + F(x)
+  NormActs<T> after;   // [Post-LN] after(resid)
+};
+
+template <typename T>
+struct MlpActs {
+  NormActs<T> in;      // [Pre-LN]
+  T* pre = nullptr;    // (N, I_in) fc1 output (gated: [value | gate])
+  T* act = nullptr;    // (N, I) activation output, fc2's input
+  T* out = nullptr;    // (N,C) F(x)
+  T* resid = nullptr;  // (N,C) x + F(x)
+  NormActs<T> after;   // [Post-LN]
+};
+
+template <typename T>
+struct BlockActs {
+  AttentionActs<T> attn;
+  AttentionActs<T> cross;  // [cross_attention]
+  MlpActs<T> mlp;
+  const T* output = nullptr;  // (N,C) the block's output (mlp.after.out or mlp.resid)
+};
+
+// Working memory of block_backward, shared by all blocks of a stack (the backward walks them one at a time).
+template <typename T>
+struct BlockScratch {
+  T* d_other = nullptr;  // (N,C) the second stream-gradient buffer (Post-LN norms ping-pong with it)
+  T* d_in = nullptr;     // (N,C) gradient of F's input when an input norm follows
+  T* d_qkv = nullptr;    // (N, Q+2K): fused dqkv, or dq (N,Q) | dk (N,K) | dv (N,K); cross: dk, dv are (Nc,K)
+  T* d_qk_pre = nullptr; // [qk_norm] (N, Q+K): gradients of the q/k projections' outputs
+  T* d_y = nullptr;      // (N,Q)
+  T* d_act = nullptr;    // (N,I) [MLP kinds other than exact GELU]
+  T* d_pre = nullptr;    // (N, I_in)
+  T* attention = nullptr;  // attention kernels' work space, forward and backward
+  T* d_context = nullptr;  // [cross_attention] (Nc,C) accumulates over all blocks
+};
+
+// Sizes in elements, for the carving code; a (T*)nullptr base counts, a real base binds.
+template <typename T>
+long carve_block_acts(BlockActs<T>& a, T* base, const ModelConfig& config, const BlockDims& d);
+template <typename T>
+long carve_block_scratch(BlockScratch<T>& s, T* base, const ModelConfig& config, const BlockDims& d);
+
+// What every block of a stack shares in one forward/backward.
+template <typename T>
+struct BlockInputs {
+  const ModelConfig* config = nullptr;
+  BlockDims dims;
+  const T* rope_cos = nullptr;  // (T, D/2) [RoPE]
+  const T* rope_sin = nullptr;
+  const T* context = nullptr;   // (Nc,C) [cross_attention]
+  T* attention_scratch = nullptr;
+};
+
+// x (N,C) -> a.output (N,C); fills a.
+template <typename T>
+void block_forward(BlockActs<T>& a, const T* x, const BlockTensors<T>& w, const BlockInputs<T>& in);
+
+// d_stream (N,C): on entry d loss / d (block output); on exit d loss / d x. Accumulates (+=) into the
+// block's parameter gradients g (zeroed once by the caller) and into s.d_context. x and a as in the forward.
+// The gradient may end in s.d_other: the function swaps the two pointers so that d_stream names it.
+template <typename T>
+void block_backward(T*& d_stream, BlockScratch<T>& s, const BlockTensors<T>& g, const BlockActs<T>& a, const T* x,
+                    const BlockTensors<T>& w, const BlockInputs<T>& in);
+
+}  // namespace blocklab
