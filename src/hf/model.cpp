@@ -8,14 +8,12 @@
 #include <set>
 
 #include "kernels/bf16_linear.h"
-#include "kernels/elementwise.h"
-#include "kernels/gelu_tanh.h"
 #include "kernels/gemm.h"
-#include "kernels/gqa_attention.h"
 #include "kernels/norm.h"
-#include "kernels/sgemm.h"
 #include "kernels/rope.h"
-#include "kernels/swiglu.h"
+#include "kernels/sgemm.h"
+#include "model/block.h"
+#include "model/parameters.h"
 #include "util/error.h"
 
 namespace blocklab::hf {
@@ -141,6 +139,66 @@ void stored_linear(float* out, const float* inp, const StoredMatrix& m, const fl
   }
 }
 
+// A linear layer read in place: one stored matrix, or several whose outputs are concatenated (the gated
+// MLP's [up | gate], which the block engine reads as one (2I, C) layer).
+class StoredLinearSource final : public LinearSource {
+ public:
+  explicit StoredLinearSource(std::vector<StoredMatrix> parts) : parts_(std::move(parts)) {}
+
+  void forward(float* out, const float* inp, int N) const override {
+    if (parts_.size() == 1) {
+      stored_linear(out, inp, parts_[0], nullptr, N, scratch_);
+      return;
+    }
+    int total = 0;
+    for (const StoredMatrix& m : parts_) total += m.out;
+    int col = 0;
+    for (const StoredMatrix& m : parts_) {
+      part_.resize(static_cast<size_t>(N) * m.out);
+      stored_linear(part_.data(), inp, m, nullptr, N, scratch_);
+      for (int n = 0; n < N; ++n)
+        std::copy_n(part_.data() + static_cast<long>(n) * m.out, m.out, out + static_cast<long>(n) * total + col);
+      col += m.out;
+    }
+  }
+  // The stored tensors, for page hints.
+  std::vector<const WeightRef*> refs() const {
+    std::vector<const WeightRef*> r;
+    for (const StoredMatrix& m : parts_) r.push_back(&m.weight);
+    return r;
+  }
+
+ private:
+  std::vector<StoredMatrix> parts_;
+  mutable std::vector<float> scratch_, part_;
+};
+
+struct BlockWeights {
+  std::vector<std::unique_ptr<std::vector<float>>> vectors;  // norm weights and biases, as float
+  std::vector<std::unique_ptr<StoredLinearSource>> linears;
+  BlockTensors<float> tensors;
+
+  float* keep(std::vector<float> v) {
+    vectors.push_back(std::make_unique<std::vector<float>>(std::move(v)));
+    return vectors.back()->data();
+  }
+  const LinearSource* keep(std::vector<StoredMatrix> parts) {
+    linears.push_back(std::make_unique<StoredLinearSource>(std::move(parts)));
+    return linears.back().get();
+  }
+  std::vector<const WeightRef*> refs() const {
+    std::vector<const WeightRef*> r;
+    for (const auto& l : linears)
+      for (const WeightRef* w : l->refs()) r.push_back(w);
+    return r;
+  }
+};
+
+Model::Model(ModelConfig config, WeightStore weights) : config_(std::move(config)), weights_(std::move(weights)) {}
+Model::Model(Model&&) noexcept = default;
+Model& Model::operator=(Model&&) noexcept = default;
+Model::~Model() = default;
+
 Model Model::load(const std::filesystem::path& dir) {
   ModelConfig config = load_config(dir);
   WeightStore weights = WeightStore::open(dir);
@@ -149,6 +207,44 @@ Model Model::load(const std::filesystem::path& dir) {
   return m;
 }
 
+namespace {
+// The block engine's architecture for a Hugging Face config: every family is a Pre-LN block.
+blocklab::ModelConfig block_config_for(const ModelConfig& c) {
+  blocklab::ModelConfig b;
+  b.block = family_name(c.family);
+  b.norm_placement = NormPlacement::Pre;
+  b.norm = c.norm == NormKind::LayerNorm ? blocklab::NormKind::LayerNorm : blocklab::NormKind::RMSNorm;
+  b.norm_eps = c.norm_eps;
+  b.layers = c.layers;
+  b.width = c.hidden;
+  b.heads = c.heads;
+  b.kv_heads = c.kv_heads;
+  b.head_dim = c.head_dim;
+  b.mlp_width = c.intermediate;
+  b.vocab = c.vocab;
+  b.seq_len = 1;  // positions are the caller's (embeddings, RoPE tables); shapes come per forward
+  b.tie_head = c.tie_word_embeddings;
+  if (c.family == Family::GPT2) {
+    b.qkv = QkvLayout::Fused;
+    b.qkv_bias = b.proj_bias = b.mlp_bias = true;
+    b.positions = Positions::Learned;
+  } else {
+    b.qkv = QkvLayout::Separate;
+    b.qkv_bias = c.qkv_bias;
+    b.proj_bias = c.o_bias;
+    b.mlp_bias = c.mlp_bias;
+    b.qk_norm = c.qk_norm;
+    b.positions = Positions::RoPE;
+  }
+  switch (c.activation) {
+    case Activation::SiLU: b.mlp = MlpKind::SwiGLU; break;
+    case Activation::GeluTanh: b.mlp = MlpKind::GeluTanh; break;
+    case Activation::GeluErf: b.mlp = MlpKind::Gelu; break;
+  }
+  return b;
+}
+}  // namespace
+
 void Model::resolve() {
   const ModelConfig& c = config_;
   const WeightStore& ws = weights_;
@@ -156,6 +252,7 @@ void Model::resolve() {
   const std::string dims = dims_text(c);
   std::set<std::string> used;
   std::set<std::string> dtypes;
+  block_config_ = block_config_for(c);
 
   auto get = [&](const std::string& name, std::vector<int64_t> shape) {
     WeightRef w = ws.get(name, shape, "config: " + dims);
@@ -165,7 +262,7 @@ void Model::resolve() {
     return w;
   };
   auto vec = [&](const std::string& name, int64_t n) { return to_float(get(name, {n})); };
-  auto linear = [&](const std::string& name, int64_t out, int64_t in, bool transposed) {
+  auto matrix = [&](const std::string& name, int64_t out, int64_t in, bool transposed) {
     StoredMatrix m;
     m.weight = transposed ? get(name, {in, out}) : get(name, {out, in});
     m.out = static_cast<int>(out);
@@ -178,6 +275,13 @@ void Model::resolve() {
       if (ws.contains(n)) return n;
     return {};
   };
+  // One linear layer of a block: stored parts (concatenated along the outputs) and an optional bias.
+  auto linear = [](BlockWeights& b, std::vector<StoredMatrix> parts, std::vector<float> bias) {
+    LinearTensors<float> l;
+    l.source = b.keep(std::move(parts));
+    if (!bias.empty()) l.bias = b.keep(std::move(bias));
+    return l;
+  };
 
   if (c.family == Family::GPT2) {
     const std::string wte = first_present({"wte.weight", "transformer.wte.weight"});
@@ -188,20 +292,16 @@ void Model::resolve() {
     positions_ = get(P + "wpe.weight", {c.max_positions, C});
     for (int l = 0; l < c.layers; ++l) {
       const std::string b = P + "h." + std::to_string(l) + ".";
-      Block blk;
-      blk.norm1_weight = vec(b + "ln_1.weight", C);
-      blk.norm1_bias = vec(b + "ln_1.bias", C);
-      blk.q = linear(b + "attn.c_attn.weight", 3 * C, C, true);
-      blk.q_bias = vec(b + "attn.c_attn.bias", 3 * C);
-      blk.o = linear(b + "attn.c_proj.weight", C, C, true);
-      blk.o_bias = vec(b + "attn.c_proj.bias", C);
-      blk.norm2_weight = vec(b + "ln_2.weight", C);
-      blk.norm2_bias = vec(b + "ln_2.bias", C);
-      blk.up = linear(b + "mlp.c_fc.weight", I, C, true);
-      blk.up_bias = vec(b + "mlp.c_fc.bias", I);
-      blk.down = linear(b + "mlp.c_proj.weight", C, I, true);
-      blk.down_bias = vec(b + "mlp.c_proj.bias", C);
-      blocks_.push_back(std::move(blk));
+      auto w = std::make_unique<BlockWeights>();
+      BlockTensors<float>& t = w->tensors;
+      t.attn.norm = {w->keep(vec(b + "ln_1.weight", C)), w->keep(vec(b + "ln_1.bias", C))};
+      // Conv1D layers store their weights (in, out)
+      t.attn.qkv = linear(*w, {matrix(b + "attn.c_attn.weight", 3 * C, C, true)}, vec(b + "attn.c_attn.bias", 3 * C));
+      t.attn.proj = linear(*w, {matrix(b + "attn.c_proj.weight", C, C, true)}, vec(b + "attn.c_proj.bias", C));
+      t.mlp.norm = {w->keep(vec(b + "ln_2.weight", C)), w->keep(vec(b + "ln_2.bias", C))};
+      t.mlp.fc1 = linear(*w, {matrix(b + "mlp.c_fc.weight", I, C, true)}, vec(b + "mlp.c_fc.bias", I));
+      t.mlp.fc2 = linear(*w, {matrix(b + "mlp.c_proj.weight", C, I, true)}, vec(b + "mlp.c_proj.bias", C));
+      blocks_.push_back(std::move(w));
     }
     final_norm_weight_ = vec(P + "ln_f.weight", C);
     final_norm_bias_ = vec(P + "ln_f.bias", C);
@@ -220,34 +320,39 @@ void Model::resolve() {
     if (!found)
       throw Error(ws.source().string() + ": no token embedding: expected \"" + prefixes[0] + "embed_tokens.weight\"");
     embed_ = get(P + "embed_tokens.weight", {V, C});
+    auto optional_vec = [&](bool present, const std::string& name, int64_t n) {
+      return present ? vec(name, n) : std::vector<float>{};
+    };
     for (int l = 0; l < c.layers; ++l) {
       const std::string b = P + "layers." + std::to_string(l) + ".";
-      Block blk;
-      blk.norm1_weight = vec(b + "input_layernorm.weight", C);
-      blk.q = linear(b + "self_attn.q_proj.weight", Q, C, false);
-      blk.k = linear(b + "self_attn.k_proj.weight", K, C, false);
-      blk.v = linear(b + "self_attn.v_proj.weight", K, C, false);
-      blk.o = linear(b + "self_attn.o_proj.weight", C, Q, false);
-      if (c.qkv_bias) {
-        blk.q_bias = vec(b + "self_attn.q_proj.bias", Q);
-        blk.k_bias = vec(b + "self_attn.k_proj.bias", K);
-        blk.v_bias = vec(b + "self_attn.v_proj.bias", K);
-      }
-      if (c.o_bias) blk.o_bias = vec(b + "self_attn.o_proj.bias", C);
+      auto w = std::make_unique<BlockWeights>();
+      BlockTensors<float>& t = w->tensors;
+      t.attn.norm.weight = w->keep(vec(b + "input_layernorm.weight", C));
+      t.attn.q = linear(*w, {matrix(b + "self_attn.q_proj.weight", Q, C, false)},
+                        optional_vec(c.qkv_bias, b + "self_attn.q_proj.bias", Q));
+      t.attn.k = linear(*w, {matrix(b + "self_attn.k_proj.weight", K, C, false)},
+                        optional_vec(c.qkv_bias, b + "self_attn.k_proj.bias", K));
+      t.attn.v = linear(*w, {matrix(b + "self_attn.v_proj.weight", K, C, false)},
+                        optional_vec(c.qkv_bias, b + "self_attn.v_proj.bias", K));
+      t.attn.proj = linear(*w, {matrix(b + "self_attn.o_proj.weight", C, Q, false)},
+                           optional_vec(c.o_bias, b + "self_attn.o_proj.bias", C));
       if (c.qk_norm) {
-        blk.q_norm = vec(b + "self_attn.q_norm.weight", D);
-        blk.k_norm = vec(b + "self_attn.k_norm.weight", D);
+        t.attn.q_norm = w->keep(vec(b + "self_attn.q_norm.weight", D));
+        t.attn.k_norm = w->keep(vec(b + "self_attn.k_norm.weight", D));
       }
-      blk.norm2_weight = vec(b + "post_attention_layernorm.weight", C);
-      blk.gate = linear(b + "mlp.gate_proj.weight", I, C, false);
-      blk.up = linear(b + "mlp.up_proj.weight", I, C, false);
-      blk.down = linear(b + "mlp.down_proj.weight", C, I, false);
+      t.mlp.norm.weight = w->keep(vec(b + "post_attention_layernorm.weight", C));
+      // The block engine's gated MLP reads one (2I, C) layer whose rows are [value | gate]: [up | gate].
+      std::vector<float> fc1_bias;
       if (c.mlp_bias) {
-        blk.gate_bias = vec(b + "mlp.gate_proj.bias", I);
-        blk.up_bias = vec(b + "mlp.up_proj.bias", I);
-        blk.down_bias = vec(b + "mlp.down_proj.bias", C);
+        fc1_bias = vec(b + "mlp.up_proj.bias", I);
+        const std::vector<float> gate = vec(b + "mlp.gate_proj.bias", I);
+        fc1_bias.insert(fc1_bias.end(), gate.begin(), gate.end());
       }
-      blocks_.push_back(std::move(blk));
+      t.mlp.fc1 = linear(*w, {matrix(b + "mlp.up_proj.weight", I, C, false), matrix(b + "mlp.gate_proj.weight", I, C, false)},
+                         std::move(fc1_bias));
+      t.mlp.fc2 = linear(*w, {matrix(b + "mlp.down_proj.weight", C, I, false)},
+                         optional_vec(c.mlp_bias, b + "mlp.down_proj.bias", C));
+      blocks_.push_back(std::move(w));
     }
     final_norm_weight_ = vec(P + "norm.weight", C);
   }
@@ -281,7 +386,7 @@ std::string Model::dtype_summary() const {
 ForwardResult Model::forward(std::span<const int32_t> tokens, const ForwardOptions& options) const {
   const ModelConfig& c = config_;
   const int Tn = static_cast<int>(tokens.size());
-  const int C = c.hidden, I = c.intermediate, V = c.vocab, H = c.heads, Hkv = c.kv_heads, D = c.head_dim;
+  const int C = c.hidden, V = c.vocab, D = c.head_dim;
   const bool gpt2 = c.family == Family::GPT2;
   if (Tn == 0) throw Error("no tokens to run");
   for (int t = 0; t < Tn; ++t)
@@ -292,38 +397,30 @@ ForwardResult Model::forward(std::span<const int32_t> tokens, const ForwardOptio
     throw Error(std::to_string(Tn) + " tokens exceed the model's " + std::to_string(c.max_positions) +
                 " learned positions (n_positions)");
 
-  const long TC = static_cast<long>(Tn) * C;
-  std::vector<float> x(TC), a(TC), proj(TC), mean(static_cast<long>(Tn) * std::max(H, Hkv)),
-      rstd(static_cast<long>(Tn) * std::max(H, Hkv)), scores(static_cast<long>(H) * Tn), scratch;
-  const long q_cols = gpt2 ? 3L * C : static_cast<long>(H) * D;
-  std::vector<float> q(static_cast<long>(Tn) * q_cols), qn, k, kn, v, att(static_cast<long>(Tn) * H * D);
-  if (!gpt2) {
-    k.resize(static_cast<long>(Tn) * Hkv * D);
-    v.resize(k.size());
-    if (c.qk_norm) {
-      qn.resize(q.size());
-      kn.resize(k.size());
-    }
-  }
-  std::vector<float> m1(static_cast<long>(Tn) * I), m2(gpt2 ? 0 : static_cast<long>(Tn) * I);
-  std::vector<float> cos, sin;
+  // One sequence; one set of block activations serves every block in turn (nothing is kept for a backward).
+  const BlockDims dims = BlockDims::of(block_config_, 1, Tn);
+  BlockActs<float> acts;
+  std::vector<float> act_arena(static_cast<size_t>(carve_block_acts<float>(acts, nullptr, block_config_, dims)));
+  carve_block_acts(acts, act_arena.data(), block_config_, dims);
+  std::vector<float> attention_scratch(block_attention_scratch_size(block_config_, dims));
+  std::vector<float> rope_cos, rope_sin;
+  BlockInputs<float> in;
+  in.config = &block_config_;
+  in.dims = dims;
+  in.attention_scratch = attention_scratch.data();
   if (!gpt2) {
     const std::vector<double> inv = rope_inv_freq(c);
-    cos.resize(static_cast<long>(Tn) * (D / 2));
-    sin.resize(cos.size());
-    kernels::rope_tables<float>(cos.data(), sin.data(), inv.data(), Tn, D / 2);
+    rope_cos.resize(static_cast<long>(Tn) * (D / 2));
+    rope_sin.resize(rope_cos.size());
+    kernels::rope_tables(rope_cos.data(), rope_sin.data(), inv.data(), Tn, D / 2);
+    in.rope_cos = rope_cos.data();
+    in.rope_sin = rope_sin.data();
   }
-  auto report = [&](int layer) {
-    if (options.on_hidden) options.on_hidden(layer, std::span<const float>(x.data(), x.size()));
-  };
-  auto block_weights = [&](const Block& b) {
-    std::vector<const WeightRef*> w{&b.q.weight, &b.o.weight, &b.up.weight, &b.down.weight};
-    if (!gpt2) {
-      w.push_back(&b.k.weight);
-      w.push_back(&b.v.weight);
-      w.push_back(&b.gate.weight);
-    }
-    return w;
+
+  const long TC = static_cast<long>(Tn) * C;
+  std::vector<float> x(TC), mean(Tn), rstd(Tn), scratch;
+  auto report = [&](int layer, const float* h) {
+    if (options.on_hidden) options.on_hidden(layer, std::span<const float>(h, TC));
   };
 
   // Embeddings: converted row by row from the stored table.
@@ -339,84 +436,34 @@ ForwardResult Model::forward(std::span<const int32_t> tokens, const ForwardOptio
     WeightStore::release(embed_);
     if (gpt2) WeightStore::release(positions_);
   }
-  report(0);
+  report(0, x.data());
 
-  const float eps = static_cast<float>(c.norm_eps);
-  auto norm = [&](float* out, const float* in, const std::vector<float>& w, const std::vector<float>& b) {
-    if (c.norm == NormKind::LayerNorm) {
-      kernels::layernorm_forward<float>(out, mean.data(), rstd.data(), in, w.data(), b.data(), Tn, C, eps);
-    } else {
-      kernels::rmsnorm_forward<float>(out, rstd.data(), in, w.data(), Tn, C, eps);
-    }
-  };
-  auto bias = [](const std::vector<float>& b) { return b.empty() ? nullptr : b.data(); };
-
+  const float* h = x.data();
   for (int l = 0; l < c.layers; ++l) {
-    const Block& b = blocks_[l];
     if (options.stream_weights && l + 1 < c.layers)
-      for (const WeightRef* w : block_weights(blocks_[l + 1])) WeightStore::prefetch(*w);
-
-    // Attention sub-block: x += o(attention(norm1(x)))
-    norm(a.data(), x.data(), b.norm1_weight, b.norm1_bias);
-    if (gpt2) {
-      stored_linear(q.data(), a.data(), b.q, bias(b.q_bias), Tn, scratch);  // (Tn, 3C) = [q | k | v]
-      kernels::gqa_attention_forward<float>(att.data(), C, scores.data(), q.data(), 3L * C, q.data() + C, 3L * C,
-                                            q.data() + 2 * C, 3L * C, Tn, H, H, D,
-                                            1.0f / std::sqrt(static_cast<float>(D)));
-    } else {
-      stored_linear(q.data(), a.data(), b.q, bias(b.q_bias), Tn, scratch);
-      stored_linear(k.data(), a.data(), b.k, bias(b.k_bias), Tn, scratch);
-      stored_linear(v.data(), a.data(), b.v, bias(b.v_bias), Tn, scratch);
-      float* qp = q.data();
-      float* kp = k.data();
-      if (c.qk_norm) {
-        kernels::rmsnorm_forward<float>(qn.data(), rstd.data(), q.data(), b.q_norm.data(), Tn * H, D, eps);
-        kernels::rmsnorm_forward<float>(kn.data(), rstd.data(), k.data(), b.k_norm.data(), Tn * Hkv, D, eps);
-        qp = qn.data();
-        kp = kn.data();
-      }
-      kernels::rope_forward<float>(qp, cos.data(), sin.data(), 1, Tn, H, D / 2, static_cast<long>(H) * D);
-      kernels::rope_forward<float>(kp, cos.data(), sin.data(), 1, Tn, Hkv, D / 2, static_cast<long>(Hkv) * D);
-      kernels::gqa_attention_forward<float>(att.data(), static_cast<long>(H) * D, scores.data(), qp,
-                                            static_cast<long>(H) * D, kp, static_cast<long>(Hkv) * D, v.data(),
-                                            static_cast<long>(Hkv) * D, Tn, H, Hkv, D,
-                                            1.0f / std::sqrt(static_cast<float>(D)));
-    }
-    stored_linear(proj.data(), att.data(), b.o, bias(b.o_bias), Tn, scratch);
-    kernels::residual_forward<float>(x.data(), x.data(), proj.data(), TC);
-
-    // MLP sub-block: x += down(act(norm2(x)))
-    norm(a.data(), x.data(), b.norm2_weight, b.norm2_bias);
-    if (gpt2) {
-      stored_linear(m1.data(), a.data(), b.up, bias(b.up_bias), Tn, scratch);
-      if (c.activation == Activation::GeluTanh) {
-        kernels::gelu_tanh_forward<float>(m1.data(), m1.data(), static_cast<long>(m1.size()));
-      } else {
-        kernels::gelu_forward<float>(m1.data(), m1.data(), static_cast<long>(m1.size()));
-      }
-    } else {
-      stored_linear(m1.data(), a.data(), b.gate, bias(b.gate_bias), Tn, scratch);
-      stored_linear(m2.data(), a.data(), b.up, bias(b.up_bias), Tn, scratch);
-      kernels::swiglu_forward<float>(m1.data(), m1.data(), m2.data(), static_cast<long>(m1.size()));
-    }
-    stored_linear(proj.data(), m1.data(), b.down, bias(b.down_bias), Tn, scratch);
-    kernels::residual_forward<float>(x.data(), x.data(), proj.data(), TC);
-
+      for (const WeightRef* w : blocks_[l + 1]->refs()) WeightStore::prefetch(*w);
+    block_forward(acts, h, blocks_[l]->tensors, in);
+    h = acts.output;
     if (options.stream_weights)
-      for (const WeightRef* w : block_weights(b)) WeightStore::release(*w);
-    report(l + 1);
+      for (const WeightRef* w : blocks_[l]->refs()) WeightStore::release(*w);
+    report(l + 1, h);
   }
 
   ForwardResult r;
   r.tokens = Tn;
   r.final_hidden.resize(TC);
-  norm(r.final_hidden.data(), x.data(), final_norm_weight_, final_norm_bias_);
+  const float eps = static_cast<float>(c.norm_eps);
+  if (c.norm == NormKind::LayerNorm)
+    kernels::layernorm_forward<float>(r.final_hidden.data(), mean.data(), rstd.data(), h, final_norm_weight_.data(),
+                                      final_norm_bias_.data(), Tn, C, eps);
+  else
+    kernels::rmsnorm_forward<float>(r.final_hidden.data(), rstd.data(), h, final_norm_weight_.data(), Tn, C, eps);
   if (options.logits != LogitsFor::None) {
     const int rows = options.logits == LogitsFor::All ? Tn : 1;
-    const float* in = r.final_hidden.data() + static_cast<long>(Tn - rows) * C;
+    const float* last = r.final_hidden.data() + static_cast<long>(Tn - rows) * C;
     r.logits.resize(static_cast<long>(rows) * V);
     StoredMatrix head{lm_head_, V, C, false};
-    stored_linear(r.logits.data(), in, head, nullptr, rows, scratch);
+    stored_linear(r.logits.data(), last, head, nullptr, rows, scratch);
     if (options.stream_weights) WeightStore::release(lm_head_);
   }
   return r;

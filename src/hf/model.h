@@ -12,18 +12,22 @@
 //   h_0 = wte[tok] + wpe[t];  h = h + c_proj(attention(c_attn(LN1(h))));  h = h + c_proj(gelu_tanh(c_fc(LN2(h))))
 //   logits = wte (LN_f(h_L))
 //
-// All arithmetic is float32; weights are converted per row block. Layer l of the residual stream is
+// The blocks run in the block engine (model/block.h), the same code that trains blocklab's own stacks;
+// this file maps the Hugging Face names and shapes onto it. All arithmetic is float32; weights stay
+// memory-mapped in their stored dtype and are converted per row block. Layer l of the residual stream is
 // h_l: l = 0 is the embedding output, l = 1..L the output of block l (not normalised). Hugging Face's
 // `output_hidden_states` differs only in its last entry, which it returns after the final norm.
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "hf/config.h"
 #include "hf/weights.h"
+#include "model/config.h"
 
 namespace blocklab::hf {
 
@@ -35,15 +39,9 @@ struct StoredMatrix {
   bool transposed = false;
 };
 
-struct Block {
-  std::vector<float> norm1_weight, norm1_bias, norm2_weight, norm2_bias;  // biases: LayerNorm only
-  std::vector<float> q_norm, k_norm;                                      // Qwen3
-  StoredMatrix q, k, v;  // GPT-2: q is the fused c_attn ([q | k | v], out 3C); k, v unused
-  StoredMatrix o;
-  std::vector<float> q_bias, k_bias, v_bias, o_bias;
-  StoredMatrix gate, up, down;  // GPT-2: up = c_fc, down = c_proj; gate unused
-  std::vector<float> up_bias, gate_bias, down_bias;
-};
+// What one block reads: norm weights and biases converted to float once, linear weights read in place
+// through LinearSource views; `tensors` points into both (the block engine's view of them).
+struct BlockWeights;
 
 enum class LogitsFor { None, Last, All };
 
@@ -66,10 +64,14 @@ class Model {
  public:
   // Reads DIR/config.json and maps the weights; validates every tensor's presence, dtype and shape.
   static Model load(const std::filesystem::path& dir);
+  Model(Model&&) noexcept;
+  Model& operator=(Model&&) noexcept;
+  ~Model();
 
   const ModelConfig& config() const { return config_; }
   const WeightStore& weights() const { return weights_; }
-  const std::vector<Block>& blocks() const { return blocks_; }
+  // The block engine's architecture for this model (sizes, norm, attention and MLP kinds).
+  const blocklab::ModelConfig& block_config() const { return block_config_; }
 
   ForwardResult forward(std::span<const int32_t> tokens, const ForwardOptions& options = {}) const;
 
@@ -84,14 +86,15 @@ class Model {
   const std::string& lm_head_name() const { return lm_head_.name; }
 
  private:
-  Model(ModelConfig config, WeightStore weights) : config_(std::move(config)), weights_(std::move(weights)) {}
+  Model(ModelConfig config, WeightStore weights);
   void resolve();  // finds and checks every tensor
 
   ModelConfig config_;
   WeightStore weights_;
   WeightRef embed_, positions_, lm_head_;  // positions_: GPT-2 wpe
   std::vector<float> final_norm_weight_, final_norm_bias_;
-  std::vector<Block> blocks_;
+  blocklab::ModelConfig block_config_;
+  std::vector<std::unique_ptr<BlockWeights>> blocks_;
   int64_t parameter_count_ = 0;
   std::vector<std::string> unused_;
   std::vector<std::string> used_dtypes_;

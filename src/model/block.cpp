@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/attention.h"
@@ -97,6 +98,23 @@ void carve_attention(AttentionActs<T>& a, Carver<T>& m, const ModelConfig& c, co
   if (after_norm(c)) carve_norm(a.after, m, c, N);
 }
 
+// out (N, OC) = inp (N, C) @ W^T + b, from the arena or from the weight's source (read in place).
+template <typename T>
+void apply_linear(T* out, const T* inp, const LinearTensors<T>& l, int N, int C, int OC) {
+  if (l.source == nullptr) {
+    linear_forward(out, inp, static_cast<const T*>(l.weight), static_cast<const T*>(l.bias), N, C, OC);
+    return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    l.source->forward(out, inp, N);
+    if (l.bias != nullptr)
+      for (long n = 0; n < N; ++n)
+        for (int o = 0; o < OC; ++o) out[n * OC + o] += l.bias[o];
+  } else {
+    BLOCKLAB_CHECK(false, "weights read in place are float only");
+  }
+}
+
 // The attention read q, k, v at these places (after q/k norm and RoPE).
 template <typename T>
 struct QkvView {
@@ -126,7 +144,7 @@ void attention_forward_sublayer(AttentionActs<T>& a, const T* inp, const Attenti
   const T scale = T(1) / std::sqrt(static_cast<T>(d.D));
   if (a.qkv != nullptr) {
     // qkv = inp @ W^T + b: (N, Q+2K) = [q | k | v]
-    linear_forward(a.qkv, inp, w.qkv.weight, static_cast<const T*>(w.qkv.bias), N, d.C, d.Q + 2 * d.K);
+    apply_linear(a.qkv, inp, w.qkv, N, d.C, d.Q + 2 * d.K);
     if (rope) {
       const long s = d.Q + 2L * d.K;
       rope_forward(a.qkv, in.rope_cos, in.rope_sin, d.B, d.T, d.H, d.D / 2, s);
@@ -136,9 +154,9 @@ void attention_forward_sublayer(AttentionActs<T>& a, const T* inp, const Attenti
     // q = inp Wq^T; k, v = kv_inp Wk^T, kv_inp Wv^T with kv_inp the context for cross-attention
     const T* kv_inp = cross ? in.context : inp;
     const int Nk = cross ? static_cast<int>(d.Nc()) : N;
-    linear_forward(a.q, inp, w.q.weight, static_cast<const T*>(w.q.bias), N, d.C, d.Q);
-    linear_forward(a.k, kv_inp, w.k.weight, static_cast<const T*>(w.k.bias), Nk, d.C, d.K);
-    linear_forward(a.v, kv_inp, w.v.weight, static_cast<const T*>(w.v.bias), Nk, d.C, d.K);
+    apply_linear(a.q, inp, w.q, N, d.C, d.Q);
+    apply_linear(a.k, kv_inp, w.k, Nk, d.C, d.K);
+    apply_linear(a.v, kv_inp, w.v, Nk, d.C, d.K);
     T* q = a.q;
     T* k = a.k;
     if (a.q_normed != nullptr) {
@@ -162,7 +180,7 @@ void attention_forward_sublayer(AttentionActs<T>& a, const T* inp, const Attenti
                           v.v, v.v_stride, d.B, d.T, Tk, d.H, d.Hkv, d.D, !cross, scale);
   }
   // out = y Wo^T + bo
-  linear_forward(a.out, a.y, w.proj.weight, static_cast<const T*>(w.proj.bias), N, d.Q, d.C);
+  apply_linear(a.out, static_cast<const T*>(a.y), w.proj, N, d.Q, d.C);
 }
 
 // Backward of F of the attention sub-layer. dout = d a.out (N,C). The gradient of F's input is written
@@ -239,21 +257,26 @@ void mlp_forward_sublayer(MlpActs<T>& a, const T* inp, const MlpTensors<T>& w, c
   const BlockDims& d = in.dims;
   const int N = static_cast<int>(d.N());
   switch (c.mlp) {
-    case MlpKind::Gelu:  // act = gelu(inp W1^T + b1), fused
-      linear_gelu_forward(a.act, a.pre, inp, w.fc1.weight, static_cast<const T*>(w.fc1.bias), N, d.C, d.I);
+    case MlpKind::Gelu:  // act = gelu(inp W1^T + b1), fused when the weight is in the arena
+      if (w.fc1.source == nullptr) {
+        linear_gelu_forward(a.act, a.pre, inp, w.fc1.weight, static_cast<const T*>(w.fc1.bias), N, d.C, d.I);
+      } else {
+        apply_linear(a.pre, inp, w.fc1, N, d.C, d.I);
+        gelu_forward(a.act, static_cast<const T*>(a.pre), static_cast<long>(N) * d.I);
+      }
       break;
     case MlpKind::GeluTanh:
-      linear_forward(a.pre, inp, w.fc1.weight, static_cast<const T*>(w.fc1.bias), N, d.C, d.I);
+      apply_linear(a.pre, inp, w.fc1, N, d.C, d.I);
       gelu_tanh_forward(a.act, static_cast<const T*>(a.pre), static_cast<long>(N) * d.I);
       break;
     case MlpKind::SwiGLU:
     case MlpKind::GeGLU:  // [value | gate] = inp W1^T + b1;  act = value * f(gate)
-      linear_forward(a.pre, inp, w.fc1.weight, static_cast<const T*>(w.fc1.bias), N, d.C, d.I_in);
+      apply_linear(a.pre, inp, w.fc1, N, d.C, d.I_in);
       glu_forward(a.act, static_cast<const T*>(a.pre), N, d.I, c.mlp == MlpKind::SwiGLU ? GluKind::SwiGLU : GluKind::GeGLU);
       break;
   }
   // out = act W2^T + b2
-  linear_forward(a.out, a.act, w.fc2.weight, static_cast<const T*>(w.fc2.bias), N, d.I, d.C);
+  apply_linear(a.out, static_cast<const T*>(a.act), w.fc2, N, d.I, d.C);
 }
 
 template <typename T>
@@ -342,6 +365,13 @@ long carve_block_acts(BlockActs<T>& a, T* base, const ModelConfig& c, const Bloc
   return m.used();
 }
 
+size_t block_attention_scratch_size(const ModelConfig& c, const BlockDims& d) {
+  size_t attention = fast_attention(c) ? attention_scratch_size(d.B, d.T, d.C, d.H)
+                                       : attention_gqa_scratch_size(d.B, d.T, d.T, d.H, d.D);
+  if (c.cross_attention) attention = std::max(attention, attention_gqa_scratch_size(d.B, d.T, d.Tc, d.H, d.D));
+  return attention;
+}
+
 template <typename T>
 long carve_block_scratch(BlockScratch<T>& s, T* base, const ModelConfig& c, const BlockDims& d) {
   Carver<T> m(base);
@@ -354,10 +384,7 @@ long carve_block_scratch(BlockScratch<T>& s, T* base, const ModelConfig& c, cons
   s.d_y = m.take(N * d.Q);
   if (c.mlp != MlpKind::Gelu) s.d_act = m.take(N * d.I);
   s.d_pre = m.take(N * d.I_in);
-  size_t attention = fast_attention(c) ? attention_scratch_size(d.B, d.T, d.C, d.H)
-                                       : attention_gqa_scratch_size(d.B, d.T, d.T, d.H, d.D);
-  if (c.cross_attention) attention = std::max(attention, attention_gqa_scratch_size(d.B, d.T, d.Tc, d.H, d.D));
-  s.attention = m.take(static_cast<long>(attention));
+  s.attention = m.take(static_cast<long>(block_attention_scratch_size(c, d)));
   if (c.cross_attention) s.d_context = m.take(d.Nc() * d.C);
   return m.used();
 }

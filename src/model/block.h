@@ -86,6 +86,8 @@ template <typename T>
 long carve_block_acts(BlockActs<T>& a, T* base, const ModelConfig& config, const BlockDims& d);
 template <typename T>
 long carve_block_scratch(BlockScratch<T>& s, T* base, const ModelConfig& config, const BlockDims& d);
+// Elements of the attention kernels' work space (BlockInputs::attention_scratch) for these shapes.
+size_t block_attention_scratch_size(const ModelConfig& config, const BlockDims& d);
 
 // What every block of a stack shares in one forward/backward.
 template <typename T>
@@ -98,7 +100,8 @@ struct BlockInputs {
   T* attention_scratch = nullptr;
 };
 
-// x (N,C) -> a.output (N,C); fills a.
+// x (N,C) -> a.output (N,C); fills a. For a forward-only stack one BlockActs may serve every block in
+// turn: x may be the previous block's output in the same BlockActs (it is read before it is overwritten).
 template <typename T>
 void block_forward(BlockActs<T>& a, const T* x, const BlockTensors<T>& w, const BlockInputs<T>& in);
 

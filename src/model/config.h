@@ -27,6 +27,7 @@ struct BlockConfig {
   int kv_heads = 0;   // Hkv key/value heads (grouped-query attention); 0: = heads
   int head_dim = 0;   // D; 0: width / heads
   int mlp_ratio = 4;  // MLP hidden width I = mlp_ratio * C (a gated MLP's first layer is 2I wide)
+  int mlp_width = 0;  // I when it is not a multiple of C (Hugging Face models' intermediate_size); 0: mlp_ratio * C
   MlpKind mlp = MlpKind::Gelu;
   QkvLayout qkv = QkvLayout::Fused;
   bool qkv_bias = true;   // biases of the q/k/v projections (self- and cross-attention)
@@ -44,7 +45,7 @@ struct BlockConfig {
   int head_size() const { return head_dim == 0 ? width / heads : head_dim; }
   int q_dim() const { return heads * head_size(); }         // Q = H * D
   int kv_dim() const { return kv_head_count() * head_size(); }  // K = Hkv * D
-  int mlp_hidden() const { return mlp_ratio * width; }      // I
+  int mlp_hidden() const { return mlp_width > 0 ? mlp_width : mlp_ratio * width; }  // I
   bool gated_mlp() const { return mlp == MlpKind::SwiGLU || mlp == MlpKind::GeGLU; }
   int mlp_in_width() const { return gated_mlp() ? 2 * mlp_hidden() : mlp_hidden(); }  // fc1's outputs
   bool norm_has_bias() const { return norm == NormKind::LayerNorm; }

@@ -60,11 +60,21 @@ struct NormTensors {
   T* bias = nullptr;
 };
 
-// A linear layer's parameters: weight (out, in), bias (out) or nullptr.
+// A linear layer whose weight lives outside the arenas, e.g. memory-mapped in its stored dtype (BF16) in a
+// Hugging Face shard; forward only, float only. src/hf/ implements it over its weight files.
+class LinearSource {
+ public:
+  virtual ~LinearSource() = default;
+  // out (N, out) = inp (N, in) @ W^T, overwritten (no bias).
+  virtual void forward(float* out, const float* inp, int N) const = 0;
+};
+
+// A linear layer's parameters: weight (out, in) in an arena, or a source to read it from; bias (out) or nullptr.
 template <typename T>
 struct LinearTensors {
   T* weight = nullptr;
   T* bias = nullptr;
+  const LinearSource* source = nullptr;  // set instead of weight for weights read in place (forward only)
 };
 
 // An attention sub-layer: fused qkv, or q/k/v (cross-attention: always separate); nullptr where absent.
