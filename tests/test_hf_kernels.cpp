@@ -71,13 +71,13 @@ TEST(HfKernels, RopeMatchesRotateHalfDefinition) {
   const double theta = 100.0;
   std::vector<double> inv(half);
   for (int i = 0; i < half; ++i) inv[i] = std::pow(theta, -2.0 * i / D);
-  std::vector<float> cos(T * half), sin(T * half);
-  rope_tables(cos.data(), sin.data(), inv.data(), T, half);
+  std::vector<double> cos(T * half), sin(T * half);
+  rope_tables<double>(cos.data(), sin.data(), inv.data(), T, half);
   const std::vector<double> x = randn(T * heads * D, 5);
   std::vector<double> y = x;
-  rope_forward<double>(y.data(), cos.data(), sin.data(), T, heads, half, heads * D);
+  rope_forward<double>(y.data(), cos.data(), sin.data(), 1, T, heads, half, heads * D);
   const std::vector<double> expected = rope_reference(x, T, heads, D, theta);
-  for (std::size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], expected[i], 1e-6) << i;  // float tables
+  for (std::size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], expected[i], 1e-12) << i;
   for (int i = 0; i < heads * D; ++i) EXPECT_EQ(y[i], x[i]);  // position 0 is not rotated
 }
 
@@ -86,21 +86,21 @@ TEST(HfKernels, RopeScoresDependOnlyOnRelativePosition) {
   const int T = 10, D = 16, half = 8;
   std::vector<double> inv(half);
   for (int i = 0; i < half; ++i) inv[i] = std::pow(10000.0, -2.0 * i / D);
-  std::vector<float> cos(T * half), sin(T * half);
-  rope_tables(cos.data(), sin.data(), inv.data(), T, half);
+  std::vector<double> cos(T * half), sin(T * half);
+  rope_tables<double>(cos.data(), sin.data(), inv.data(), T, half);
   const std::vector<double> q = randn(D, 7), k = randn(D, 8);
   auto score = [&](int m, int n) {
     std::vector<double> qs(T * D, 0.0), ks(T * D, 0.0);
     std::copy(q.begin(), q.end(), qs.begin() + m * D);
     std::copy(k.begin(), k.end(), ks.begin() + n * D);
-    rope_forward<double>(qs.data(), cos.data(), sin.data(), T, 1, half, D);
-    rope_forward<double>(ks.data(), cos.data(), sin.data(), T, 1, half, D);
+    rope_forward<double>(qs.data(), cos.data(), sin.data(), 1, T, 1, half, D);
+    rope_forward<double>(ks.data(), cos.data(), sin.data(), 1, T, 1, half, D);
     double s = 0;
     for (int d = 0; d < D; ++d) s += qs[m * D + d] * ks[n * D + d];
     return s;
   };
-  EXPECT_NEAR(score(5, 2), score(8, 5), 1e-5);
-  EXPECT_NEAR(score(3, 3), score(0, 0), 1e-5);
+  EXPECT_NEAR(score(5, 2), score(8, 5), 1e-12);
+  EXPECT_NEAR(score(3, 3), score(0, 0), 1e-12);
 }
 
 // Naive causal GQA in double on packed (T, heads, D) inputs.

@@ -311,7 +311,7 @@ ForwardResult Model::forward(std::span<const int32_t> tokens, const ForwardOptio
     const std::vector<double> inv = rope_inv_freq(c);
     cos.resize(static_cast<long>(Tn) * (D / 2));
     sin.resize(cos.size());
-    kernels::rope_tables(cos.data(), sin.data(), inv.data(), Tn, D / 2);
+    kernels::rope_tables<float>(cos.data(), sin.data(), inv.data(), Tn, D / 2);
   }
   auto report = [&](int layer) {
     if (options.on_hidden) options.on_hidden(layer, std::span<const float>(x.data(), x.size()));
@@ -375,8 +375,8 @@ ForwardResult Model::forward(std::span<const int32_t> tokens, const ForwardOptio
         qp = qn.data();
         kp = kn.data();
       }
-      kernels::rope_forward<float>(qp, cos.data(), sin.data(), Tn, H, D / 2, static_cast<long>(H) * D);
-      kernels::rope_forward<float>(kp, cos.data(), sin.data(), Tn, Hkv, D / 2, static_cast<long>(Hkv) * D);
+      kernels::rope_forward<float>(qp, cos.data(), sin.data(), 1, Tn, H, D / 2, static_cast<long>(H) * D);
+      kernels::rope_forward<float>(kp, cos.data(), sin.data(), 1, Tn, Hkv, D / 2, static_cast<long>(Hkv) * D);
       kernels::gqa_attention_forward<float>(att.data(), static_cast<long>(H) * D, scores.data(), qp,
                                             static_cast<long>(H) * D, kp, static_cast<long>(Hkv) * D, v.data(),
                                             static_cast<long>(Hkv) * D, Tn, H, Hkv, D,

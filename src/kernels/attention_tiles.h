@@ -1,0 +1,106 @@
+#pragma once
+// Register-tiled building blocks of the attention kernels (kernels/attention.cpp, kernels/attention_gqa.cpp),
+// for head sizes that are a multiple of kLanes (the common case). Every sum keeps a kLanes-wide
+// accumulator in registers across its whole reduction, in a fixed order; a fixed-size inner loop over
+// lanes is what the compiler turns into one vector instruction. All functions are forced inline into
+// the (target_clones) kernel that calls them.
+#include "kernels/simd.h"
+
+namespace blocklab::kernels::attention_tiles {
+
+inline constexpr int kLanes = 16;     // one AVX-512 register of floats; head sizes must be a multiple of it
+inline constexpr int kRowBlock = 64;  // positions per register tile (4 registers): one tile covers T <= 64
+inline int padded(int n) { return (n + kRowBlock - 1) / kRowBlock * kRowBlock; }
+
+// xt (hs, Tp) = x^T for the T rows of one head (x rows C3 apart); padding columns zeroed.
+template <typename T>
+void transpose_head(T* xt, const T* x, int Tn, int Tp, int hs, long C3) {
+  for (int i = 0; i < hs; ++i) {
+    T* dst = xt + static_cast<long>(i) * Tp;
+    for (int s = 0; s < Tn; ++s) dst[s] = x[s * C3 + i];
+    for (int s = Tn; s < Tp; ++s) dst[s] = 0;
+  }
+}
+
+// row[0:n] = sum_i a[i] * xt[i][0:n]  (a: hs values). A tile of W positions keeps W / kLanes
+// independent accumulator registers, which hide the FMA latency; the causal window n grows with the
+// query row, so the tile is only as wide as the window needs (positions past n read zero padding).
+// row must have room for n rounded up to kLanes: the entries past n receive zeros.
+template <int W, typename T>
+BLOCKLAB_ALWAYS_INLINE void row_times_transposed_tile(T* row, const T* a, const T* xt, int Tp, int hs, T scale) {
+  using namespace simd;
+  constexpr int L = kWidth<T>, NV = W / L;
+  Vec<T> acc[NV];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) acc[v] = Vec<T>{};
+  for (int i = 0; i < hs; ++i) {
+    const Vec<T> ai = broadcast(a[i] * scale);
+    const T* x = xt + static_cast<long>(i) * Tp;
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[v] += ai * load(x + v * L);
+  }
+  // The whole tile is stored: row has room up to the padded length, and the entries past `valid`
+  // are products with xt's zero padding.
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) store(row + v * L, acc[v]);
+}
+
+template <typename T>
+BLOCKLAB_ALWAYS_INLINE void row_times_transposed(T* row, const T* a, const T* xt, int n, int Tp, int hs, T scale) {
+  for (int sb = 0; sb < n; sb += kRowBlock) {
+    const int valid = n - sb < kRowBlock ? n - sb : kRowBlock;
+    const T* x = xt + sb;
+    if (valid > 3 * kLanes)
+      row_times_transposed_tile<4 * kLanes>(row + sb, a, x, Tp, hs, scale);
+    else if (valid > 2 * kLanes)
+      row_times_transposed_tile<3 * kLanes>(row + sb, a, x, Tp, hs, scale);
+    else if (valid > kLanes)
+      row_times_transposed_tile<2 * kLanes>(row + sb, a, x, Tp, hs, scale);
+    else
+      row_times_transposed_tile<kLanes>(row + sb, a, x, Tp, hs, scale);
+  }
+}
+
+// out[0:W] (+)= sum_{s<n} w[s * w_stride] * x_s[0:W], x rows `stride` apart. Even and odd s go to
+// separate accumulators (then added), so two dependency chains run side by side.
+template <int W, typename T>
+BLOCKLAB_ALWAYS_INLINE void weighted_rows_block(T* out, const T* w, long w_stride, const T* x, int n, long stride, bool accumulate) {
+  using namespace simd;
+  constexpr int L = kWidth<T>, NV = W / L;
+  Vec<T> even[NV], odd[NV];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) even[v] = odd[v] = Vec<T>{};
+  int s = 0;
+  for (; s + 1 < n; s += 2) {
+    const Vec<T> w0 = broadcast(w[s * w_stride]), w1 = broadcast(w[(s + 1) * w_stride]);
+    const T* x0 = x + s * stride;
+    const T* x1 = x0 + stride;
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      even[v] += w0 * load(x0 + v * L);
+      odd[v] += w1 * load(x1 + v * L);
+    }
+  }
+  if (s < n) {
+    const Vec<T> w0 = broadcast(w[s * w_stride]);
+    const T* x0 = x + s * stride;
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) even[v] += w0 * load(x0 + v * L);
+  }
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) {
+    const Vec<T> sum = even[v] + odd[v];
+    store(out + v * L, accumulate ? load(out + v * L) + sum : sum);
+  }
+}
+
+// out[0:hs] (+)= sum_{s<n} w[s * w_stride] * x_s[0:hs], in blocks of 32 (two registers) or 16
+template <typename T>
+BLOCKLAB_ALWAYS_INLINE void weighted_rows(T* out, const T* w, long w_stride, const T* x, int n, int hs, long stride, bool accumulate) {
+  int ib = 0;
+  for (; ib + 2 * kLanes <= hs; ib += 2 * kLanes)
+    weighted_rows_block<2 * kLanes>(out + ib, w, w_stride, x + ib, n, stride, accumulate);
+  for (; ib < hs; ib += kLanes) weighted_rows_block<kLanes>(out + ib, w, w_stride, x + ib, n, stride, accumulate);
+}
+
+}  // namespace blocklab::kernels::attention_tiles
