@@ -96,34 +96,57 @@ BLOCKLAB_MULTIVERSION void backward_group(T* dq, long dq_stride, T* dk, long dk_
   T* vt = slots + TT;
   T* dp = vt + static_cast<long>(D) * Tkp;
   attention_tiles::transpose_head(vt, v, Tk, Tkp, D, v_stride);
-  // Pass 1, per query head j and query row t: dp, dz (kept for pass 2) and dq_t.
+  if constexpr (!Tiled) {
+    // Plain loops: dk and dv are summed row by row in pass 1 (in the order head j, query t), so they start at 0.
+    for (int s = 0; s < Tk; ++s)
+      for (int i = 0; i < D; ++i) dk[s * dk_stride + i] = dv[s * dv_stride + i] = 0;
+  }
+  // Pass 1, per query head j and query row t: dp, dz and dq_t.
   for (int j = 0; j < group; ++j) {
     const T* pj = p + j * TT;
     T* dz = slots + j * slot_size;
     const T* g = dout + static_cast<long>(j) * D;
+    const T* qj = q + static_cast<long>(j) * D;
     T* dqj = dq + static_cast<long>(j) * D;
     for (int t = 0; t < Tq; ++t) {
       const T* prow = pj + static_cast<long>(t) * Tk;
       T* dzrow = dz + static_cast<long>(t) * Tk;
+      const T* gt = g + t * dout_stride;
       const int n = window(t, Tk, causal);
-      scores<Tiled>(dp, g + t * dout_stride, vt, n, Tkp, D, T(1));  // dp[s] = g_t . v_s
+      scores<Tiled>(dp, gt, vt, n, Tkp, D, T(1));  // dp[s] = g_t . v_s
       const T inner = lane_dot(prow, dp, n);
       for (int s = 0; s < n; ++s) dzrow[s] = prow[s] * (dp[s] - inner) * scale;
       for (int s = n; s < Tk; ++s) dzrow[s] = 0;
       weighted_sum<Tiled>(dqj + t * dq_stride, dzrow, 1, k, n, D, k_stride, false);  // dq_t = sum_s dz k_s
+      if constexpr (!Tiled) {
+        // dv_s += p[t,s] g_t,  dk_s += dz[t,s] q_t
+        const T* qt = qj + t * q_stride;
+        for (int s = 0; s < n; ++s) {
+          const T ps = prow[s], dzs = dzrow[s];
+          T* dvs = dv + s * dv_stride;
+          T* dks = dk + s * dk_stride;
+          for (int i = 0; i < D; ++i) {
+            dvs[i] += ps * gt[i];
+            dks[i] += dzs * qt[i];
+          }
+        }
+      }
     }
   }
-  // Pass 2, per key row s: over the heads of the group in order, and over the queries t that see s.
-  for (int s = 0; s < Tk; ++s) {
-    const int t0 = causal ? s : 0;
-    const int nt = Tq - t0;
-    for (int j = 0; j < group; ++j) {
-      const long first = static_cast<long>(t0) * Tk + s;  // element (t0, s)
-      const long col = static_cast<long>(j) * D;
-      weighted_sum<Tiled>(dv + s * dv_stride, p + j * TT + first, Tk, dout + t0 * dout_stride + col, nt, D,
-                          dout_stride, j > 0);
-      weighted_sum<Tiled>(dk + s * dk_stride, slots + j * slot_size + first, Tk, q + t0 * q_stride + col, nt, D,
-                          q_stride, j > 0);
+  if constexpr (Tiled) {
+    // Pass 2, per key row s: over the heads of the group in order, and over the queries t that see s
+    // (a column of p and of dz, summed in registers).
+    for (int s = 0; s < Tk; ++s) {
+      const int t0 = causal ? s : 0;
+      const int nt = Tq - t0;
+      for (int j = 0; j < group; ++j) {
+        const long first = static_cast<long>(t0) * Tk + s;  // element (t0, s)
+        const long col = static_cast<long>(j) * D;
+        weighted_sum<Tiled>(dv + s * dv_stride, p + j * TT + first, Tk, dout + t0 * dout_stride + col, nt, D,
+                            dout_stride, j > 0);
+        weighted_sum<Tiled>(dk + s * dk_stride, slots + j * slot_size + first, Tk, q + t0 * q_stride + col, nt, D,
+                            q_stride, j > 0);
+      }
     }
   }
 }

@@ -8,6 +8,8 @@
 // Rows are strided so that separate q/k/v projections (Qwen, Llama) and a fused qkv row (GPT-2's
 // c_attn, [q | k | v]) both work without copies. The softmax subtracts the row maximum and sums in
 // position order, so results do not depend on the thread count.
+// Inference only (it keeps one row of scores per head); the batched version with a backward pass and
+// cross-attention, for training, is kernels/attention_gqa.h.
 namespace blocklab::kernels {
 
 // q: Tn rows, head h at q + t * q_stride + h * D; k, v: Tn rows with Hkv heads (strides k_stride,
