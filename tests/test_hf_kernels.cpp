@@ -1,15 +1,16 @@
-// Forward-only kernels of the Hugging Face blocks: RoPE, grouped-query attention, SwiGLU, tanh-GELU,
-// each against a plain double-precision reference written from its definition.
+// The kernels the Hugging Face families' blocks add, forward, against plain double-precision references
+// written from their definitions: RoPE, grouped-query attention, SwiGLU, tanh-GELU (their backward
+// passes are checked against finite differences in test_kernels_block.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 #include <vector>
 
+#include "kernels/attention_gqa.h"
 #include "kernels/gelu_tanh.h"
-#include "kernels/gqa_attention.h"
+#include "kernels/glu.h"
 #include "kernels/rope.h"
-#include "kernels/swiglu.h"
 
 namespace {
 
@@ -42,12 +43,15 @@ TEST(HfKernels, GeluTanhMatchesDefinition) {
 
 TEST(HfKernels, SwigluMatchesDefinition) {
   const std::vector<double> g = randn(100, 1, 3.0), u = randn(100, 2);
+  // glu rows are [value | gate]: 4 rows of 25
+  std::vector<double> packed;
+  for (int r = 0; r < 4; ++r) {
+    packed.insert(packed.end(), u.begin() + 25 * r, u.begin() + 25 * (r + 1));
+    packed.insert(packed.end(), g.begin() + 25 * r, g.begin() + 25 * (r + 1));
+  }
   std::vector<double> out(100);
-  swiglu_forward<double>(out.data(), g.data(), u.data(), 100);
+  glu_forward<double>(out.data(), packed.data(), 4, 25, GluKind::SwiGLU);
   for (int i = 0; i < 100; ++i) EXPECT_NEAR(out[i], g[i] / (1 + std::exp(-g[i])) * u[i], 1e-14);
-  std::vector<double> in_place = g;  // out may alias gate
-  swiglu_forward<double>(in_place.data(), in_place.data(), u.data(), 100);
-  EXPECT_EQ(in_place, out);
 }
 
 // x (T, heads, D) rotated by the rotate-half definition, in double.
@@ -134,14 +138,15 @@ TEST(HfKernels, GroupedQueryAttentionMatchesReference) {
     const std::vector<double> expected = attention_reference(q, k, v, T, H, Hkv, D, scale);
 
     // Packed rows, double.
-    std::vector<double> out(T * H * D), scratch(H * T);
-    gqa_attention_forward<double>(out.data(), H * D, scratch.data(), q.data(), H * D, k.data(), Hkv * D, v.data(),
-                                  Hkv * D, T, H, Hkv, D, scale);
+    std::vector<double> out(T * H * D), att(H * T * T), scratch(attention_gqa_scratch_size(1, T, T, H, D));
+    attention_gqa_forward<double>(out.data(), H * D, att.data(), scratch.data(), q.data(), H * D, k.data(), Hkv * D,
+                                  v.data(), Hkv * D, 1, T, T, H, Hkv, D, true, scale);
     for (std::size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], expected[i], 1e-12);
 
     // Strided rows (as inside a fused [q | k | v] row), float.
     const long stride = (H + 2 * Hkv) * D + 3;
-    std::vector<float> fused(T * stride, 99.f), outf(T * (H * D + 5), -7.f), scratchf(H * T);
+    std::vector<float> fused(T * stride, 99.f), outf(T * (H * D + 5), -7.f), attf(H * T * T),
+        scratchf(attention_gqa_scratch_size(1, T, T, H, D));
     for (int t = 0; t < T; ++t) {
       for (int i = 0; i < H * D; ++i) fused[t * stride + i] = static_cast<float>(q[t * H * D + i]);
       for (int i = 0; i < Hkv * D; ++i) {
@@ -149,9 +154,9 @@ TEST(HfKernels, GroupedQueryAttentionMatchesReference) {
         fused[t * stride + (H + Hkv) * D + i] = static_cast<float>(v[t * Hkv * D + i]);
       }
     }
-    gqa_attention_forward<float>(outf.data(), H * D + 5, scratchf.data(), fused.data(), stride, fused.data() + H * D,
-                                 stride, fused.data() + (H + Hkv) * D, stride, T, H, Hkv, D,
-                                 static_cast<float>(scale));
+    attention_gqa_forward<float>(outf.data(), H * D + 5, attf.data(), scratchf.data(), fused.data(), stride,
+                                 fused.data() + H * D, stride, fused.data() + (H + Hkv) * D, stride, 1, T, T, H, Hkv,
+                                 D, true, static_cast<float>(scale));
     for (int t = 0; t < T; ++t) {
       for (int i = 0; i < H * D; ++i) EXPECT_NEAR(outf[t * (H * D + 5) + i], expected[t * H * D + i], 1e-5);
       for (int i = H * D; i < H * D + 5; ++i) EXPECT_EQ(outf[t * (H * D + 5) + i], -7.f);  // padding untouched
@@ -162,9 +167,9 @@ TEST(HfKernels, GroupedQueryAttentionMatchesReference) {
 TEST(HfKernels, FirstPositionAttendsOnlyToItself) {
   const int T = 3, H = 2, Hkv = 1, D = 2;
   const std::vector<double> q = randn(T * H * D, 1), k = randn(T * Hkv * D, 2), v = randn(T * Hkv * D, 3);
-  std::vector<double> out(T * H * D), scratch(H * T);
-  gqa_attention_forward<double>(out.data(), H * D, scratch.data(), q.data(), H * D, k.data(), Hkv * D, v.data(),
-                                Hkv * D, T, H, Hkv, D, 1.0);
+  std::vector<double> out(T * H * D), att(H * T * T), scratch(attention_gqa_scratch_size(1, T, T, H, D));
+  attention_gqa_forward<double>(out.data(), H * D, att.data(), scratch.data(), q.data(), H * D, k.data(), Hkv * D,
+                                v.data(), Hkv * D, 1, T, T, H, Hkv, D, true, 1.0);
   for (int h = 0; h < H; ++h)
     for (int d = 0; d < D; ++d) EXPECT_DOUBLE_EQ(out[h * D + d], v[d]);
 }
