@@ -1,6 +1,8 @@
 // `blocklab train` end to end: outputs, flag/file precedence, and bad input (exit 2, one line, nothing written).
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
@@ -50,6 +52,32 @@ TEST(CliTrain, WritesResolvedConfigAndMetrics) {
   EXPECT_EQ(read_text(dir / "run" / "metrics.csv"), read_text(dir / "again" / "metrics.csv"));
 }
 
+// Every block preset trains from the command line; --block applies before the keys given with it, and
+// the resolved config.json names the preset and every key it set.
+TEST(CliTrain, EveryBlockPresetTrainsAndOtherFlagsOverrideIt) {
+  const fs::path dir = fresh_dir("train_blocks");
+  for (const std::string block : {"seed", "gpt2", "qwen3", "sd"}) {
+    const fs::path out = dir / block;
+    // --kv-heads before --block still overrides the preset
+    const auto r = run_cli("train" + kSmall + " --kv-heads 1 --block " + block + " --steps 3 --out " + out.string());
+    ASSERT_EQ(r.status, 0) << block << ": " << r.err;
+    const auto config = nlohmann::json::parse(read_text(out / "config.json"));
+    EXPECT_EQ(config["block"], block);
+    EXPECT_EQ(config["kv_heads"], 1);
+    const auto metrics = blocklab::io::read_metrics((out / "metrics.csv").string());
+    ASSERT_EQ(metrics.rows.size(), 3u) << block;
+    for (const auto& row : metrics.rows) EXPECT_TRUE(std::isfinite(row[1])) << block;
+    if (block == "qwen3") {
+      EXPECT_EQ(config["positions"], "rope");
+      EXPECT_EQ(config["mlp"], "swiglu");
+      EXPECT_EQ(config["qk_norm"], true);
+    }
+    if (block == "sd") {
+      EXPECT_EQ(config["cross_attention"], true);
+    }
+  }
+}
+
 TEST(CliTrain, RefusesToOverwriteARunUnlessForced) {
   const fs::path dir = fresh_dir("train_twice");
   const std::string args = "train" + kSmall + " --steps 2 --out " + dir.string();
@@ -93,6 +121,10 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{"negative_batch", "--batch -4 --out {out}", "batch must be positive"},
                       BadInput{"placement", "--norm-placement middle --out {out}", "unknown norm_placement 'middle'"},
                       BadInput{"norm", "--norm batchnorm --out {out}", "unknown norm 'batchnorm'"},
+                      BadInput{"block", "--block bert --out {out}", "unknown block 'bert' (expected one of: seed, gpt2"},
+                      BadInput{"qk_norm_fused", "--block qwen3 --qkv fused --out {out}", "qk_norm needs qkv = separate"},
+                      BadInput{"kv_heads", "--heads 4 --kv-heads 3 --out {out}", "kv_heads (3) must divide heads (4)"},
+                      BadInput{"bool", "--tie-head maybe --out {out}", "tie_head: expected true or false"},
                       BadInput{"not_a_number", "--lr fast --out {out}", "lr: expected a finite number"},
                       BadInput{"unknown_flag", "--depth 3 --out {out}", "depth"},
                       BadInput{"malformed_toml", "--config {dir}/bad.toml --out {out}", "bad.toml:"},

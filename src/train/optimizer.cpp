@@ -42,22 +42,27 @@ void Adam<T>::step(std::span<T> params, std::span<const T> grads, double lr) {
 }
 
 template <typename T>
-double global_norm(std::span<const T> values) {
+double global_norm(std::span<const T> values, std::span<double> partial) {
   // Fixed-size chunks summed in order: the same result for any thread count.
-  constexpr long kChunk = 4096;
   const long n = static_cast<long>(values.size());
-  const long chunks = (n + kChunk - 1) / kChunk;
-  std::vector<double> partial(chunks, 0.0);
+  const long chunks = global_norm_chunks(values.size());
+  BLOCKLAB_CHECK(static_cast<long>(partial.size()) >= chunks, "global_norm: work space too small");
 #pragma omp parallel for schedule(static)
   for (long c = 0; c < chunks; ++c) {
     double s = 0;
-    const long end = std::min(n, (c + 1) * kChunk);
-    for (long i = c * kChunk; i < end; ++i) s += static_cast<double>(values[i]) * values[i];
+    const long end = std::min(n, (c + 1) * kNormChunk);
+    for (long i = c * kNormChunk; i < end; ++i) s += static_cast<double>(values[i]) * values[i];
     partial[c] = s;
   }
   double total = 0;
-  for (double s : partial) total += s;
+  for (long c = 0; c < chunks; ++c) total += partial[c];
   return std::sqrt(total);
+}
+
+template <typename T>
+double global_norm(std::span<const T> values) {
+  std::vector<double> partial(global_norm_chunks(values.size()));
+  return global_norm(values, std::span<double>(partial));
 }
 
 template <typename T>
@@ -69,6 +74,8 @@ void clip_to_norm(std::span<T> values, double norm, double max_norm) {
 
 template class Adam<float>;
 template class Adam<double>;
+template double global_norm<float>(std::span<const float>, std::span<double>);
+template double global_norm<double>(std::span<const double>, std::span<double>);
 template double global_norm<float>(std::span<const float>);
 template double global_norm<double>(std::span<const double>);
 template void clip_to_norm<float>(std::span<float>, double, double);

@@ -45,7 +45,14 @@ class Adam {
 extern template class Adam<float>;
 extern template class Adam<double>;
 
-// Global L2 norm of a gradient arena, summed in a fixed order (independent of the thread count).
+// Global L2 norm of a gradient arena, summed in a fixed order (independent of the thread count): squares
+// summed in chunks of kNormChunk values, the chunk sums added in order. `partial` holds one double per
+// chunk (global_norm_chunks(size) of them), so that a training loop can size it once.
+inline constexpr long kNormChunk = 4096;
+inline long global_norm_chunks(size_t n) { return (static_cast<long>(n) + kNormChunk - 1) / kNormChunk; }
+template <typename T>
+double global_norm(std::span<const T> values, std::span<double> partial);
+// The same with its own work space.
 template <typename T>
 double global_norm(std::span<const T> values);
 

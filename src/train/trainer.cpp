@@ -17,6 +17,7 @@ Trainer::Trainer(const RunConfig& config)
       task_(config.model.vocab, config.copy_len, data_seed(config.seed)),
       schedule_(config.make_schedule()) {
   model_.init_weights(config.seed);
+  norm_partials_.assign(global_norm_chunks(model_.grads().size()), 0.0);
 }
 
 StepResult Trainer::step() {
@@ -28,7 +29,7 @@ StepResult Trainer::step() {
   model_.backward(acts_);
   if (std::find(inject_steps_.begin(), inject_steps_.end(), r.step) != inject_steps_.end())
     model_.grads()[inject_offset_] = std::numeric_limits<float>::quiet_NaN();
-  r.grad_norm = global_norm<float>(model_.grads());
+  r.grad_norm = global_norm<float>(model_.grads(), norm_partials_);
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
     r.nonfinite = true;
     r.lr = schedule_.at(r.step);

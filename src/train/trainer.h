@@ -64,6 +64,7 @@ class Trainer {
   RunConfig config_;
   Model<float> model_;
   Activations<float> acts_;
+  std::vector<double> norm_partials_;  // global_norm's work space, sized once
   Adam<float> optimizer_;
   CopyTask task_;
   Batch batch_;
