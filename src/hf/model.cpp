@@ -145,19 +145,19 @@ class StoredLinearSource final : public LinearSource {
  public:
   explicit StoredLinearSource(std::vector<StoredMatrix> parts) : parts_(std::move(parts)) {}
 
-  void forward(float* out, const float* inp, int N) const override {
+  void forward(float* out, const float* inp, int N, Work& work) const override {
     if (parts_.size() == 1) {
-      stored_linear(out, inp, parts_[0], nullptr, N, scratch_);
+      stored_linear(out, inp, parts_[0], nullptr, N, work.scratch);
       return;
     }
     int total = 0;
     for (const StoredMatrix& m : parts_) total += m.out;
     int col = 0;
     for (const StoredMatrix& m : parts_) {
-      part_.resize(static_cast<size_t>(N) * m.out);
-      stored_linear(part_.data(), inp, m, nullptr, N, scratch_);
+      work.part.resize(static_cast<size_t>(N) * m.out);
+      stored_linear(work.part.data(), inp, m, nullptr, N, work.scratch);
       for (int n = 0; n < N; ++n)
-        std::copy_n(part_.data() + static_cast<long>(n) * m.out, m.out, out + static_cast<long>(n) * total + col);
+        std::copy_n(work.part.data() + static_cast<long>(n) * m.out, m.out, out + static_cast<long>(n) * total + col);
       col += m.out;
     }
   }
@@ -170,7 +170,6 @@ class StoredLinearSource final : public LinearSource {
 
  private:
   std::vector<StoredMatrix> parts_;
-  mutable std::vector<float> scratch_, part_;
 };
 
 struct BlockWeights {
@@ -408,6 +407,8 @@ ForwardResult Model::forward(std::span<const int32_t> tokens, const ForwardOptio
   in.config = &block_config_;
   in.dims = dims;
   in.attention_scratch = attention_scratch.data();
+  LinearSource::Work linear_work;
+  in.linear_work = &linear_work;
   if (!gpt2) {
     const std::vector<double> inv = rope_inv_freq(c);
     rope_cos.resize(static_cast<long>(Tn) * (D / 2));
@@ -418,7 +419,7 @@ ForwardResult Model::forward(std::span<const int32_t> tokens, const ForwardOptio
   }
 
   const long TC = static_cast<long>(Tn) * C;
-  std::vector<float> x(TC), mean(Tn), rstd(Tn), scratch;
+  std::vector<float> x(TC), mean(Tn), rstd(Tn);
   auto report = [&](int layer, const float* h) {
     if (options.on_hidden) options.on_hidden(layer, std::span<const float>(h, TC));
   };
@@ -463,7 +464,7 @@ ForwardResult Model::forward(std::span<const int32_t> tokens, const ForwardOptio
     const float* last = r.final_hidden.data() + static_cast<long>(Tn - rows) * C;
     r.logits.resize(static_cast<long>(rows) * V);
     StoredMatrix head{lm_head_, V, C, false};
-    stored_linear(r.logits.data(), last, head, nullptr, rows, scratch);
+    stored_linear(r.logits.data(), last, head, nullptr, rows, linear_work.scratch);
     if (options.stream_weights) WeightStore::release(lm_head_);
   }
   return r;

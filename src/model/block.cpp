@@ -100,13 +100,14 @@ void carve_attention(AttentionActs<T>& a, Carver<T>& m, const ModelConfig& c, co
 
 // out (N, OC) = inp (N, C) @ W^T + b, from the arena or from the weight's source (read in place).
 template <typename T>
-void apply_linear(T* out, const T* inp, const LinearTensors<T>& l, int N, int C, int OC) {
+void apply_linear(T* out, const T* inp, const LinearTensors<T>& l, int N, int C, int OC, const BlockInputs<T>& in) {
   if (l.source == nullptr) {
     linear_forward(out, inp, static_cast<const T*>(l.weight), static_cast<const T*>(l.bias), N, C, OC);
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
-    l.source->forward(out, inp, N);
+    BLOCKLAB_CHECK(in.linear_work != nullptr, "a LinearSource needs BlockInputs::linear_work");
+    l.source->forward(out, inp, N, *in.linear_work);
     if (l.bias != nullptr)
       for (long n = 0; n < N; ++n)
         for (int o = 0; o < OC; ++o) out[n * OC + o] += l.bias[o];
@@ -144,7 +145,7 @@ void attention_forward_sublayer(AttentionActs<T>& a, const T* inp, const Attenti
   const T scale = T(1) / std::sqrt(static_cast<T>(d.D));
   if (a.qkv != nullptr) {
     // qkv = inp @ W^T + b: (N, Q+2K) = [q | k | v]
-    apply_linear(a.qkv, inp, w.qkv, N, d.C, d.Q + 2 * d.K);
+    apply_linear(a.qkv, inp, w.qkv, N, d.C, d.Q + 2 * d.K, in);
     if (rope) {
       const long s = d.Q + 2L * d.K;
       rope_forward(a.qkv, in.rope_cos, in.rope_sin, d.B, d.T, d.H, d.D / 2, s);
@@ -154,9 +155,9 @@ void attention_forward_sublayer(AttentionActs<T>& a, const T* inp, const Attenti
     // q = inp Wq^T; k, v = kv_inp Wk^T, kv_inp Wv^T with kv_inp the context for cross-attention
     const T* kv_inp = cross ? in.context : inp;
     const int Nk = cross ? static_cast<int>(d.Nc()) : N;
-    apply_linear(a.q, inp, w.q, N, d.C, d.Q);
-    apply_linear(a.k, kv_inp, w.k, Nk, d.C, d.K);
-    apply_linear(a.v, kv_inp, w.v, Nk, d.C, d.K);
+    apply_linear(a.q, inp, w.q, N, d.C, d.Q, in);
+    apply_linear(a.k, kv_inp, w.k, Nk, d.C, d.K, in);
+    apply_linear(a.v, kv_inp, w.v, Nk, d.C, d.K, in);
     T* q = a.q;
     T* k = a.k;
     if (a.q_normed != nullptr) {
@@ -180,7 +181,7 @@ void attention_forward_sublayer(AttentionActs<T>& a, const T* inp, const Attenti
                           v.v, v.v_stride, d.B, d.T, Tk, d.H, d.Hkv, d.D, !cross, scale);
   }
   // out = y Wo^T + bo
-  apply_linear(a.out, static_cast<const T*>(a.y), w.proj, N, d.Q, d.C);
+  apply_linear(a.out, static_cast<const T*>(a.y), w.proj, N, d.Q, d.C, in);
 }
 
 // Backward of F of the attention sub-layer. dout = d a.out (N,C). The gradient of F's input is written
@@ -261,22 +262,22 @@ void mlp_forward_sublayer(MlpActs<T>& a, const T* inp, const MlpTensors<T>& w, c
       if (w.fc1.source == nullptr) {
         linear_gelu_forward(a.act, a.pre, inp, w.fc1.weight, static_cast<const T*>(w.fc1.bias), N, d.C, d.I);
       } else {
-        apply_linear(a.pre, inp, w.fc1, N, d.C, d.I);
+        apply_linear(a.pre, inp, w.fc1, N, d.C, d.I, in);
         gelu_forward(a.act, static_cast<const T*>(a.pre), static_cast<long>(N) * d.I);
       }
       break;
     case MlpKind::GeluTanh:
-      apply_linear(a.pre, inp, w.fc1, N, d.C, d.I);
+      apply_linear(a.pre, inp, w.fc1, N, d.C, d.I, in);
       gelu_tanh_forward(a.act, static_cast<const T*>(a.pre), static_cast<long>(N) * d.I);
       break;
     case MlpKind::SwiGLU:
     case MlpKind::GeGLU:  // [value | gate] = inp W1^T + b1;  act = value * f(gate)
-      apply_linear(a.pre, inp, w.fc1, N, d.C, d.I_in);
+      apply_linear(a.pre, inp, w.fc1, N, d.C, d.I_in, in);
       glu_forward(a.act, static_cast<const T*>(a.pre), N, d.I, c.mlp == MlpKind::SwiGLU ? GluKind::SwiGLU : GluKind::GeGLU);
       break;
   }
   // out = act W2^T + b2
-  apply_linear(a.out, static_cast<const T*>(a.act), w.fc2, N, d.I, d.C);
+  apply_linear(a.out, static_cast<const T*>(a.act), w.fc2, N, d.I, d.C, in);
 }
 
 template <typename T>

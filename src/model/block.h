@@ -98,6 +98,7 @@ struct BlockInputs {
   const T* rope_sin = nullptr;
   const T* context = nullptr;   // (Nc,C) [cross_attention]
   T* attention_scratch = nullptr;
+  LinearSource::Work* linear_work = nullptr;  // for weights read through a LinearSource
 };
 
 // x (N,C) -> a.output (N,C); fills a. For a forward-only stack one BlockActs may serve every block in

@@ -64,9 +64,14 @@ struct NormTensors {
 // Hugging Face shard; forward only, float only. src/hf/ implements it over its weight files.
 class LinearSource {
  public:
+  // Work space the caller of a forward pass owns and every source of that pass shares (grown as needed),
+  // so that memory does not grow with the number of layers.
+  struct Work {
+    std::vector<float> scratch, part;
+  };
   virtual ~LinearSource() = default;
   // out (N, out) = inp (N, in) @ W^T, overwritten (no bias).
-  virtual void forward(float* out, const float* inp, int N) const = 0;
+  virtual void forward(float* out, const float* inp, int N, Work& work) const = 0;
 };
 
 // A linear layer's parameters: weight (out, in) in an arena, or a source to read it from; bias (out) or nullptr.
