@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   cli::register_reproduce(app, commands);
   cli::register_inspect(app, commands);
   cli::register_probe(app, commands);
+  cli::register_export(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

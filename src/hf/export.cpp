@@ -1,0 +1,446 @@
+#include "hf/export.h"
+
+#include <fcntl.h>
+#include <stdio.h>  // renameat2, RENAME_EXCHANGE
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+
+#include "hf/weights.h"
+#include "io/atomic_file.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
+#include "model/parameters.h"
+#include "train/run_config.h"
+#include "util/error.h"
+
+namespace blocklab::hf {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+std::string text(long v) { return std::to_string(v); }
+
+// The first key the format cannot express, as "KEY is VALUE; WHY", or empty.
+std::string qwen3_problem(const blocklab::ModelConfig& c) {
+  if (c.cross_attention) return "cross_attention is true; Qwen3ForCausalLM has no cross-attention";
+  if (c.norm_placement != NormPlacement::Pre)
+    return "norm_placement is " + to_string(c.norm_placement) + "; Qwen3ForCausalLM is pre-norm (needs pre)";
+  if (c.norm != NormKind::RMSNorm) return "norm is " + to_string(c.norm) + "; Qwen3ForCausalLM needs rmsnorm";
+  if (c.positions != Positions::RoPE)
+    return "positions is " + to_string(c.positions) + "; Qwen3ForCausalLM needs rope";
+  if (c.mlp != MlpKind::SwiGLU) return "mlp is " + to_string(c.mlp) + "; Qwen3ForCausalLM needs swiglu";
+  if (c.mlp_bias) return "mlp_bias is true; Qwen3's MLP has no biases (needs mlp_bias = false)";
+  if (c.qkv_bias != c.proj_bias)
+    return std::string("qkv_bias is ") + (c.qkv_bias ? "true" : "false") + " and proj_bias " +
+           (c.proj_bias ? "true" : "false") + "; Qwen3's attention_bias sets both (they must be equal)";
+  if (!c.qk_norm)
+    return "qk_norm is false; Qwen3ForCausalLM normalises every q and k head (needs qk_norm = true)";
+  return {};
+}
+
+std::string gpt2_problem(const blocklab::ModelConfig& c) {
+  if (c.cross_attention) return "cross_attention is true; GPT2LMHeadModel has no cross-attention";
+  if (c.norm_placement != NormPlacement::Pre)
+    return "norm_placement is " + to_string(c.norm_placement) + "; GPT2LMHeadModel is pre-norm (needs pre)";
+  if (c.norm != NormKind::LayerNorm) return "norm is " + to_string(c.norm) + "; GPT2LMHeadModel needs layernorm";
+  if (c.positions != Positions::Learned)
+    return "positions is " + to_string(c.positions) + "; GPT2LMHeadModel needs learned";
+  if (c.qkv != QkvLayout::Fused) return "qkv is " + to_string(c.qkv) + "; GPT2LMHeadModel needs fused (c_attn)";
+  if (c.kv_head_count() != c.heads)
+    return "kv_heads is " + text(c.kv_head_count()) + "; GPT2LMHeadModel has no grouped-query attention (needs " +
+           text(c.heads) + ", as many as heads)";
+  if (c.q_dim() != c.width)
+    return "head_dim is " + text(c.head_size()) + "; GPT2LMHeadModel needs width / heads = " +
+           text(c.width / c.heads) + " (heads x head_dim = width)";
+  if (c.qk_norm) return "qk_norm is true; GPT2LMHeadModel has no q/k norm";
+  if (!c.qkv_bias) return "qkv_bias is false; GPT2LMHeadModel's c_attn has a bias";
+  if (!c.proj_bias) return "proj_bias is false; GPT2LMHeadModel's attn.c_proj has a bias";
+  if (!c.mlp_bias) return "mlp_bias is false; GPT2LMHeadModel's MLP has biases";
+  if (c.mlp != MlpKind::GeluTanh && c.mlp != MlpKind::Gelu)
+    return "mlp is " + to_string(c.mlp) + "; GPT2LMHeadModel needs gelu_tanh (or gelu)";
+  return {};
+}
+
+// Row block [r0, r0 + n) of a row-major (rows, cols) tensor.
+std::vector<float> rows_of(std::span<const float> t, int64_t cols, int64_t r0, int64_t n) {
+  BLOCKLAB_CHECK(static_cast<int64_t>(t.size()) >= (r0 + n) * cols, "row block outside the tensor");
+  return {t.begin() + r0 * cols, t.begin() + (r0 + n) * cols};
+}
+
+// (rows, cols) -> (cols, rows)
+std::vector<float> transposed(std::span<const float> t, int64_t rows, int64_t cols) {
+  BLOCKLAB_CHECK(static_cast<int64_t>(t.size()) == rows * cols, "tensor size does not match its shape");
+  std::vector<float> out(t.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) out[c * rows + r] = t[r * cols + c];
+  return out;
+}
+
+bool is_within(const fs::path& inner, const fs::path& outer) {
+  const fs::path rel = inner.lexically_relative(outer);
+  return !rel.empty() && *rel.begin() != "..";
+}
+
+fs::path canonical_or_self(const fs::path& p) {
+  std::error_code ec;
+  fs::path c = fs::weakly_canonical(fs::absolute(p, ec), ec);
+  return ec ? p.lexically_normal() : c;
+}
+
+// The checkpoint to read: options.checkpoint as a path, or as a name in run_dir/checkpoints; else the newest.
+io::CheckpointRef pick_checkpoint(const fs::path& run_dir, const fs::path& requested) {
+  std::error_code ec;
+  if (!requested.empty()) {
+    fs::path dir = requested;
+    if (!fs::exists(dir, ec) && requested.is_relative() && fs::exists(io::checkpoints_dir(run_dir) / requested, ec))
+      dir = io::checkpoints_dir(run_dir) / requested;
+    if (!fs::is_directory(dir, ec)) throw Error(requested.string() + ": no such checkpoint directory");
+    if (!fs::is_regular_file(dir / "COMPLETE", ec))
+      throw Error(dir.string() + ": not a complete checkpoint (no COMPLETE file)");
+    return {-1, dir};
+  }
+  const auto all = io::list_checkpoints(run_dir);
+  if (all.empty())
+    throw Error(run_dir.string() + ": no complete checkpoint in " + io::checkpoints_dir(run_dir).string() +
+                ", so the run kept no weights (train with --checkpoint-every N: the last step is then always saved)");
+  return all.back();
+}
+
+int64_t summary_steps(const fs::path& run_dir) {
+  std::ifstream in(run_dir / "summary.json");
+  if (!in) return -1;
+  try {
+    const json j = json::parse(in);
+    if (j.contains("steps") && j["steps"].is_number_integer()) return j["steps"].get<int64_t>();
+  } catch (const json::exception&) {
+  }
+  return -1;
+}
+
+// Moves `tmp` into place as `out`, replacing what is there; `out`'s parent is fsynced afterwards.
+void publish(const fs::path& tmp, const fs::path& out) {
+  std::error_code ec;
+  if (!fs::exists(out, ec)) {
+    fs::rename(tmp, out, ec);
+    if (ec) throw Error(out.string() + ": cannot rename " + tmp.string() + " into place: " + ec.message());
+  } else if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, out.c_str(), RENAME_EXCHANGE) == 0) {
+    // One atomic swap: the old directory now sits at tmp.
+    fs::remove_all(tmp, ec);
+  } else {
+    // A file system without RENAME_EXCHANGE: move the old directory aside first.
+    const fs::path old = tmp.parent_path() / (tmp.filename().string() + ".old");
+    fs::remove_all(old, ec);
+    fs::rename(out, old, ec);
+    if (ec) throw Error(out.string() + ": cannot move the old directory aside: " + ec.message());
+    fs::rename(tmp, out, ec);
+    if (ec) {
+      std::error_code back;
+      fs::rename(old, out, back);
+      throw Error(out.string() + ": cannot rename " + tmp.string() + " into place: " + ec.message());
+    }
+    fs::remove_all(old, ec);
+  }
+  io::sync_directory(out.parent_path().empty() ? "." : out.parent_path().string());
+}
+
+}  // namespace
+
+const char* export_format_name(ExportFormat f) {
+  switch (f) {
+    case ExportFormat::Auto: return "auto";
+    case ExportFormat::Qwen3: return "qwen3";
+    case ExportFormat::GPT2: return "gpt2";
+    case ExportFormat::Blocklab: return "blocklab";
+  }
+  return "?";
+}
+
+ExportFormat parse_export_format(const std::string& name) {
+  for (ExportFormat f : {ExportFormat::Auto, ExportFormat::Qwen3, ExportFormat::GPT2, ExportFormat::Blocklab})
+    if (name == export_format_name(f)) return f;
+  throw Error("unknown export format '" + name + "' (expected one of: auto, qwen3, gpt2, blocklab)");
+}
+
+ExportFormat default_export_format(const blocklab::ModelConfig& config) {
+  if (config.block == "qwen3") return ExportFormat::Qwen3;
+  if (config.block == "gpt2") return ExportFormat::GPT2;
+  return ExportFormat::Blocklab;
+}
+
+void check_exportable(const blocklab::ModelConfig& config, ExportFormat format, const std::string& reason) {
+  std::string problem;
+  if (format == ExportFormat::Qwen3) problem = qwen3_problem(config);
+  if (format == ExportFormat::GPT2) problem = gpt2_problem(config);
+  if (format == ExportFormat::Auto) problem = "no format chosen";
+  if (!problem.empty())
+    throw Error(std::string("cannot export as Hugging Face ") + export_format_name(format) + " (" + reason +
+                "): " + problem);
+}
+
+json hf_config_json(const blocklab::ModelConfig& c, ExportFormat format) {
+  json j;  // keys sorted, as transformers writes them
+  if (format == ExportFormat::Qwen3) {
+    j = {{"architectures", json::array({"Qwen3ForCausalLM"})},
+         {"attention_bias", c.qkv_bias},
+         {"attention_dropout", 0.0},
+         {"head_dim", c.head_size()},
+         {"hidden_act", "silu"},
+         {"hidden_size", c.width},
+         {"initializer_range", 0.02},
+         {"intermediate_size", c.mlp_hidden()},
+         {"max_position_embeddings", c.seq_len},
+         {"max_window_layers", c.layers},
+         {"model_type", "qwen3"},
+         {"num_attention_heads", c.heads},
+         {"num_hidden_layers", c.layers},
+         {"num_key_value_heads", c.kv_head_count()},
+         {"rms_norm_eps", c.norm_eps},
+         {"rope_scaling", nullptr},
+         {"rope_theta", c.rope_theta},
+         {"sliding_window", nullptr},
+         {"tie_word_embeddings", c.tie_head},
+         {"torch_dtype", "float32"},
+         {"use_cache", true},
+         {"use_sliding_window", false},
+         {"vocab_size", c.vocab}};
+  } else if (format == ExportFormat::GPT2) {
+    j = {{"activation_function", c.mlp == MlpKind::Gelu ? "gelu" : "gelu_new"},
+         {"architectures", json::array({"GPT2LMHeadModel"})},
+         {"attn_pdrop", 0.0},  // blocklab trains without dropout
+         {"bos_token_id", nullptr},  // the copy task has none (GPT2Config's default 50256 is outside the vocabulary)
+         {"embd_pdrop", 0.0},
+         {"eos_token_id", nullptr},
+         {"initializer_range", 0.02},
+         {"layer_norm_epsilon", c.norm_eps},
+         {"model_type", "gpt2"},
+         {"n_ctx", c.seq_len},
+         {"n_embd", c.width},
+         {"n_head", c.heads},
+         {"n_inner", c.mlp_hidden()},
+         {"n_layer", c.layers},
+         {"n_positions", c.seq_len},
+         {"reorder_and_upcast_attn", false},
+         {"resid_pdrop", 0.0},
+         {"scale_attn_by_inverse_layer_idx", false},
+         {"scale_attn_weights", true},
+         {"tie_word_embeddings", c.tie_head},
+         {"torch_dtype", "float32"},
+         {"use_cache", true},
+         {"vocab_size", c.vocab}};
+  } else {
+    throw Error(std::string("hf_config_json: no Hugging Face config for format ") + export_format_name(format));
+  }
+  return j;
+}
+
+std::vector<ExportedTensor> export_tensors(const blocklab::ModelConfig& c, ExportFormat format,
+                                           const ParamLookup& param) {
+  const ParameterTable table(c);
+  std::vector<ExportedTensor> out;
+  // A parameter under another name, with its size checked against the table.
+  auto get = [&](const std::string& name) {
+    const std::span<const float> t = param(name);
+    if (static_cast<long>(t.size()) != table.at(name).numel)
+      throw Error("tensor " + name + " has " + text(static_cast<long>(t.size())) + " elements, expected " +
+                  text(table.at(name).numel));
+    return t;
+  };
+  auto copy = [&](const std::string& to, const std::string& from) {
+    const std::span<const float> t = get(from);
+    out.push_back({to, table.at(from).shape, {t.begin(), t.end()}});
+  };
+  const int64_t C = c.width, Q = c.q_dim(), K = c.kv_dim(), I = c.mlp_hidden();
+
+  if (format == ExportFormat::Blocklab) {
+    for (const ParamSpec& s : table.specs()) copy(s.name, s.name);
+    return out;
+  }
+  check_exportable(c, format, std::string("format ") + export_format_name(format));
+
+  if (format == ExportFormat::Qwen3) {
+    copy("model.embed_tokens.weight", "tok_emb.weight");
+    for (int l = 0; l < c.layers; ++l) {
+      const std::string p = "blocks." + std::to_string(l) + ".", h = "model.layers." + std::to_string(l) + ".";
+      copy(h + "input_layernorm.weight", p + "norm1.weight");
+      if (c.qkv == QkvLayout::Fused) {  // [q | k | v] rows
+        const auto w = get(p + "attn.qkv.weight");
+        out.push_back({h + "self_attn.q_proj.weight", {Q, C}, rows_of(w, C, 0, Q)});
+        out.push_back({h + "self_attn.k_proj.weight", {K, C}, rows_of(w, C, Q, K)});
+        out.push_back({h + "self_attn.v_proj.weight", {K, C}, rows_of(w, C, Q + K, K)});
+        if (c.qkv_bias) {
+          const auto b = get(p + "attn.qkv.bias");
+          out.push_back({h + "self_attn.q_proj.bias", {Q}, rows_of(b, 1, 0, Q)});
+          out.push_back({h + "self_attn.k_proj.bias", {K}, rows_of(b, 1, Q, K)});
+          out.push_back({h + "self_attn.v_proj.bias", {K}, rows_of(b, 1, Q + K, K)});
+        }
+      } else {
+        for (const char* x : {"q", "k", "v"}) {
+          copy(h + "self_attn." + x + "_proj.weight", p + "attn." + x + ".weight");
+          if (c.qkv_bias) copy(h + "self_attn." + x + "_proj.bias", p + "attn." + x + ".bias");
+        }
+      }
+      copy(h + "self_attn.q_norm.weight", p + "attn.q_norm.weight");
+      copy(h + "self_attn.k_norm.weight", p + "attn.k_norm.weight");
+      copy(h + "self_attn.o_proj.weight", p + "attn.proj.weight");
+      if (c.proj_bias) copy(h + "self_attn.o_proj.bias", p + "attn.proj.bias");
+      copy(h + "post_attention_layernorm.weight", p + "norm2.weight");
+      const auto fc1 = get(p + "mlp.fc1.weight");  // [value | gate] rows: value = up, gate = gate
+      out.push_back({h + "mlp.gate_proj.weight", {I, C}, rows_of(fc1, C, I, I)});
+      out.push_back({h + "mlp.up_proj.weight", {I, C}, rows_of(fc1, C, 0, I)});
+      copy(h + "mlp.down_proj.weight", p + "mlp.fc2.weight");
+    }
+    copy("model.norm.weight", "final_norm.weight");
+    if (!c.tie_head) copy("lm_head.weight", "head.weight");
+    return out;
+  }
+
+  // GPT-2: Conv1D weights are stored (in, out).
+  auto conv1d = [&](const std::string& to, const std::string& from) {
+    const ParamSpec& s = table.at(from);
+    out.push_back({to, {s.shape[1], s.shape[0]}, transposed(get(from), s.shape[0], s.shape[1])});
+  };
+  copy("transformer.wte.weight", "tok_emb.weight");
+  copy("transformer.wpe.weight", "pos_emb.weight");
+  for (int l = 0; l < c.layers; ++l) {
+    const std::string p = "blocks." + std::to_string(l) + ".", h = "transformer.h." + std::to_string(l) + ".";
+    copy(h + "ln_1.weight", p + "norm1.weight");
+    copy(h + "ln_1.bias", p + "norm1.bias");
+    conv1d(h + "attn.c_attn.weight", p + "attn.qkv.weight");
+    copy(h + "attn.c_attn.bias", p + "attn.qkv.bias");
+    conv1d(h + "attn.c_proj.weight", p + "attn.proj.weight");
+    copy(h + "attn.c_proj.bias", p + "attn.proj.bias");
+    copy(h + "ln_2.weight", p + "norm2.weight");
+    copy(h + "ln_2.bias", p + "norm2.bias");
+    conv1d(h + "mlp.c_fc.weight", p + "mlp.fc1.weight");
+    copy(h + "mlp.c_fc.bias", p + "mlp.fc1.bias");
+    conv1d(h + "mlp.c_proj.weight", p + "mlp.fc2.weight");
+    copy(h + "mlp.c_proj.bias", p + "mlp.fc2.bias");
+  }
+  copy("transformer.ln_f.weight", "final_norm.weight");
+  copy("transformer.ln_f.bias", "final_norm.bias");
+  if (!c.tie_head) copy("lm_head.weight", "head.weight");
+  return out;
+}
+
+ExportResult export_run(const fs::path& run_dir, const fs::path& out, const ExportOptions& options) {
+  std::error_code ec;
+  if (!fs::is_directory(run_dir, ec)) throw Error(run_dir.string() + ": no such run directory");
+  fs::path target = out.lexically_normal();
+  if (!target.empty() && target.filename().empty()) target = target.parent_path();  // "dir/" -> "dir"
+  if (target.empty() || target.filename() == "." || target.filename() == "..")
+    throw Error("--out '" + out.string() + "': name a directory to create");
+
+  // --- the checkpoint and the config its weights were written with --------------------------------------
+  ExportResult result;
+  const io::CheckpointRef ref = pick_checkpoint(run_dir, options.checkpoint);
+  result.checkpoint = ref.path;
+  RunConfig run;
+  const std::string state_file = (ref.path / "state.safetensors").string();
+  const std::string config_text = io::read_checkpoint_config(ref.path);
+  try {
+    apply_json(run, json::parse(config_text));
+    resolve(run);
+  } catch (const json::exception& e) {
+    throw Error(state_file + ": config in __metadata__ is not valid JSON: " + e.what());
+  } catch (const Error& e) {
+    throw Error(state_file + ": config in __metadata__: " + e.what());
+  }
+  const blocklab::ModelConfig& model = run.model;
+
+  // --- the format ----------------------------------------------------------------------------------------
+  result.format = options.format;
+  result.reason = "--format " + std::string(export_format_name(options.format));
+  if (options.format == ExportFormat::Auto) {
+    result.format = default_export_format(model);
+    result.reason = "block = " + model.block;
+  }
+  check_exportable(model, result.format, result.reason);
+  if (result.format == ExportFormat::Blocklab)
+    for (ExportFormat f : {ExportFormat::Qwen3, ExportFormat::GPT2})
+      if ((f == ExportFormat::Qwen3 ? qwen3_problem(model) : gpt2_problem(model)).empty())
+        result.also_expressible.push_back(f);
+
+  // --- the output directory --------------------------------------------------------------------------------
+  const fs::path out_abs = canonical_or_self(target);
+  const fs::path run_abs = canonical_or_self(run_dir), ckpt_abs = canonical_or_self(ref.path);
+  if (is_within(run_abs, out_abs) || is_within(ckpt_abs, out_abs) || is_within(out_abs, io::checkpoints_dir(run_abs)))
+    throw Error(out.string() + ": overlaps the run directory or its checkpoints; choose another --out");
+  if (fs::exists(target, ec)) {
+    if (!fs::is_directory(target, ec)) throw Error(out.string() + ": exists and is not a directory");
+    if (!fs::is_empty(target, ec) && !options.force)
+      throw Error(out.string() + ": exists and is not empty; choose another --out or pass --force to replace it");
+  }
+
+  // --- the weights: every parameter present, F32, with the config's shape, and nothing else ---------------
+  const ParameterTable table(model);
+  const io::SafetensorsReader reader((ref.path / "model.safetensors").string());
+  std::map<std::string, std::vector<float>, std::less<>> weights;
+  for (const ParamSpec& s : table.specs()) {
+    const io::TensorEntry* e = reader.find(s.name);
+    if (e == nullptr) throw Error(reader.path() + ": missing tensor " + s.name);
+    if (e->dtype != io::DType::F32 || e->shape != s.shape)
+      throw Error(reader.path() + ": tensor " + s.name + " has dtype " + io::dtype_name(e->dtype) + " and shape " +
+                  shape_string(e->shape) + ", expected F32 " + shape_string(s.shape) + " (from the run's config)");
+    std::vector<float> data(static_cast<size_t>(s.numel));
+    reader.read(*e, std::span<float>(data));
+    weights.emplace(s.name, std::move(data));
+  }
+  for (const io::TensorEntry& e : reader.tensors())
+    if (table.find(e.name) == nullptr)
+      throw Error(reader.path() + ": unexpected tensor " + e.name + " (not a parameter of the run's model)");
+  if (const auto it = reader.metadata().find("step"); it != reader.metadata().end()) {
+    try {
+      result.step = std::stoll(it->second);
+    } catch (const std::exception&) {
+      throw Error(reader.path() + ": __metadata__ step '" + it->second + "' is not a number");
+    }
+  } else {
+    result.step = ref.step;
+  }
+  result.run_steps = summary_steps(run_dir);
+
+  const auto lookup = [&weights](const std::string& name) -> std::span<const float> {
+    const auto it = weights.find(name);
+    if (it == weights.end()) throw Error("no parameter named '" + name + "'");
+    return it->second;
+  };
+  const std::vector<ExportedTensor> tensors = export_tensors(model, result.format, lookup);
+
+  // --- write into a temporary directory beside `out`, then rename it into place -----------------------
+  const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  fs::create_directories(parent, ec);
+  if (ec) throw Error(parent.string() + ": cannot create directory: " + ec.message());
+  const fs::path tmp = parent / ("." + target.filename().string() + ".export." + std::to_string(::getpid()));
+  fs::remove_all(tmp, ec);
+  fs::create_directory(tmp, ec);
+  if (ec) throw Error(tmp.string() + ": cannot create directory: " + ec.message());
+  try {
+    const std::string config_json =
+        (result.format == ExportFormat::Blocklab ? to_json(run) : hf_config_json(model, result.format)).dump(2) + "\n";
+    io::write_file_atomic((tmp / "config.json").string(), config_json);
+    std::vector<io::TensorToWrite> views;
+    views.reserve(tensors.size());
+    for (const ExportedTensor& t : tensors) {
+      views.push_back(io::tensor_view(t.name, t.shape, std::span<const float>(t.data)));
+      result.parameters += static_cast<int64_t>(t.data.size());
+    }
+    std::map<std::string, std::string> metadata{{"format", "pt"}};
+    if (result.format == ExportFormat::Blocklab) metadata["step"] = std::to_string(result.step);
+    io::write_safetensors((tmp / "model.safetensors").string(), views, metadata);
+    io::sync_directory(tmp.string());
+    publish(tmp, target);
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  result.directory = target;
+  result.files = {"config.json", "model.safetensors"};
+  result.tensors = tensors.size();
+  return result;
+}
+
+}  // namespace blocklab::hf
