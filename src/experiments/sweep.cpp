@@ -1,11 +1,10 @@
 #include "experiments/sweep.h"
 
-#include <signal.h>
+#include <signal.h>  // kill
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -17,8 +16,10 @@
 #include "io/checkpoint.h"
 #include "io/metrics.h"
 #include "tensor/threading.h"
+#include "train/run.h"
 #include "util/error.h"
 #include "util/process.h"
+#include "util/signals.h"
 
 namespace blocklab::experiments {
 
@@ -39,8 +40,6 @@ std::string read_text(const fs::path& p) {
   return ss.str();
 }
 
-std::string json_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
-
 std::string safe_component(std::string s) {
   for (char& c : s)
     if (c == '/' || c == '\\' || c == ' ' || c == ',' || c == '+' || static_cast<unsigned char>(c) < 32) c = '_';
@@ -60,40 +59,6 @@ std::pair<int, double> last_metrics_row(const fs::path& path) {
   if (after == line.c_str() || *after != ',') return {0, 0.0};  // the header
   return {static_cast<int>(step), std::strtod(after + 1, nullptr)};
 }
-
-// SIGINT/SIGTERM while a sweep runs: remember the signal; the loop stops its workers and returns.
-volatile std::sig_atomic_t g_sweep_signal = 0;
-extern "C" void on_sweep_signal(int sig) {
-  if (g_sweep_signal != 0) {  // a second signal: stop now (workers die with the parent)
-    std::signal(sig, SIG_DFL);
-    std::raise(sig);
-    return;
-  }
-  g_sweep_signal = sig;
-}
-
-class SweepSignals {
- public:
-  SweepSignals() {
-    g_sweep_signal = 0;
-    struct sigaction sa {};
-    sa.sa_handler = on_sweep_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    ::sigaction(SIGINT, &sa, &old_int_);
-    ::sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~SweepSignals() {
-    ::sigaction(SIGINT, &old_int_, nullptr);
-    ::sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  SweepSignals(const SweepSignals&) = delete;
-  SweepSignals& operator=(const SweepSignals&) = delete;
-  int pending() const { return g_sweep_signal; }
-
- private:
-  struct sigaction old_int_ {}, old_term_ {};
-};
 
 std::string pretty_value(const std::string& key, const std::string& value) {
   if (key == "norm_placement") return value == "post" ? "Post-LN" : value == "pre" ? "Pre-LN" : value;
@@ -337,7 +302,7 @@ SweepResult run_sweep(const SweepOptions& options, const Log& log, const SweepPr
   SweepResult result;
   std::vector<Active> active;
   const auto start = std::chrono::steady_clock::now();
-  SweepSignals signals;
+  StopSignals signals;  // SIGINT/SIGTERM: ask the workers to checkpoint and exit, then stop
   bool stopping = false;
   size_t next = 0;
   auto start_run = [&](size_t index) {
@@ -347,20 +312,15 @@ SweepResult run_sweep(const SweepOptions& options, const Log& log, const SweepPr
     std::vector<std::string> argv = {worker, "train"};
     int start_step = 0;
     if (!io::list_checkpoints(dir).empty()) {  // an interrupted run: continue it bit-exactly
-      argv.insert(argv.end(), {"--resume", dir.string()});
+      argv.insert(argv.end(), {"--resume", dir.string(), "--threads", std::to_string(threads)});
       start_step = static_cast<int>(io::list_checkpoints(dir).back().step);
-    } else {
-      const nlohmann::json values = to_json(run.config);
-      for (const ConfigKey& key : config_keys()) {
-        if (key.name == "out" || key.name == "threads") continue;
-        std::string flag = "--" + key.name;
-        std::replace(flag.begin(), flag.end(), '_', '-');
-        argv.push_back(flag);
-        argv.push_back(json_text(values.at(key.name)));
-      }
-      argv.insert(argv.end(), {"--out", dir.string(), "--force"});
+    } else {  // a new run: the worker trains exactly the resolved config written here
+      RunConfig config = run.config;
+      config.threads = threads;
+      const fs::path config_file = dir / "config.json";
+      write_config_json(config_file.string(), config);
+      argv.insert(argv.end(), {"--config-json", config_file.string(), "--force"});
     }
-    argv.insert(argv.end(), {"--threads", std::to_string(threads)});
     if (options.probe_every > 0) argv.insert(argv.end(), {"--probe-every", std::to_string(options.probe_every)});
     ProcessSpec spec{argv, "", (dir / "train.log").string(), true, true};
     start_steps[index] = start_step;
