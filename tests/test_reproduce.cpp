@@ -9,7 +9,7 @@
 
 #include "cli_runner.h"
 #include "experiments/reproduce.h"
-#include "io/plot.h"
+#include "report/plot.h"
 #include "util/error.h"
 
 using namespace blocklab;

@@ -25,7 +25,7 @@
 #include "experiments/residual.h"
 #include "experiments/standardize.h"
 #include "experiments/sweep.h"
-#include "io/plot.h"
+#include "report/plot.h"
 #include "train/run_config.h"
 
 namespace blocklab::experiments {

@@ -9,7 +9,7 @@
 #include "experiments/reproduce.h"
 #include "experiments/reproduce_text.h"
 #include "io/atomic_file.h"
-#include "io/report.h"
+#include "report/report.h"
 #include "tensor/threading.h"
 
 namespace blocklab::experiments {

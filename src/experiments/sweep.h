@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "experiments/common.h"
-#include "io/plot.h"
 #include "probe/outcome.h"
+#include "report/plot.h"
 #include "train/run_config.h"
 
 namespace blocklab::experiments {

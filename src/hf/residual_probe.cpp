@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "io/atomic_file.h"
-#include "io/plot.h"
+#include "report/plot.h"
 #include "util/error.h"
 
 namespace blocklab::hf {
