@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "io/dtype.h"
 #include "io/safetensors.h"
 
 namespace blocklab::hf {
