@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "experiments/labels.h"
 #include "experiments/reproduce.h"
 #include "experiments/reproduce_text.h"
 #include "io/atomic_file.h"

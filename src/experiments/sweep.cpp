@@ -11,9 +11,11 @@
 #include <sstream>
 #include <thread>
 
+#include "experiments/labels.h"
 #include "experiments/manifest.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
+#include "io/csv.h"
 #include "io/metrics.h"
 #include "tensor/threading.h"
 #include "train/run.h"
@@ -50,18 +52,23 @@ std::string safe_component(std::string s) {
 std::pair<int, double> last_metrics_row(const fs::path& path) {
   const std::string text = read_text(path);
   const size_t end = text.rfind('\n');  // the end of the last complete line
-  if (end == std::string::npos || end == 0) return {0, 0.0};
-  const size_t before = text.rfind('\n', end - 1);
-  const size_t start = before == std::string::npos ? 0 : before + 1;
-  const std::string line = text.substr(start, end - start);
+  if (end == std::string::npos) return {0, 0.0};
+  std::vector<io::CsvRecord> records;
+  try {
+    records = io::parse_csv(std::string_view(text).substr(0, end + 1), path.string());
+  } catch (const Error&) {
+    return {0, 0.0};
+  }
+  if (records.size() < 2 || records.back().fields.size() < 2) return {0, 0.0};  // none but the header
+  const std::vector<std::string>& row = records.back().fields;
   char* after = nullptr;
-  const long step = std::strtol(line.c_str(), &after, 10);
-  if (after == line.c_str() || *after != ',') return {0, 0.0};  // the header
-  return {static_cast<int>(step), std::strtod(after + 1, nullptr)};
+  const long step = std::strtol(row[0].c_str(), &after, 10);
+  if (after == row[0].c_str()) return {0, 0.0};
+  return {static_cast<int>(step), std::strtod(row[1].c_str(), nullptr)};
 }
 
 std::string pretty_value(const std::string& key, const std::string& value) {
-  if (key == "norm_placement") return value == "post" ? "Post-LN" : value == "pre" ? "Pre-LN" : value;
+  if (key == "norm_placement") return placement_label(value);
   if (key == "warmup") return value == "0" ? "no warm-up" : "warm-up " + value;
   if (key == "layers") return value + " blocks";
   if (key == "norm") return value == "rmsnorm" ? "RMSNorm" : value == "layernorm" ? "LayerNorm" : value;
@@ -396,20 +403,22 @@ SweepResult run_sweep(const SweepOptions& options, const Log& log, const SweepPr
     }
 
   // summary.csv
-  std::ostringstream csv;
-  csv << "run";
-  for (const GridAxis& axis : options.grid) csv << "," << axis.key;
-  csv << ",seed,steps,final_loss,min_loss,min_loss_step,first_step_below_0.01,outcome,seconds\n";
+  std::vector<std::string> header = {"run"};
+  for (const GridAxis& axis : options.grid) header.push_back(axis.key);
+  for (const char* column : {"seed", "steps", "final_loss", "min_loss", "min_loss_step", "first_step_below_0.01",
+                             "outcome", "seconds"})
+    header.push_back(column);
+  io::CsvWriter csv(header);
   for (const auto& r : result.runs) {
-    csv << r.run.name;
-    for (const auto& v : r.run.cell_values) csv << "," << v;
-    char numbers[160];
-    std::snprintf(numbers, sizeof numbers, ",%llu,%d,%.9g,%.9g,%d,", static_cast<unsigned long long>(r.run.seed),
-                  r.curve.steps, r.curve.final_loss, r.curve.min_loss, r.curve.min_loss_step);
-    csv << numbers << (r.curve.first_step_below ? std::to_string(*r.curve.first_step_below) : "") << ","
-        << probe::to_string(r.curve.outcome) << "," << fmt(r.seconds, "%.1f") << "\n";
+    std::vector<std::string> row = {r.run.name};
+    row.insert(row.end(), r.run.cell_values.begin(), r.run.cell_values.end());
+    row.insert(row.end(), {std::to_string(r.run.seed), std::to_string(r.curve.steps), io::csv_number(r.curve.final_loss),
+                           io::csv_number(r.curve.min_loss), std::to_string(r.curve.min_loss_step),
+                           r.curve.first_step_below ? std::to_string(*r.curve.first_step_below) : "",
+                           probe::to_string(r.curve.outcome), io::csv_number(r.seconds, "%.1f")});
+    csv.row(row);
   }
-  io::write_file_atomic((fs::path(options.out) / "summary.csv").string(), csv.str());
+  io::write_file_atomic((fs::path(options.out) / "summary.csv").string(), csv.text());
 
   const double ln_vocab = std::log(static_cast<double>(runs.front().config.model.vocab));
   std::string title = options.title;

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "util/error.h"
+#include "util/shape.h"
 
 namespace blocklab::hf {
 
@@ -25,15 +26,6 @@ int64_t WeightRef::cols() const {
   int64_t n = 1;  // rank 0 and 1: one value per row
   for (std::size_t i = 1; i < shape.size(); ++i) n *= shape[i];
   return n;
-}
-
-std::string shape_string(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
 }
 
 namespace {
@@ -147,8 +139,8 @@ WeightRef WeightStore::get(std::string_view name) const {
 WeightRef WeightStore::get(std::string_view name, const std::vector<int64_t>& expected, const std::string& why) const {
   WeightRef w = get(name);
   if (w.shape != expected)
-    throw Error(w.file + ": tensor \"" + w.name + "\" has shape " + shape_string(w.shape) + ", expected " +
-                shape_string(expected) + (why.empty() ? "" : " (" + why + ")"));
+    throw Error(w.file + ": tensor \"" + w.name + "\" has shape " + format_shape(w.shape) + ", expected " +
+                format_shape(expected) + (why.empty() ? "" : " (" + why + ")"));
   return w;
 }
 

@@ -39,8 +39,6 @@ struct WeightRef {
   int64_t cols() const;  // product of the trailing dims (1 for rank 0 and 1)
 };
 
-std::string shape_string(const std::vector<int64_t>& shape);  // "[2560, 4096]"
-
 class WeightStore {
  public:
   // `dir` is a model directory, or one .safetensors file. Throws Error.

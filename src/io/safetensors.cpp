@@ -17,6 +17,7 @@
 
 #include "io/atomic_file.h"
 #include "util/error.h"
+#include "util/shape.h"
 
 namespace blocklab::io {
 
@@ -62,15 +63,6 @@ std::string quote(std::string_view s) {
 
 std::string range_text(uint64_t b, uint64_t e) {
   return "[" + std::to_string(b) + ", " + std::to_string(e) + ")";
-}
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
 }
 
 // Strict UTF-8 validation (no overlongs, no surrogates, nothing above U+10FFFF). Returns the offset
@@ -252,7 +244,7 @@ TensorEntry parse_entry(const std::string& name, const json& v, const std::strin
 
   uint64_t numel = 0, nbytes = 0;
   if (!checked_numel(t.shape, numel) || mul_overflow(numel, dtype_size(t.dtype), nbytes))
-    throw Error(ctx + "shape " + shape_text(t.shape) + " x dtype size " + std::to_string(dtype_size(t.dtype)) +
+    throw Error(ctx + "shape " + format_shape(t.shape) + " x dtype size " + std::to_string(dtype_size(t.dtype)) +
                 " overflows uint64");
   if (t.end < t.begin)
     throw Error(ctx + "data_offsets end (" + std::to_string(t.end) + ") is before begin (" + std::to_string(t.begin) +
@@ -289,12 +281,12 @@ PreparedHeader prepare_header(const std::vector<TensorToWrite>& tensors,
     if (!names.insert(t.name).second) throw Error(where + ": duplicate tensor name " + quote(t.name));
     if (static_cast<unsigned>(t.dtype) > static_cast<unsigned>(DType::BOOL)) throw Error(ctx + "invalid dtype");
     for (int64_t d : t.shape)
-      if (d < 0) throw Error(ctx + "negative shape dimension in " + shape_text(t.shape));
+      if (d < 0) throw Error(ctx + "negative shape dimension in " + format_shape(t.shape));
     uint64_t numel = 0, nbytes = 0;
     if (!checked_numel(t.shape, numel) || mul_overflow(numel, dtype_size(t.dtype), nbytes))
-      throw Error(ctx + "shape " + shape_text(t.shape) + " overflows");
+      throw Error(ctx + "shape " + format_shape(t.shape) + " overflows");
     if (t.data.size() != nbytes)
-      throw Error(ctx + "data has " + std::to_string(t.data.size()) + " bytes but shape " + shape_text(t.shape) +
+      throw Error(ctx + "data has " + std::to_string(t.data.size()) + " bytes but shape " + format_shape(t.shape) +
                   " of " + dtype_name(t.dtype) + " needs " + std::to_string(nbytes));
     uint64_t end = 0;
     if (add_overflow(offset, nbytes, end)) throw Error(where + ": total data size overflows");
@@ -318,7 +310,7 @@ PreparedHeader prepare_header(const std::vector<TensorToWrite>& tensors,
 
 int64_t TensorEntry::numel() const {
   uint64_t n = 0;
-  if (!checked_numel(shape, n)) throw Error("tensor " + quote(name) + ": invalid shape " + shape_text(shape));
+  if (!checked_numel(shape, n)) throw Error("tensor " + quote(name) + ": invalid shape " + format_shape(shape));
   return static_cast<int64_t>(n);
 }
 
@@ -517,7 +509,7 @@ void SafetensorsReader::check_entry(const TensorEntry& t, std::size_t out_size) 
   uint64_t numel = 0, nbytes = 0;
   if (!checked_numel(t.shape, numel) || mul_overflow(numel, dtype_size(t.dtype), nbytes) ||
       nbytes != t.end - t.begin || t.end < t.begin)
-    throw Error(path_ + ": tensor " + quote(t.name) + ": entry is inconsistent (shape " + shape_text(t.shape) +
+    throw Error(path_ + ": tensor " + quote(t.name) + ": entry is inconsistent (shape " + format_shape(t.shape) +
                 ", range " + range_text(t.begin, t.end) + ")");
   if (out_size != numel)
     throw Error(path_ + ": tensor " + quote(t.name) + ": output has " + std::to_string(out_size) +
