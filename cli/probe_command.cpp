@@ -17,8 +17,8 @@
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "progress.h"
-#include "tensor/threading.h"
 #include "util/error.h"
+#include "util/threads.h"
 
 namespace blocklab::cli {
 

@@ -4,12 +4,12 @@
 #include <cmath>
 
 #include "data/copy_task.h"
-#include "tensor/threading.h"
 #include "train/optimizer.h"
 #include "train/run_config.h"
 #include "train/schedule.h"
 #include "train/trainer.h"
 #include "util/error.h"
+#include "util/threads.h"
 
 using namespace blocklab;
 

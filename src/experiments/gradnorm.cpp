@@ -8,9 +8,9 @@
 #include "io/atomic_file.h"
 #include "io/csv.h"
 #include "model/model.h"
-#include "tensor/threading.h"
 #include "train/trainer.h"
 #include "util/error.h"
+#include "util/threads.h"
 
 namespace blocklab::experiments {
 

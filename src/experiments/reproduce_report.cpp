@@ -11,7 +11,7 @@
 #include "experiments/reproduce_text.h"
 #include "io/atomic_file.h"
 #include "report/report.h"
-#include "tensor/threading.h"
+#include "util/threads.h"
 
 namespace blocklab::experiments {
 

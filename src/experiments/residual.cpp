@@ -14,10 +14,10 @@
 #include "io/csv.h"
 #include "io/metrics.h"
 #include "model/model.h"
-#include "tensor/threading.h"
 #include "train/trainer.h"
 #include "util/error.h"
 #include "util/rng.h"
+#include "util/threads.h"
 
 namespace blocklab::experiments {
 

@@ -17,11 +17,11 @@
 #include "io/checkpoint.h"
 #include "io/csv.h"
 #include "io/metrics.h"
-#include "tensor/threading.h"
 #include "train/run.h"
 #include "util/error.h"
 #include "util/process.h"
 #include "util/signals.h"
+#include "util/threads.h"
 
 namespace blocklab::experiments {
 

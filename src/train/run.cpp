@@ -11,9 +11,9 @@
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "io/metrics.h"
-#include "tensor/threading.h"
 #include "util/error.h"
 #include "util/signals.h"
+#include "util/threads.h"
 
 namespace blocklab {
 
