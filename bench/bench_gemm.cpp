@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "kernels/sgemm.h"
-#include "tensor/threading.h"
 #include "util/rng.h"
+#include "util/threads.h"
 
 using namespace blocklab;
 

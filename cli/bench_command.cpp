@@ -12,10 +12,10 @@
 #include "kernels/gemm.h"
 #include "kernels/sgemm.h"
 #include "model/flops.h"
-#include "tensor/threading.h"
 #include "train/trainer.h"
 #include "util/profiler.h"
 #include "util/rng.h"
+#include "util/threads.h"
 
 namespace blocklab::cli {
 

@@ -5,6 +5,7 @@
 #include "commands.h"
 #include "experiment_flags.h"
 #include "experiments/gradnorm.h"
+#include "experiments/labels.h"
 
 namespace blocklab::cli {
 

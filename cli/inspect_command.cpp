@@ -16,6 +16,7 @@
 #include "hf/weights.h"
 #include "io/safetensors.h"
 #include "util/error.h"
+#include "util/shape.h"
 
 namespace blocklab::cli {
 
@@ -87,15 +88,6 @@ void print_config(const hf::ModelConfig& c) {
   row("vocab", std::to_string(c.vocab) + (c.tie_word_embeddings ? ", tied embeddings" : ", separate lm_head"));
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
-}
-
 // One weights file: totals, metadata, then one line per tensor in file order.
 int inspect_safetensors(const std::string& path) {
   io::SafetensorsReader r(path);
@@ -106,7 +98,7 @@ int inspect_safetensors(const std::string& path) {
     data_bytes += t.nbytes();
     elements += t.numel();
     name_w = std::max(name_w, t.name.size());
-    shape_w = std::max(shape_w, shape_text(t.shape).size());
+    shape_w = std::max(shape_w, format_shape(t.shape).size());
   }
   std::printf("%s: %zu tensors, %lld elements, %llu bytes of data (header %llu bytes)\n", path.c_str(),
               r.tensors().size(), elements, data_bytes, static_cast<unsigned long long>(r.data_offset()));
@@ -119,7 +111,7 @@ int inspect_safetensors(const std::string& path) {
                 static_cast<int>(shape_w), "shape", "bytes");
     for (const io::TensorEntry& t : r.tensors())
       std::printf("  %-*s  %-5s  %-*s  %llu\n", static_cast<int>(name_w), t.name.c_str(), io::dtype_name(t.dtype),
-                  static_cast<int>(shape_w), shape_text(t.shape).c_str(), static_cast<unsigned long long>(t.nbytes()));
+                  static_cast<int>(shape_w), format_shape(t.shape).c_str(), static_cast<unsigned long long>(t.nbytes()));
   }
   return 0;
 }

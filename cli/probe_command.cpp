@@ -1,24 +1,20 @@
 // blocklab probe residual | logits: run a Hugging Face model forward on a prompt and report the
-// residual-stream norms per layer, or the most likely next tokens.
+// residual-stream norms per layer, or the most likely next tokens (the probes themselves: hf/probe.h).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <nlohmann/json.hpp>
-#include <numeric>
 
 #include "commands.h"
 #include "hf/model.h"
-#include "hf/residual_probe.h"
+#include "hf/probe.h"
 #include "hf/tokenizer.h"
 #include "hf/unicode.h"
-#include "io/atomic_file.h"
-#include "io/safetensors.h"
 #include "progress.h"
-#include "tensor/threading.h"
 #include "util/error.h"
+#include "util/threads.h"
 
 namespace blocklab::cli {
 
@@ -184,29 +180,19 @@ int run_residual(const CLI::App* app, const PromptFlags& f, const std::string& o
   fs::create_directories(out_dir, ec);
   if (ec || !fs::is_directory(out_dir)) throw Error(out + ": cannot create output directory" + (ec ? ": " + ec.message() : ""));
 
-  const int Tn = static_cast<int>(prompt.tokens.size());
-  hf::ResidualProbe probe(Tn, c.hidden);
-  std::vector<float> hidden_all;
-  if (save_hidden) hidden_all.reserve(static_cast<std::size_t>(c.layers + 1) * Tn * c.hidden);
   Progress progress("block", c.layers, 1);
-  hf::ForwardOptions opt;
-  opt.logits = hf::LogitsFor::None;
-  opt.stream_weights = true;
-  opt.on_hidden = [&](int layer, std::span<const float> h) {
-    probe.observe(layer, h);
-    if (save_hidden) hidden_all.insert(hidden_all.end(), h.begin(), h.end());
-    if (layer > 0) {
-      char detail[96];
-      std::snprintf(detail, sizeof detail, "|mean h| %.4g", probe.layers().back().mean_vector_norm);
-      progress.update(layer, detail);
-    }
+  hf::ResidualProbeOptions options;
+  options.save_hidden = save_hidden;
+  options.on_layer = [&](const hf::ResidualLayerStats& s) {
+    if (s.layer == 0) return;
+    char detail[96];
+    std::snprintf(detail, sizeof detail, "|mean h| %.4g", s.mean_vector_norm);
+    progress.update(s.layer, detail);
   };
-  const auto t_forward = std::chrono::steady_clock::now();
-  model.forward(prompt.tokens, opt);
+  const hf::ResidualProbeResult result = hf::probe_residual(model, prompt.tokens, options);
   progress.finish();
-  const double forward_seconds = seconds_since(t_forward);
 
-  const auto& layers = probe.layers();
+  const auto& layers = result.layers;
   std::printf("\n%5s  %16s  %16s  %10s  %12s  %10s\n", "layer", "|mean_t h_t|", "mean_t |h_t|", "sqrt(l+1)",
               "growth(mean)", "rel.update");
   for (const hf::ResidualLayerStats& s : layers)
@@ -218,47 +204,21 @@ int run_residual(const CLI::App* app, const PromptFlags& f, const std::string& o
               c.layers, last.mean_vector_norm / layers.front().mean_vector_norm, std::sqrt(c.layers + 1.0),
               c.layers + 1);
 
-  hf::write_residual_csv(out_dir / "residual.csv", layers);
-  nlohmann::ordered_json summary;
-  summary["model"] = f.model;
-  summary["model_type"] = c.model_type;
-  summary["layers"] = c.layers;
-  summary["hidden_size"] = c.hidden;
-  summary["parameters"] = model.parameter_count();
-  summary["weight_dtype"] = model.dtype_summary();
-  if (app->count("--text")) summary["text"] = f.text;
-  summary["tokens"] = prompt.tokens;
-  summary["forward_seconds"] = forward_seconds;
-  summary["total_seconds"] = seconds_since(t0);
-  summary["csv_columns"] = {"layer", "mean_vector_norm", "mean_token_norm", "sqrt_layer_plus_1", "relative_update"};
-  io::write_file_atomic((out_dir / "residual.json").string(), summary.dump(2) + "\n");
-  std::vector<std::string> wrote{"residual.csv", "residual.json"};
-  if (save_hidden) {
-    std::vector<int64_t> tok64(prompt.tokens.begin(), prompt.tokens.end());
-    io::write_safetensors((out_dir / "hidden_states.safetensors").string(),
-                          {io::tensor_view("hidden_states", {c.layers + 1, Tn, c.hidden}, std::span<const float>(hidden_all)),
-                           io::tensor_view("tokens", {Tn}, std::span<const int64_t>(tok64))});
-    wrote.push_back("hidden_states.safetensors");
-  }
-  if (!no_plot) {
-    const std::string title = "Residual stream norm per layer: " + fs::path(f.model).filename().string() + " (" +
-                              c.model_type + ", " + std::to_string(Tn) + " tokens)";
-    const hf::PlotOutcome plot = hf::plot_residual(out_dir, layers, title);
-    wrote.push_back("residual.gp");
-    if (plot.rendered) {
-      wrote.push_back("residual.png");
-      wrote.push_back("residual.svg");
-    } else {
-      std::fprintf(stderr, "blocklab: warning: no figure: %s\n", plot.message.c_str());
-    }
-  }
+  hf::ResidualProbeRun run;
+  run.model_dir = f.model;
+  if (app->count("--text")) run.text = f.text;
+  run.tokens = prompt.tokens;
+  run.total_seconds = seconds_since(t0);
+  const hf::WrittenFiles written = hf::write_residual_probe(out_dir, model, run, result, !no_plot);
+  if (!written.figure_message.empty())
+    std::fprintf(stderr, "blocklab: warning: no figure: %s\n", written.figure_message.c_str());
   std::string list;
-  for (const std::string& w : wrote) {
+  for (const std::string& w : written.names) {
     if (!list.empty()) list += ", ";
     list += w;
   }
-  std::printf("forward %s (%d tokens); wrote %s/{%s}\n", Progress::format_duration(forward_seconds).c_str(), Tn,
-              out.c_str(), list.c_str());
+  std::printf("forward %s (%d tokens); wrote %s/{%s}\n", Progress::format_duration(result.forward_seconds).c_str(),
+              static_cast<int>(prompt.tokens.size()), out.c_str(), list.c_str());
   return 0;
 }
 
@@ -278,30 +238,18 @@ int run_logits(const CLI::App* app, const PromptFlags& f, int top) {
   }
   std::fflush(stdout);
   Progress progress("block", c.layers, 1);
-  hf::ForwardOptions opt;
-  opt.logits = hf::LogitsFor::Last;
-  opt.stream_weights = true;
-  opt.on_hidden = [&](int layer, std::span<const float>) {
+  hf::LogitsProbeOptions options;
+  options.top = top;
+  options.on_layer = [&](int layer) {
     if (layer > 0) progress.update(layer, "");
   };
-  const hf::ForwardResult r = model.forward(prompt.tokens, opt);
+  const std::vector<hf::TokenProbability> tokens = hf::probe_logits(model, prompt.tokens, options);
   progress.finish();
 
-  // Softmax in double over the last position's logits.
-  const std::vector<float>& z = r.logits;
-  const double zmax = *std::max_element(z.begin(), z.end());
-  double sum = 0;
-  for (float v : z) sum += std::exp(v - zmax);
-  std::vector<int32_t> order(z.size());
-  std::iota(order.begin(), order.end(), 0);
-  top = std::min<int>(top, static_cast<int>(z.size()));
-  std::partial_sort(order.begin(), order.begin() + top, order.end(), [&](int32_t a, int32_t b) {
-    return z[a] != z[b] ? z[a] > z[b] : a < b;
-  });
   std::printf("\nnext token after position %zu:\n%4s  %8s  %9s  %10s  %s\n", prompt.tokens.size() - 1, "rank", "id",
               "prob", "logit", "token");
-  for (int i = 0; i < top; ++i) {
-    const int32_t id = order[i];
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const int32_t id = tokens[i].id;
     std::string text = "-";
     if (prompt.tokenizer && id < prompt.tokenizer->vocab_size()) {
       try {
@@ -310,7 +258,8 @@ int run_logits(const CLI::App* app, const PromptFlags& f, int top) {
         text = "(no token)";
       }
     }
-    std::printf("%4d  %8d  %9.5f  %10.4f  %s\n", i + 1, id, std::exp(z[id] - zmax) / sum, z[id], text.c_str());
+    std::printf("%4d  %8d  %9.5f  %10.4f  %s\n", static_cast<int>(i) + 1, id, tokens[i].probability, tokens[i].logit,
+                text.c_str());
   }
   return 0;
 }

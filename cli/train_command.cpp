@@ -18,13 +18,22 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
   auto flags = std::make_shared<ConfigFlags>();
   auto force = std::make_shared<bool>(false);
   auto resume = std::make_shared<std::string>();
+  auto config_json = std::make_shared<std::string>();
   auto probe_every = std::make_shared<int>(0);
   add_config_flags(app, *flags);
+  auto* json_option =
+      app->add_option("--config-json", *config_json,
+                      "a resolved config.json (as a run writes it) to start from instead of the defaults; flags "
+                      "override it")
+          ->type_name("FILE");
   app->add_flag("--force", *force, "overwrite a run already in --out");
-  app->add_option("--resume", *resume,
-                  "continue the run in DIR from its newest checkpoint (config from the checkpoint; only --steps, "
-                  "--threads, --log-every, --checkpoint-every, --keep-checkpoints, --on-nonfinite may change)")
-      ->type_name("DIR");
+  auto* resume_option =
+      app->add_option("--resume", *resume,
+                      "continue the run in DIR from its newest checkpoint (config from the checkpoint; only --steps, "
+                      "--threads, --log-every, --checkpoint-every, --keep-checkpoints, --on-nonfinite may change)")
+          ->type_name("DIR");
+  json_option->excludes("--config");
+  json_option->excludes(resume_option);
   app->add_option("--probe-every", *probe_every,
                   "every N steps (and at the first and last), append residual-stream norms after each block to "
                   "OUT/residual.csv (step,layer,mean_vector_norm,mean_token_norm)")
@@ -37,7 +46,7 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
       "Example (the source's 24-block Pre-LN run):\n"
       "  blocklab train --norm-placement pre --layers 24 --width 128 --heads 4 --vocab 64 --copy-len 32 \\\n"
       "                 --batch 16 --steps 400 --lr 1e-3 --warmup 0 --seed 0 --out runs/pre24");
-  commands.push_back({app, [app, flags, force, resume, probe_every] {
+  commands.push_back({app, [app, flags, force, resume, config_json, probe_every] {
                         std::optional<ResumePoint> from;
                         RunConfig config;
                         if (!resume->empty()) {
@@ -50,7 +59,8 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
                           std::printf("resuming %s from %s (step %d) to step %d\n", config.out.c_str(),
                                       from->checkpoint.c_str(), from->step, config.steps);
                         } else {
-                          config = build_config(app, *flags);
+                          config = build_config(app, *flags,
+                                                config_json->empty() ? RunConfig{} : read_config_json(*config_json));
                           resolve(config);
                         }
                         std::printf("training %s-LN %s, %d blocks x width %d, %d heads, copy task V=%d n=%d, batch %d, "

@@ -94,8 +94,9 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
 
 # --- safetensors ----------------------------------------------------------------------------------
 run_safetensors() {
-  local inputs=("$root/fuzz/fuzz_safetensors.cpp" "$root/src/io/safetensors.cpp" "$root/src/util/error.cpp"
-                "$root/src/io/safetensors.h" "$root/src/util/error.h")
+  local inputs=("$root/fuzz/fuzz_safetensors.cpp" "$root/src/io/safetensors.cpp" "$root/src/io/dtype.cpp"
+                "$root/src/io/atomic_file.cpp" "$root/src/util/error.cpp" "$root/src/io/safetensors.h"
+                "$root/src/io/dtype.h" "$root/src/io/atomic_file.h" "$root/src/util/error.h")
   build "$out/fuzz_safetensors" fuzz_flags "${inputs[@]}"
   build "$out/make_seeds" seedgen_flags "${inputs[@]}"
 

@@ -12,10 +12,10 @@
 #include "io/checkpoint.h"
 #include "io/metrics.h"
 #include "io/safetensors.h"
-#include "tensor/threading.h"
 #include "train/run.h"
 #include "train/trainer.h"
 #include "util/error.h"
+#include "util/threads.h"
 
 using namespace blocklab;
 using blocklab::testing::fresh_dir;

@@ -11,8 +11,8 @@
 #include "io/checkpoint.h"
 #include "io/metrics.h"
 #include "spawn.h"
-#include "tensor/threading.h"
 #include "train/trainer.h"
+#include "util/threads.h"
 
 using namespace blocklab;
 using namespace blocklab::testing;

@@ -78,6 +78,33 @@ TEST(CliTrain, EveryBlockPresetTrainsAndOtherFlagsOverrideIt) {
   }
 }
 
+TEST(CliTrain, ConfigJsonRunsAResolvedConfigAgainAndFlagsOverrideIt) {
+  const fs::path dir = fresh_dir("train_config_json");
+  ASSERT_EQ(run_cli("train" + kSmall + " --norm-placement post --warmup 3 --steps 6 --out " + (dir / "a").string()).status, 0);
+  // The resolved config.json of run a, rerun elsewhere: the same numbers and the same config.json.
+  const auto r = run_cli("train --config-json " + (dir / "a" / "config.json").string() + " --out " + (dir / "b").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(read_text(dir / "a" / "metrics.csv"), read_text(dir / "b" / "metrics.csv"));
+  auto a = nlohmann::json::parse(read_text(dir / "a" / "config.json"));
+  auto b = nlohmann::json::parse(read_text(dir / "b" / "config.json"));
+  EXPECT_EQ(b["out"], (dir / "b").string());
+  a.erase("out");
+  b.erase("out");
+  EXPECT_EQ(a, b);
+  // Without --out the run goes where the file says: a, which already holds a run.
+  const auto again = run_cli("train --config-json " + (dir / "a" / "config.json").string() + " --steps 8");
+  EXPECT_EQ(again.status, 2);
+  EXPECT_NE(again.err.find("already holds a run"), std::string::npos) << again.err;
+  ASSERT_EQ(run_cli("train --config-json " + (dir / "a" / "config.json").string() + " --steps 8 --force").status, 0);
+  EXPECT_EQ(nlohmann::json::parse(read_text(dir / "a" / "config.json"))["steps"], 8);
+  EXPECT_EQ(nlohmann::json::parse(read_text(dir / "a" / "config.json"))["warmup"], 3);
+  // It replaces the defaults, not a TOML file or a checkpoint's config.
+  EXPECT_EQ(run_cli("train --config-json " + (dir / "a" / "config.json").string() + " --config x.toml").status, 2);
+  EXPECT_EQ(run_cli("train --config-json " + (dir / "a" / "config.json").string() + " --resume " + (dir / "a").string())
+                .status,
+            2);
+}
+
 TEST(CliTrain, RefusesToOverwriteARunUnlessForced) {
   const fs::path dir = fresh_dir("train_twice");
   const std::string args = "train" + kSmall + " --steps 2 --out " + dir.string();
@@ -101,6 +128,8 @@ TEST_P(CliTrainBadInput, ExitsTwoWithOneLineAndWritesNothing) {
   std::ofstream(dir / "unknown.toml") << "depth = 3\n";
   std::ofstream(dir / "type.toml") << "width = \"wide\"\n";
   std::ofstream(dir / "a_file") << "x";
+  std::ofstream(dir / "bad.json") << "{\"layers\": 2,";
+  std::ofstream(dir / "unknown.json") << "{\"depth\": 3}";
   std::string args = GetParam().args;
   for (std::string key : {"{dir}", "{out}"}) {
     const std::string value = key == "{dir}" ? dir.string() : out.string();
@@ -131,6 +160,10 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{"unknown_toml_key", "--config {dir}/unknown.toml --out {out}", "unknown config key 'depth'"},
                       BadInput{"wrong_toml_type", "--config {dir}/type.toml --out {out}", "width must be an integer"},
                       BadInput{"missing_toml", "--config {dir}/missing.toml --out {out}", "missing.toml"},
+                      BadInput{"malformed_json", "--config-json {dir}/bad.json --out {out}", "bad.json: not valid JSON"},
+                      BadInput{"unknown_json_key", "--config-json {dir}/unknown.json --out {out}",
+                               "unknown.json: unknown config key 'depth'"},
+                      BadInput{"missing_json", "--config-json {dir}/missing.json --out {out}", "missing.json: cannot read"},
                       BadInput{"out_is_a_file", "--out {dir}/a_file/run", "cannot create directory"},
                       BadInput{"unwritable_out", "--out /proc/blocklab_run", "/proc/blocklab_run"}),
     [](const auto& info) { return info.param.name; });

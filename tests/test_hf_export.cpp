@@ -17,7 +17,7 @@
 #include "hf/model.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
-#include "tensor/threading.h"
+#include "util/threads.h"
 #include "train/run.h"
 #include "train/trainer.h"
 #include "util/error.h"

@@ -10,8 +10,8 @@
 
 #include "hf/model.h"
 #include "io/safetensors.h"
-#include "tensor/threading.h"
 #include "util/error.h"
+#include "util/threads.h"
 
 namespace {
 

@@ -12,8 +12,8 @@
 #include "kernels/fast_math.h"
 #include "kernels/linear.h"
 #include "kernels/linear_gelu.h"
-#include "tensor/threading.h"
 #include "kernels/norm.h"
+#include "util/threads.h"
 
 using namespace blocklab;
 using namespace blocklab::kernels;

@@ -18,7 +18,7 @@
 #include "kernels/glu.h"
 #include "kernels/norm.h"
 #include "kernels/rope.h"
-#include "tensor/threading.h"
+#include "util/threads.h"
 
 using namespace blocklab;
 using namespace blocklab::kernels;

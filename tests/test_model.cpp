@@ -8,8 +8,8 @@
 #include "data/copy_task.h"
 #include "gradcheck.h"
 #include "model/model.h"
-#include "tensor/threading.h"
 #include "util/error.h"
+#include "util/threads.h"
 
 using namespace blocklab;
 

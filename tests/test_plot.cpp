@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "cli_runner.h"
-#include "io/plot.h"
+#include "report/plot.h"
 #include "util/error.h"
 
 using namespace blocklab;

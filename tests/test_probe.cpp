@@ -13,9 +13,9 @@
 #include "probe/outcome.h"
 #include "probe/residual_norms.h"
 #include "probe/residual_probe.h"
-#include "tensor/threading.h"
 #include "train/trainer.h"
 #include "util/error.h"
+#include "util/threads.h"
 
 using namespace blocklab;
 namespace bt = blocklab::testing;

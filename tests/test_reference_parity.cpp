@@ -10,8 +10,8 @@
 
 #include "io/safetensors.h"
 #include "model/model.h"
-#include "tensor/threading.h"
 #include "train/optimizer.h"
+#include "util/threads.h"
 
 using namespace blocklab;
 

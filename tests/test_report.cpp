@@ -4,7 +4,7 @@
 #include <fstream>
 
 #include "cli_runner.h"
-#include "io/report.h"
+#include "report/report.h"
 #include "util/error.h"
 
 using namespace blocklab;

@@ -1,12 +1,15 @@
-// blocklab reproduce end to end at a tiny scale: every part runs, and the report puts the source's
-// numbers next to the measured ones, with every figure embedded in the HTML.
+// blocklab reproduce: the claims table's verdicts from synthetic measurements (no training), and the
+// whole reproduction end to end at a tiny scale (every part runs, the report holds the claims table and
+// every figure is embedded in the HTML).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 
 #include "cli_runner.h"
 #include "experiments/reproduce.h"
-#include "io/plot.h"
+#include "report/plot.h"
 #include "util/error.h"
 
 using namespace blocklab;
@@ -47,6 +50,89 @@ ReproduceOptions tiny_options(const fs::path& out) {
   o.residual_model = tiny(2);
   return o;
 }
+
+// ---- synthetic measurements -----------------------------------------------------------------------
+
+const double kLn64 = std::log(64.0);
+
+// One run of experiment B with the given loss per step (steps 1, 2, ...), labelled as the sweep labels it.
+SweepRunResult run_with_losses(NormPlacement placement, int warmup, uint64_t seed, const std::vector<double>& losses) {
+  SweepRunResult r;
+  r.run.config.model.norm_placement = placement;
+  r.run.config.model.vocab = 64;
+  r.run.config.warmup = warmup;
+  r.run.config.seed = seed;
+  r.run.seed = seed;
+  for (size_t i = 0; i < losses.size(); ++i) r.steps.push_back(static_cast<int>(i) + 1);
+  r.losses = losses;
+  r.curve = probe::summarize_curve(r.steps, r.losses, kLn64);
+  return r;
+}
+
+// 1,200 steps at ln 64, with batch-to-batch scatter of a few thousandths: a run that never started.
+std::vector<double> stays_at_ln64() {
+  std::vector<double> l;
+  for (int s = 1; s <= 1200; ++s) l.push_back(kLn64 + 0.003 * std::sin(0.7 * s));
+  return l;
+}
+
+// From ln 64 down to `final_loss`, exponentially, reaching half-way (in log) at `half_step`.
+std::vector<double> learns(double final_loss, int half_step = 100) {
+  std::vector<double> l;
+  for (int s = 1; s <= 1200; ++s) {
+    const double t = std::min(1.0, s / (2.0 * half_step));
+    l.push_back(std::exp((1 - t) * std::log(kLn64) + t * std::log(final_loss)));
+  }
+  return l;
+}
+
+// Learns down to 0.05 by step 300, then jumps back to ln 64 (a collapse).
+std::vector<double> collapses() {
+  std::vector<double> l = learns(0.05, 150);
+  for (int s = 460; s <= 1200; ++s) l[s - 1] = kLn64 + 0.16;
+  return l;
+}
+
+GradNormProfile profile_of(NormPlacement placement, double first, double last) {
+  GradNormProfile p{placement, {}, {}};
+  for (double scale : {0.9, 1.1}) p.per_seed.push_back({first * scale, (first + last) / 2 * scale, last * scale});
+  p.mean = {first, (first + last) / 2, last};
+  return p;
+}
+
+struct Synthetic {
+  ReproduceOptions options = reproduce_preset(false);
+  ReproduceMeasurements m;
+
+  Synthetic() {
+    m.scores = source_score_table();
+    m.per_row = standardize_rows(m.scores);
+    m.per_column = standardize_columns(m.scores, {"A", "B"});
+    m.gradnorms[16].profiles = {profile_of(NormPlacement::Post, 0.8, 1.0), profile_of(NormPlacement::Pre, 0.5, 0.4)};
+    RandomWalkResult& walk = m.residual.walk;
+    walk.depths = {1, 4, 16, 36};
+    for (int l = 0; l <= 36; ++l) {
+      walk.mean_length.push_back(std::sqrt(l + 1.0));
+      walk.mean_relative_change.push_back(l == 0 ? std::nan("") : 1 / std::sqrt(static_cast<double>(l)));
+    }
+  }
+  // Sets one cell of experiment B: the runs of one placement and warm-up, one curve per seed.
+  void cell(NormPlacement placement, int warmup, const std::vector<std::vector<double>>& curves) {
+    auto& runs = m.sweep.runs;
+    runs.erase(std::remove_if(runs.begin(), runs.end(),
+                              [&](const SweepRunResult& r) {
+                                return r.run.config.model.norm_placement == placement && r.run.config.warmup == warmup;
+                              }),
+               runs.end());
+    for (size_t s = 0; s < curves.size(); ++s) runs.push_back(run_with_losses(placement, warmup, s, curves[s]));
+  }
+  Verdict verdict(const std::string& id) const {
+    const std::vector<ClaimRow> rows = judge_claims(options, m);
+    const ClaimRow* row = find_claim(rows, id);
+    EXPECT_NE(row, nullptr) << id;
+    return row ? row->verdict : Verdict::None;
+  }
+};
 }  // namespace
 
 TEST(Reproduce, PresetsUseTheSourcesSettings) {
@@ -72,15 +158,145 @@ TEST(Reproduce, PresetsUseTheSourcesSettings) {
   EXPECT_EQ(quick.seeds.size(), 3u);
 }
 
-TEST(Reproduce, WritesAReportWithTheSourcesNumbersNextToTheMeasuredOnes) {
+// ---- claims from synthetic measurements ---------------------------------------------------------
+
+TEST(ReproduceClaims, PostLnWithoutWarmupReproducesOnlyWhenItStaysAtLnV) {
+  Synthetic x;
+  x.cell(NormPlacement::Post, 0, {stays_at_ln64(), stays_at_ln64(), stays_at_ln64()});
+  EXPECT_EQ(x.verdict("B.post_no_warmup.final_loss"), Verdict::Agrees);
+  x.cell(NormPlacement::Post, 0, {stays_at_ln64(), learns(0.001), stays_at_ln64()});
+  EXPECT_EQ(x.verdict("B.post_no_warmup.final_loss"), Verdict::Differs);
+  x.cell(NormPlacement::Post, 0, {});
+  EXPECT_EQ(x.verdict("B.post_no_warmup.final_loss"), Verdict::Differs);  // nothing ran: nothing reproduced
+}
+
+TEST(ReproduceClaims, PostLnWithWarmupOutcomesAndFailures) {
+  Synthetic x;
+  const int w = x.options.warmup;
+  x.cell(NormPlacement::Post, 0, {stays_at_ln64(), stays_at_ln64(), stays_at_ln64()});
+  x.cell(NormPlacement::Post, w, {learns(0.01), collapses(), learns(0.02)});
+  EXPECT_EQ(x.verdict("B.post_warmup.outcomes"), Verdict::Agrees);  // a collapse, as in the source
+  EXPECT_EQ(x.verdict("B.post.failed"), Verdict::Agrees);           // 3 + 1 of 6 failed
+  EXPECT_EQ(x.verdict("B.post_warmup.losses"), Verdict::None);      // step losses: compared in the figure
+  x.cell(NormPlacement::Post, w, {learns(0.01), learns(0.02), learns(0.03)});
+  EXPECT_EQ(x.verdict("B.post_warmup.outcomes"), Verdict::Partly);  // learned, but no collapse
+  EXPECT_EQ(x.verdict("B.post.failed"), Verdict::Differs);          // 3 of 6
+  x.cell(NormPlacement::Post, w, {learns(0.01), stays_at_ln64(), learns(0.03)});
+  EXPECT_EQ(x.verdict("B.post_warmup.outcomes"), Verdict::Differs);
+  EXPECT_EQ(x.verdict("B.post_warmup.losses"), Verdict::Differs);
+}
+
+TEST(ReproduceClaims, PreLnWithoutWarmupLearnsAndHowEarly) {
+  Synthetic x;
+  // Half-way (in log) at step 50 and done by step 100: below 0.007 at step 200 in every seed.
+  x.cell(NormPlacement::Pre, 0, {learns(0.0003, 50), learns(0.0004, 50), learns(0.0002, 50)});
+  EXPECT_EQ(x.verdict("B.pre_no_warmup.final_loss"), Verdict::Agrees);
+  EXPECT_EQ(x.verdict("B.pre_no_warmup.below_at_step"), Verdict::Agrees);
+  // One seed gets there only by step 400.
+  x.cell(NormPlacement::Pre, 0, {learns(0.0003, 50), learns(0.0004, 200), learns(0.0002, 50)});
+  EXPECT_EQ(x.verdict("B.pre_no_warmup.final_loss"), Verdict::Agrees);
+  EXPECT_EQ(x.verdict("B.pre_no_warmup.below_at_step"), Verdict::Differs);
+  x.cell(NormPlacement::Pre, 0, {learns(0.0003, 50), stays_at_ln64(), learns(0.0002, 50)});
+  EXPECT_EQ(x.verdict("B.pre_no_warmup.final_loss"), Verdict::Differs);
+  // The quick version trains another model on another schedule: its step numbers are not compared.
+  x.options.quick = true;
+  for (const char* id : {"B.pre_no_warmup.below_at_step", "B.pre_no_warmup.loss_at_100",
+                         "B.pre_no_warmup.first_below", "B.post_warmup.losses"})
+    EXPECT_EQ(x.verdict(id), Verdict::NotComparable) << id;
+  EXPECT_EQ(x.verdict("B.pre_no_warmup.final_loss"), Verdict::Differs);  // outcomes still count
+}
+
+TEST(ReproduceClaims, GradientProfiles) {
+  Synthetic x;
+  EXPECT_EQ(x.verdict("A.post.grows"), Verdict::Agrees);            // 0.8 -> 1.0
+  EXPECT_EQ(x.verdict("A.pre.shrinks_slightly"), Verdict::Agrees);  // 0.5 -> 0.4
+  x.m.gradnorms[16].profiles = {profile_of(NormPlacement::Post, 1.0, 0.8), profile_of(NormPlacement::Pre, 0.5, 0.2)};
+  EXPECT_EQ(x.verdict("A.post.grows"), Verdict::Differs);
+  EXPECT_EQ(x.verdict("A.pre.shrinks_slightly"), Verdict::Partly);  // does not grow, falls by more than slightly
+  x.m.gradnorms[16].profiles[1] = profile_of(NormPlacement::Pre, 0.5, 0.6);
+  EXPECT_EQ(x.verdict("A.pre.shrinks_slightly"), Verdict::Differs);
+
+  // The absolute values get a difference in percent from the source's, not a verdict.
+  const SourceNumbers& src = source_numbers();
+  x.m.gradnorms[16].profiles = {profile_of(NormPlacement::Post, 1.0, 1.5 * src.post_last_block),
+                                profile_of(NormPlacement::Pre, 0.5, 0.5 * src.pre_last_block)};
+  const auto rows = judge_claims(x.options, x.m);
+  ASSERT_NE(find_claim(rows, "A.post.last_block"), nullptr);
+  EXPECT_EQ(find_claim(rows, "A.post.last_block")->verdict, Verdict::None);
+  EXPECT_EQ(find_claim(rows, "A.post.last_block")->verdict_text.rfind("+50%", 0), 0u);
+  EXPECT_EQ(find_claim(rows, "A.pre.last_block")->verdict_text.rfind("-50%", 0), 0u);
+
+  // The batch drawn is the main one when measured, else the smallest measured.
+  x.m.gradnorms.clear();
+  x.m.gradnorms[8].profiles = {profile_of(NormPlacement::Post, 0.8, 1.0), profile_of(NormPlacement::Pre, 0.5, 0.6)};
+  x.m.gradnorms[32].profiles = {profile_of(NormPlacement::Post, 1.0, 0.8), profile_of(NormPlacement::Pre, 0.5, 0.4)};
+  EXPECT_EQ(x.verdict("A.post.grows"), Verdict::Agrees);
+  EXPECT_EQ(x.verdict("A.pre.shrinks_slightly"), Verdict::Differs);
+  // Without both profiles the experiment A rows are left out.
+  x.m.gradnorms.clear();
+  const auto without = judge_claims(x.options, x.m);
+  for (const char* id : {"A.post.last_block", "A.post.grows", "A.pre.last_block", "A.pre.shrinks_slightly"})
+    EXPECT_EQ(find_claim(without, id), nullptr) << id;
+}
+
+TEST(ReproduceClaims, StandardizingAndTheRandomWalk) {
+  Synthetic x;
+  for (const char* id : {"9.per_student.A", "9.per_student.C", "9.per_subject", "10.walk.length", "10.walk.change"})
+    EXPECT_EQ(x.verdict(id), Verdict::Agrees) << id;
+  EXPECT_EQ(x.verdict("10.qwen"), Verdict::NotComparable);  // that model is not run here
+
+  ScoreTable other = x.m.scores;
+  other.values[0] = {70, 80, 90};  // A's order reverses: per student it reads (-1.225, 0, 1.225)
+  x.m.per_row = standardize_rows(other);
+  EXPECT_EQ(x.verdict("9.per_student.A"), Verdict::Differs);
+  EXPECT_EQ(x.verdict("9.per_student.C"), Verdict::Agrees);
+
+  for (double& v : x.m.residual.walk.mean_length) v *= 1.05;  // 5% longer than sqrt(L+1)
+  EXPECT_EQ(x.verdict("10.walk.length"), Verdict::Differs);
+  x.m.residual.walk.mean_length.resize(17);  // walked to 16 blocks only: depth 36 is missing
+  x.m.residual.walk.mean_relative_change.resize(17);
+  EXPECT_EQ(x.verdict("10.walk.length"), Verdict::Differs);
+  EXPECT_EQ(x.verdict("10.walk.change"), Verdict::None);  // the source's value is for block 36
+}
+
+TEST(ReproduceClaims, RowsComeInReportOrderWithTheSourcesValues) {
+  Synthetic x;
+  for (NormPlacement p : {NormPlacement::Post, NormPlacement::Pre})
+    for (int warmup : {0, x.options.warmup}) x.cell(p, warmup, {learns(0.001)});
+  const auto rows = judge_claims(x.options, x.m);
+  std::vector<std::string> ids;
+  for (const auto& r : rows) ids.push_back(r.id);
+  EXPECT_EQ(ids, (std::vector<std::string>{
+                     "A.post.last_block", "A.post.grows", "A.pre.last_block", "A.pre.shrinks_slightly",
+                     "B.post_no_warmup.final_loss", "B.post_warmup.losses", "B.post_warmup.outcomes", "B.post.failed",
+                     "B.pre_no_warmup.loss_at_100", "B.pre_no_warmup.below_at_step", "B.pre_no_warmup.first_below",
+                     "B.pre_no_warmup.final_loss", "B.pre_warmup.final_loss", "9.per_student.A", "9.per_student.C",
+                     "9.per_subject", "10.walk.length", "10.walk.change", "10.qwen"}));
+  for (const auto& r : rows) {
+    EXPECT_FALSE(r.claim.empty()) << r.id;
+    EXPECT_FALSE(r.source.empty()) << r.id;
+    EXPECT_FALSE(r.measured.empty()) << r.id;
+    if (r.verdict != Verdict::None) {
+      EXPECT_FALSE(r.verdict_text.empty()) << r.id;
+    }
+  }
+}
+
+// ---- end to end --------------------------------------------------------------------------------------
+
+TEST(Reproduce, WritesAReportWithTheClaimsTableAndEveryFigure) {
   const fs::path dir = bt::fresh_dir("reproduce");
   const ReproduceResult r = run_reproduce(tiny_options(dir / "out"));
   const std::string md = bt::read_text(r.report_md);
-  for (const char* expected : {"quick version", "4.1617 / 4.1616 / 4.1615", "| 1.07 |", "| 0.22 |",
-                               "1.414 / 2.235 / 4.120 / 6.067", "(1.225, 0, -1.225)", "A +1, B -1", "5.9 / 59.8 / 533.6",
-                               "Depth sweep", "Problem 11", "Where the measurements differ", "![",
-                               "sweep/loss.png", "block_forms.png"})
-    EXPECT_NE(md.find(expected), std::string::npos) << expected;
+  ASSERT_GE(r.claims.size(), 19u);  // every row: the tiny run measures all of them
+  for (const ClaimRow& c : r.claims) {
+    const std::string row = "| " + c.claim + " | " + c.source + " | " + c.measured + " | " + c.verdict_text + " |";
+    EXPECT_NE(md.find(row), std::string::npos) << row;
+  }
+  for (const char* figure : {"gradnorm/batch_4/gradnorm.png", "sweep/loss.png", "sweep/loss_linear.png",
+                             "depth_post/loss.png", "depth_pre/loss.png", "block_forms.png",
+                             "residual/residual_walk.png", "residual/residual_probe.png"})
+    EXPECT_NE(md.find(std::string("](") + figure + ")"), std::string::npos) << figure;
   for (const char* f : {"sweep/summary.csv", "gradnorm/batch_4/gradnorm.csv", "gradnorm/batch_8/gradnorm.csv",
                         "residual/residual_walk.csv", "residual/residual_init.csv", "standardize/per_row.csv",
                         "depth_post/summary.csv", "depth_pre/summary.csv", "block_forms.gp",

@@ -5,8 +5,8 @@
 #include <cmath>
 
 #include "kernels/sgemm.h"
-#include "tensor/threading.h"
 #include "util/rng.h"
+#include "util/threads.h"
 
 using namespace blocklab;
 using namespace blocklab::kernels;

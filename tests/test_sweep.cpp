@@ -113,6 +113,14 @@ TEST(Sweep, RunsInParallelWithIdenticalNumbersAndSkipsFinishedRuns) {
   }
   EXPECT_EQ(rows, 8);
   EXPECT_TRUE(fs::exists(dir / "jobs1" / "loss.gp"));
+  // Each worker trained exactly its planned config (written by the sweep, read with --config-json).
+  for (const auto& r : two.runs) {
+    nlohmann::json planned = to_json(r.run.config), trained =
+        nlohmann::json::parse(bt::read_text(dir / "jobs2" / r.run.name / "config.json"));
+    planned.erase("threads");
+    trained.erase("threads");
+    EXPECT_EQ(trained, planned) << r.run.name;
+  }
 
   // A re-run skips every finished run (their files are not touched) ...
   const auto log_time = fs::last_write_time(dir / "jobs1" / one.runs[0].run.name / "train.log");

@@ -4,12 +4,12 @@
 #include <cmath>
 
 #include "data/copy_task.h"
-#include "tensor/threading.h"
 #include "train/optimizer.h"
 #include "train/run_config.h"
 #include "train/schedule.h"
 #include "train/trainer.h"
 #include "util/error.h"
+#include "util/threads.h"
 
 using namespace blocklab;
 
@@ -98,6 +98,41 @@ TEST(CopyTask, SecondHalfCopiesFirstAndMaskSelectsIt) {
   EXPECT_EQ(b.inputs, b2.inputs);
   EXPECT_NE(b.inputs, b3.inputs);
   EXPECT_THROW(CopyTask(1, 4, 0), Error);
+}
+
+TEST(CopyTask, NextWritesIntoTheCallersBuffersWithoutReallocating) {
+  CopyTask task(10, 5, 3), reference_stream(10, 5, 3);
+  Rng rng = reference_stream.rng();  // the same generator, drawn by a plain reference below
+  Batch b;
+  task.next(b, 3);
+  const int32_t* inputs = b.inputs.data();
+  const int32_t* targets = b.targets.data();
+  const uint8_t* mask = b.loss_mask.data();
+  for (int draw = 0; draw < 4; ++draw) {
+    if (draw > 0) task.next(b, 3);
+    EXPECT_EQ(b.inputs.data(), inputs);  // the same buffers every time
+    EXPECT_EQ(b.targets.data(), targets);
+    EXPECT_EQ(b.loss_mask.data(), mask);
+    for (int s = 0; s < 3; ++s) {
+      std::vector<int32_t> sequence(10);
+      for (int i = 0; i < 5; ++i) sequence[i] = sequence[5 + i] = static_cast<int32_t>(rng.below(10));
+      for (int t = 0; t < 9; ++t) {
+        ASSERT_EQ(b.inputs[s * 9 + t], sequence[t]) << draw << " " << s << " " << t;
+        ASSERT_EQ(b.targets[s * 9 + t], sequence[t + 1]) << draw << " " << s << " " << t;
+      }
+    }
+  }
+  EXPECT_EQ(task.batches_drawn(), 4u);
+  for (int copy_len : {1, 2}) {  // the shortest sequences: 1 and 3 tokens
+    CopyTask tiny(5, copy_len, 0);
+    Batch t;
+    tiny.next(t, 2);
+    for (int s = 0; s < 2; ++s)
+      for (int k = 0; k < 2 * copy_len - 1; ++k) {
+        const int i = s * (2 * copy_len - 1) + k;
+        EXPECT_EQ(t.targets[i], k + 1 < copy_len ? t.inputs[i + 1] : t.inputs[i + 1 - copy_len]);
+      }
+  }
 }
 
 namespace {

@@ -14,20 +14,20 @@ void CopyTask::next(Batch& batch, int batch_size) {
   const size_t size = static_cast<size_t>(batch_size) * T;
   batch.batch = batch_size;
   batch.seq_len = T;
-  batch.inputs.resize(size);
+  batch.inputs.resize(size);  // no-ops after the first batch of this size
   batch.targets.resize(size);
   batch.loss_mask.resize(size);
-  std::vector<int32_t> sequence(2 * n);
+  // Sequence s (2n tokens): s[i] random for i < n, s[n + i] = s[i]. inputs = s[0 .. 2n-2],
+  // targets = s[1 .. 2n-1], both written in place.
   for (int b = 0; b < batch_size; ++b) {
-    for (int i = 0; i < n; ++i) {
-      sequence[i] = static_cast<int32_t>(rng_.below(vocab_));
-      sequence[n + i] = sequence[i];
-    }
+    int32_t* in = batch.inputs.data() + static_cast<size_t>(b) * T;
+    int32_t* target = batch.targets.data() + static_cast<size_t>(b) * T;
+    uint8_t* mask = batch.loss_mask.data() + static_cast<size_t>(b) * T;
+    for (int i = 0; i < n; ++i) in[i] = static_cast<int32_t>(rng_.below(vocab_));
+    for (int i = 0; i < n - 1; ++i) in[n + i] = in[i];
     for (int t = 0; t < T; ++t) {
-      const size_t k = static_cast<size_t>(b) * T + t;
-      batch.inputs[k] = sequence[t];
-      batch.targets[k] = sequence[t + 1];
-      batch.loss_mask[k] = t >= n - 1 ? 1 : 0;
+      target[t] = t + 1 < n ? in[t + 1] : in[t + 1 - n];  // s[t + 1]
+      mask[t] = t >= n - 1 ? 1 : 0;
     }
   }
   ++batches_drawn_;

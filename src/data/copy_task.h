@@ -25,7 +25,9 @@ class CopyTask {
   int copy_len() const { return copy_len_; }
   int seq_len() const { return 2 * copy_len_ - 1; }
 
-  // Fills the next batch of the deterministic stream (resizes on first use only).
+  // Fills the next batch of the deterministic stream into `batch`, which the caller keeps from step to
+  // step: its buffers are sized on the first call (and when batch_size changes), so drawing a batch of
+  // the same size never allocates.
   void next(Batch& batch, int batch_size);
 
   // The stream's position, for checkpoints: the generator state and how many batches were drawn.

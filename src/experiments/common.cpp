@@ -46,10 +46,6 @@ std::vector<int> parse_int_list(const std::string& text, const std::string& what
   return parse_list<int>(text, what, 1);
 }
 
-std::string placement_label(NormPlacement placement) {
-  return placement == NormPlacement::Post ? "Post-LN" : "Pre-LN";
-}
-
 std::string fmt(double value, const char* format) {
   if (std::isnan(value)) return "n/a";
   if (std::isinf(value)) return value > 0 ? "inf" : "-inf";

@@ -25,8 +25,6 @@ std::vector<RunConfig> configs_per_placement_and_seed(const RunConfig& base,
                                                       const std::vector<NormPlacement>& placements,
                                                       const std::vector<uint64_t>& seeds);
 
-// "Post-LN" / "Pre-LN".
-std::string placement_label(NormPlacement placement);
 // printf-style formatting of one number ("%.4f" etc.); "n/a" for NaN, "inf"/"-inf" otherwise non-finite.
 std::string fmt(double value, const char* format = "%.4g");
 

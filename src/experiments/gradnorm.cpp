@@ -3,12 +3,14 @@
 #include <sstream>
 
 #include "data/copy_task.h"
+#include "experiments/labels.h"
 #include "experiments/manifest.h"
 #include "io/atomic_file.h"
+#include "io/csv.h"
 #include "model/model.h"
-#include "tensor/threading.h"
 #include "train/trainer.h"
 #include "util/error.h"
+#include "util/threads.h"
 
 namespace blocklab::experiments {
 
@@ -17,12 +19,6 @@ const std::string kFc2 = "mlp.fc2.weight";
 
 bool is_fc2(const probe::ParameterGradNorm& p) {
   return p.block > 0 && p.name.size() > kFc2.size() && p.name.compare(p.name.size() - kFc2.size(), kFc2.size(), kFc2) == 0;
-}
-
-std::string csv_number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
 }
 }  // namespace
 
@@ -99,8 +95,7 @@ GradNormResult run_gradnorm(const GradNormOptions& options, const Log& log) {
   set_num_threads(base.threads);
 
   GradNormResult result;
-  std::ostringstream csv;
-  csv << "placement,seed,block,parameter,grad_norm\n";
+  io::CsvWriter csv({"placement", "seed", "block", "parameter", "grad_norm"});
   size_t index = 0;
   for (NormPlacement placement : options.placements) {
     GradNormProfile prof{placement, {}, std::vector<double>(base.model.layers, 0.0)};
@@ -109,8 +104,8 @@ GradNormResult run_gradnorm(const GradNormOptions& options, const Log& log) {
       const auto norms = gradnorms_at_init(c, options.batches);
       std::vector<double> fc2(base.model.layers, 0.0);
       for (const auto& p : norms) {
-        csv << to_string(placement) << "," << seed << "," << (p.block > 0 ? std::to_string(p.block) : "") << ","
-            << p.name << "," << csv_number(p.norm) << "\n";
+        csv.row({to_string(placement), std::to_string(seed), p.block > 0 ? std::to_string(p.block) : "", p.name,
+                 io::csv_number(p.norm)});
         if (is_fc2(p)) fc2[p.block - 1] = p.norm;
       }
       if (log)
@@ -123,19 +118,18 @@ GradNormResult run_gradnorm(const GradNormOptions& options, const Log& log) {
     result.profiles.push_back(std::move(prof));
   }
   const std::string dir = options.out;
-  io::write_file_atomic(dir + "/gradnorm.csv", csv.str());
+  io::write_file_atomic(dir + "/gradnorm.csv", csv.text());
 
-  std::ostringstream fc2csv;
-  fc2csv << "placement,block,mean";
-  for (uint64_t seed : options.seeds) fc2csv << ",seed_" << seed;
-  fc2csv << "\n";
+  std::vector<std::string> fc2_header = {"placement", "block", "mean"};
+  for (uint64_t seed : options.seeds) fc2_header.push_back("seed_" + std::to_string(seed));
+  io::CsvWriter fc2csv(fc2_header);
   for (const auto& prof : result.profiles)
     for (size_t b = 0; b < prof.mean.size(); ++b) {
-      fc2csv << to_string(prof.placement) << "," << b + 1 << "," << csv_number(prof.mean[b]);
-      for (const auto& s : prof.per_seed) fc2csv << "," << csv_number(s[b]);
-      fc2csv << "\n";
+      std::vector<std::string> row = {to_string(prof.placement), std::to_string(b + 1), io::csv_number(prof.mean[b])};
+      for (const auto& s : prof.per_seed) row.push_back(io::csv_number(s[b]));
+      fc2csv.row(row);
     }
-  io::write_file_atomic(dir + "/gradnorm_fc2.csv", fc2csv.str());
+  io::write_file_atomic(dir + "/gradnorm_fc2.csv", fc2csv.text());
 
   result.figure = io::render_figure(gradnorm_figure(result.profiles, base, options.batches), dir + "/gradnorm");
   if (log) log(result.figure.drawn ? "wrote " + dir + "/gradnorm.{csv,png,svg}" : result.figure.message);

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "experiments/common.h"
-#include "io/plot.h"
 #include "probe/grad_norms.h"
+#include "report/plot.h"
 #include "train/run_config.h"
 
 namespace blocklab::experiments {

@@ -8,26 +8,22 @@
 #include <sstream>
 
 #include "data/copy_task.h"
+#include "experiments/labels.h"
 #include "experiments/manifest.h"
 #include "io/atomic_file.h"
+#include "io/csv.h"
 #include "io/metrics.h"
 #include "model/model.h"
-#include "tensor/threading.h"
 #include "train/trainer.h"
 #include "util/error.h"
 #include "util/rng.h"
+#include "util/threads.h"
 
 namespace blocklab::experiments {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string csv_number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
 
 void random_unit(Rng& rng, std::vector<double>& v) {
   double sq = 0;
@@ -47,7 +43,7 @@ std::string run_label(const fs::path& dir) {
     const std::string placement = j.value("norm_placement", std::string("?"));
     const int warmup = j.value("warmup", 0);
     std::ostringstream s;
-    s << (placement == "post" ? "Post-LN" : placement == "pre" ? "Pre-LN" : placement) << " " << j.value("layers", 0)
+    s << placement_label(placement) << " " << j.value("layers", 0)
       << " blocks, seed " << j.value("seed", 0) << (warmup > 0 ? ", warm-up " + std::to_string(warmup) : std::string());
     return s.str();
   } catch (const nlohmann::json::exception&) {
@@ -274,7 +270,7 @@ io::PlotFigure residual_probe_figure(const std::vector<InitResidualProbe>& init,
         p.placement == NormPlacement::Pre ? "#000000" : "#8c8c8c", 1, 3.0);
   size_t run_index = 0;
   for (const auto& run : trained) {
-    const bool pre = run.label.rfind("Pre-LN", 0) == 0;
+    const bool pre = run.label.rfind(placement_label(NormPlacement::Pre), 0) == 0;
     const std::vector<size_t> picks = spread(run.steps.size(), run_index == 0 ? 4 : 2);
     for (size_t k = 0; k < picks.size(); ++k) {
       const double shade = picks.size() > 1 ? static_cast<double>(k) / (picks.size() - 1) : 1.0;
@@ -328,12 +324,11 @@ ResidualResult run_residual(const ResidualOptions& options, const Log& log) {
   claim_output_dir(options.out, "residual", nlohmann::json::object(), false);
   const fs::path dir(options.out);
 
-  std::ostringstream walk_csv;
-  walk_csv << "depth,mean_length,sqrt_depth_plus_1,mean_relative_change\n";
+  io::CsvWriter walk_csv({"depth", "mean_length", "sqrt_depth_plus_1", "mean_relative_change"});
   for (size_t l = 0; l < result.walk.mean_length.size(); ++l)
-    walk_csv << l << "," << csv_number(result.walk.mean_length[l]) << "," << csv_number(std::sqrt(l + 1.0)) << ","
-             << (l == 0 ? "" : csv_number(result.walk.mean_relative_change[l])) << "\n";
-  io::write_file_atomic((dir / "residual_walk.csv").string(), walk_csv.str());
+    walk_csv.row({std::to_string(l), io::csv_number(result.walk.mean_length[l]), io::csv_number(std::sqrt(l + 1.0)),
+                  l == 0 ? "" : io::csv_number(result.walk.mean_relative_change[l])});
+  io::write_file_atomic((dir / "residual_walk.csv").string(), walk_csv.text());
   if (log)
     for (int d : result.walk.depths)
       log("random walk, " + std::to_string(d) + " blocks: mean length " + fmt(result.walk.length_at(d), "%.3f") +
@@ -344,13 +339,12 @@ ResidualResult run_residual(const ResidualOptions& options, const Log& log) {
 
   if (options.probe_init) {
     set_num_threads(base.threads);
-    std::ostringstream init_csv;
-    init_csv << "placement,seed,layer,mean_vector_norm,mean_token_norm\n";
+    io::CsvWriter init_csv({"placement", "seed", "layer", "mean_vector_norm", "mean_token_norm"});
     for (const RunConfig& c : configs) {
       InitResidualProbe p{c.model.norm_placement, c.seed, residual_norms_at_init(c)};
       for (size_t l = 0; l < p.norms.mean_token_norm.size(); ++l)
-        init_csv << to_string(p.placement) << "," << p.seed << "," << l << "," << csv_number(p.norms.mean_vector_norm[l])
-                 << "," << csv_number(p.norms.mean_token_norm[l]) << "\n";
+        init_csv.row({to_string(p.placement), std::to_string(p.seed), std::to_string(l),
+                      io::csv_number(p.norms.mean_vector_norm[l]), io::csv_number(p.norms.mean_token_norm[l])});
       if (log)
         log(placement_label(p.placement) + " at init, seed " + std::to_string(p.seed) + ": mean token norm " +
             fmt(p.norms.mean_token_norm.front(), "%.2f") + " (embeddings) -> " +
@@ -358,7 +352,7 @@ ResidualResult run_residual(const ResidualOptions& options, const Log& log) {
             std::to_string(p.norms.mean_token_norm.size() - 1) + ")");
       result.init.push_back(std::move(p));
     }
-    io::write_file_atomic((dir / "residual_init.csv").string(), init_csv.str());
+    io::write_file_atomic((dir / "residual_init.csv").string(), init_csv.text());
   }
   if (!result.init.empty() || !result.trained.empty()) {
     std::string model_text;

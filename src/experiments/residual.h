@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "experiments/common.h"
-#include "io/plot.h"
 #include "probe/residual_norms.h"
+#include "report/plot.h"
 #include "train/run_config.h"
 
 namespace blocklab::experiments {

@@ -3,9 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 
-#include "experiments/common.h"
+#include "io/csv.h"
 #include "util/error.h"
 
 namespace blocklab::experiments {
@@ -39,18 +38,13 @@ ScoreTable source_score_table() {
 }
 
 ScoreTable read_score_csv(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(path + ": cannot read");
   ScoreTable t;
-  std::string line;
-  long line_no = 0;
   bool header = true;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (trim(line).empty()) continue;
-    std::vector<std::string> cells = split(line, ',');
+  for (io::CsvRecord& record : io::read_csv(path)) {
+    std::vector<std::string>& cells = record.fields;
     for (auto& c : cells) c = trim(c);
-    const std::string where = path + ":" + std::to_string(line_no) + ": ";
+    if (cells.size() == 1 && cells[0].empty()) continue;  // a blank line
+    const std::string where = path + ":" + std::to_string(record.line) + ": ";
     if (header) {
       if (cells.size() < 3) throw Error(where + "the header needs a name column and at least 2 score columns");
       t.corner = cells[0];
@@ -149,19 +143,15 @@ std::string format_table(const ScoreTable& table, int decimals) {
 }
 
 std::string table_csv(const ScoreTable& table) {
-  std::string text = table.corner;
-  for (const auto& c : table.column_names) text += "," + c;
-  text += "\n";
+  std::vector<std::string> header = {table.corner};
+  header.insert(header.end(), table.column_names.begin(), table.column_names.end());
+  io::CsvWriter csv(header);
   for (size_t r = 0; r < table.values.size(); ++r) {
-    text += table.row_names[r];
-    for (double v : table.values[r]) {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, ",%.9g", v);
-      text += buf;
-    }
-    text += "\n";
+    std::vector<std::string> row = {table.row_names[r]};
+    for (double v : table.values[r]) row.push_back(io::csv_number(v));
+    csv.row(row);
   }
-  return text;
+  return csv.text();
 }
 
 }  // namespace blocklab::experiments

@@ -1,24 +1,27 @@
 #include "experiments/sweep.h"
 
-#include <signal.h>
+#include <signal.h>  // kill
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <thread>
 
+#include "experiments/labels.h"
 #include "experiments/manifest.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
+#include "io/csv.h"
 #include "io/metrics.h"
-#include "tensor/threading.h"
+#include "train/run.h"
 #include "util/error.h"
 #include "util/process.h"
+#include "util/signals.h"
+#include "util/threads.h"
 
 namespace blocklab::experiments {
 
@@ -39,8 +42,6 @@ std::string read_text(const fs::path& p) {
   return ss.str();
 }
 
-std::string json_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
-
 std::string safe_component(std::string s) {
   for (char& c : s)
     if (c == '/' || c == '\\' || c == ' ' || c == ',' || c == '+' || static_cast<unsigned char>(c) < 32) c = '_';
@@ -51,52 +52,23 @@ std::string safe_component(std::string s) {
 std::pair<int, double> last_metrics_row(const fs::path& path) {
   const std::string text = read_text(path);
   const size_t end = text.rfind('\n');  // the end of the last complete line
-  if (end == std::string::npos || end == 0) return {0, 0.0};
-  const size_t before = text.rfind('\n', end - 1);
-  const size_t start = before == std::string::npos ? 0 : before + 1;
-  const std::string line = text.substr(start, end - start);
+  if (end == std::string::npos) return {0, 0.0};
+  std::vector<io::CsvRecord> records;
+  try {
+    records = io::parse_csv(std::string_view(text).substr(0, end + 1), path.string());
+  } catch (const Error&) {
+    return {0, 0.0};
+  }
+  if (records.size() < 2 || records.back().fields.size() < 2) return {0, 0.0};  // none but the header
+  const std::vector<std::string>& row = records.back().fields;
   char* after = nullptr;
-  const long step = std::strtol(line.c_str(), &after, 10);
-  if (after == line.c_str() || *after != ',') return {0, 0.0};  // the header
-  return {static_cast<int>(step), std::strtod(after + 1, nullptr)};
+  const long step = std::strtol(row[0].c_str(), &after, 10);
+  if (after == row[0].c_str()) return {0, 0.0};
+  return {static_cast<int>(step), std::strtod(row[1].c_str(), nullptr)};
 }
-
-// SIGINT/SIGTERM while a sweep runs: remember the signal; the loop stops its workers and returns.
-volatile std::sig_atomic_t g_sweep_signal = 0;
-extern "C" void on_sweep_signal(int sig) {
-  if (g_sweep_signal != 0) {  // a second signal: stop now (workers die with the parent)
-    std::signal(sig, SIG_DFL);
-    std::raise(sig);
-    return;
-  }
-  g_sweep_signal = sig;
-}
-
-class SweepSignals {
- public:
-  SweepSignals() {
-    g_sweep_signal = 0;
-    struct sigaction sa {};
-    sa.sa_handler = on_sweep_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    ::sigaction(SIGINT, &sa, &old_int_);
-    ::sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~SweepSignals() {
-    ::sigaction(SIGINT, &old_int_, nullptr);
-    ::sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  SweepSignals(const SweepSignals&) = delete;
-  SweepSignals& operator=(const SweepSignals&) = delete;
-  int pending() const { return g_sweep_signal; }
-
- private:
-  struct sigaction old_int_ {}, old_term_ {};
-};
 
 std::string pretty_value(const std::string& key, const std::string& value) {
-  if (key == "norm_placement") return value == "post" ? "Post-LN" : value == "pre" ? "Pre-LN" : value;
+  if (key == "norm_placement") return placement_label(value);
   if (key == "warmup") return value == "0" ? "no warm-up" : "warm-up " + value;
   if (key == "layers") return value + " blocks";
   if (key == "norm") return value == "rmsnorm" ? "RMSNorm" : value == "layernorm" ? "LayerNorm" : value;
@@ -337,7 +309,7 @@ SweepResult run_sweep(const SweepOptions& options, const Log& log, const SweepPr
   SweepResult result;
   std::vector<Active> active;
   const auto start = std::chrono::steady_clock::now();
-  SweepSignals signals;
+  StopSignals signals;  // SIGINT/SIGTERM: ask the workers to checkpoint and exit, then stop
   bool stopping = false;
   size_t next = 0;
   auto start_run = [&](size_t index) {
@@ -347,20 +319,15 @@ SweepResult run_sweep(const SweepOptions& options, const Log& log, const SweepPr
     std::vector<std::string> argv = {worker, "train"};
     int start_step = 0;
     if (!io::list_checkpoints(dir).empty()) {  // an interrupted run: continue it bit-exactly
-      argv.insert(argv.end(), {"--resume", dir.string()});
+      argv.insert(argv.end(), {"--resume", dir.string(), "--threads", std::to_string(threads)});
       start_step = static_cast<int>(io::list_checkpoints(dir).back().step);
-    } else {
-      const nlohmann::json values = to_json(run.config);
-      for (const ConfigKey& key : config_keys()) {
-        if (key.name == "out" || key.name == "threads") continue;
-        std::string flag = "--" + key.name;
-        std::replace(flag.begin(), flag.end(), '_', '-');
-        argv.push_back(flag);
-        argv.push_back(json_text(values.at(key.name)));
-      }
-      argv.insert(argv.end(), {"--out", dir.string(), "--force"});
+    } else {  // a new run: the worker trains exactly the resolved config written here
+      RunConfig config = run.config;
+      config.threads = threads;
+      const fs::path config_file = dir / "config.json";
+      write_config_json(config_file.string(), config);
+      argv.insert(argv.end(), {"--config-json", config_file.string(), "--force"});
     }
-    argv.insert(argv.end(), {"--threads", std::to_string(threads)});
     if (options.probe_every > 0) argv.insert(argv.end(), {"--probe-every", std::to_string(options.probe_every)});
     ProcessSpec spec{argv, "", (dir / "train.log").string(), true, true};
     start_steps[index] = start_step;
@@ -436,20 +403,22 @@ SweepResult run_sweep(const SweepOptions& options, const Log& log, const SweepPr
     }
 
   // summary.csv
-  std::ostringstream csv;
-  csv << "run";
-  for (const GridAxis& axis : options.grid) csv << "," << axis.key;
-  csv << ",seed,steps,final_loss,min_loss,min_loss_step,first_step_below_0.01,outcome,seconds\n";
+  std::vector<std::string> header = {"run"};
+  for (const GridAxis& axis : options.grid) header.push_back(axis.key);
+  for (const char* column : {"seed", "steps", "final_loss", "min_loss", "min_loss_step", "first_step_below_0.01",
+                             "outcome", "seconds"})
+    header.push_back(column);
+  io::CsvWriter csv(header);
   for (const auto& r : result.runs) {
-    csv << r.run.name;
-    for (const auto& v : r.run.cell_values) csv << "," << v;
-    char numbers[160];
-    std::snprintf(numbers, sizeof numbers, ",%llu,%d,%.9g,%.9g,%d,", static_cast<unsigned long long>(r.run.seed),
-                  r.curve.steps, r.curve.final_loss, r.curve.min_loss, r.curve.min_loss_step);
-    csv << numbers << (r.curve.first_step_below ? std::to_string(*r.curve.first_step_below) : "") << ","
-        << probe::to_string(r.curve.outcome) << "," << fmt(r.seconds, "%.1f") << "\n";
+    std::vector<std::string> row = {r.run.name};
+    row.insert(row.end(), r.run.cell_values.begin(), r.run.cell_values.end());
+    row.insert(row.end(), {std::to_string(r.run.seed), std::to_string(r.curve.steps), io::csv_number(r.curve.final_loss),
+                           io::csv_number(r.curve.min_loss), std::to_string(r.curve.min_loss_step),
+                           r.curve.first_step_below ? std::to_string(*r.curve.first_step_below) : "",
+                           probe::to_string(r.curve.outcome), io::csv_number(r.seconds, "%.1f")});
+    csv.row(row);
   }
-  io::write_file_atomic((fs::path(options.out) / "summary.csv").string(), csv.str());
+  io::write_file_atomic((fs::path(options.out) / "summary.csv").string(), csv.text());
 
   const double ln_vocab = std::log(static_cast<double>(runs.front().config.model.vocab));
   std::string title = options.title;

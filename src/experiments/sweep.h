@@ -2,7 +2,9 @@
 // A grid of training runs over any config keys, times a list of seeds. Each run is a separate
 // `blocklab train` process in its own sub-directory OUT/<key>=<value>+...+seed=<S>/ (config.json,
 // metrics.csv, summary.json, train.log), so runs share nothing and up to `jobs` of them run at once
-// without changing any run's numbers (each run's results do not depend on its thread count).
+// without changing any run's numbers (each run's results do not depend on its thread count). The
+// sweep writes each new run's resolved config.json first and the worker trains exactly that
+// (`blocklab train --config-json RUN/config.json`); an interrupted run continues with --resume.
 //
 //   OUT/experiment.json   the sweep's settings; a re-run with the same settings continues the sweep
 //                         (finished runs are skipped, interrupted ones resume from their checkpoint),
@@ -15,8 +17,8 @@
 #include <vector>
 
 #include "experiments/common.h"
-#include "io/plot.h"
 #include "probe/outcome.h"
+#include "report/plot.h"
 #include "train/run_config.h"
 
 namespace blocklab::experiments {

@@ -14,6 +14,7 @@
 #include "model/parameters.h"
 #include "train/run_config.h"
 #include "util/error.h"
+#include "util/shape.h"
 
 namespace blocklab::hf {
 
@@ -384,7 +385,7 @@ ExportResult export_run(const fs::path& run_dir, const fs::path& out, const Expo
     if (e == nullptr) throw Error(reader.path() + ": missing tensor " + s.name);
     if (e->dtype != io::DType::F32 || e->shape != s.shape)
       throw Error(reader.path() + ": tensor " + s.name + " has dtype " + io::dtype_name(e->dtype) + " and shape " +
-                  shape_string(e->shape) + ", expected F32 " + shape_string(s.shape) + " (from the run's config)");
+                  format_shape(e->shape) + ", expected F32 " + format_shape(s.shape) + " (from the run's config)");
     std::vector<float> data(static_cast<size_t>(s.numel));
     reader.read(*e, std::span<float>(data));
     weights.emplace(s.name, std::move(data));

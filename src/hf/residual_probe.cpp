@@ -5,7 +5,8 @@
 #include <cstdio>
 
 #include "io/atomic_file.h"
-#include "io/plot.h"
+#include "io/csv.h"
+#include "report/plot.h"
 #include "util/error.h"
 
 namespace blocklab::hf {
@@ -50,14 +51,11 @@ void ResidualProbe::observe(int layer, std::span<const float> h) {
 }
 
 void write_residual_csv(const std::filesystem::path& path, const std::vector<ResidualLayerStats>& layers) {
-  std::string out = "layer,mean_vector_norm,mean_token_norm,sqrt_layer_plus_1,relative_update\n";
-  char line[256];
-  for (const ResidualLayerStats& s : layers) {
-    std::snprintf(line, sizeof line, "%d,%.9g,%.9g,%.9g,%.9g\n", s.layer, s.mean_vector_norm, s.mean_token_norm,
-                  std::sqrt(s.layer + 1.0), s.relative_update);
-    out += line;
-  }
-  io::write_file_atomic(path.string(), out);
+  io::CsvWriter csv({"layer", "mean_vector_norm", "mean_token_norm", "sqrt_layer_plus_1", "relative_update"});
+  for (const ResidualLayerStats& s : layers)
+    csv.row({std::to_string(s.layer), io::csv_number(s.mean_vector_norm), io::csv_number(s.mean_token_norm),
+             io::csv_number(std::sqrt(s.layer + 1.0)), io::csv_number(s.relative_update)});
+  io::write_file_atomic(path.string(), csv.text());
 }
 
 PlotOutcome plot_residual(const std::filesystem::path& dir, const std::vector<ResidualLayerStats>& layers,

@@ -42,7 +42,7 @@ struct PlotOutcome {
   bool rendered = false;
   std::string message;  // why not, when not rendered
 };
-// The figure (io/plot.h): both norms per layer on a log scale, each with its random-walk reference
+// The figure (report/plot.h): both norms per layer on a log scale, each with its random-walk reference
 // (layer-0 value x sqrt(l + 1)) dashed. Writes DIR/residual.gp (self-contained), and with gnuplot
 // DIR/residual.png and DIR/residual.svg. A missing gnuplot is reported in the outcome, not thrown.
 PlotOutcome plot_residual(const std::filesystem::path& dir, const std::vector<ResidualLayerStats>& layers,

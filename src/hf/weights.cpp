@@ -4,14 +4,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <bit>
-#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
 #include "util/error.h"
+#include "util/shape.h"
 
 namespace blocklab::hf {
 
@@ -27,15 +26,6 @@ int64_t WeightRef::cols() const {
   int64_t n = 1;  // rank 0 and 1: one value per row
   for (std::size_t i = 1; i < shape.size(); ++i) n *= shape[i];
   return n;
-}
-
-std::string shape_string(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
 }
 
 namespace {
@@ -149,8 +139,8 @@ WeightRef WeightStore::get(std::string_view name) const {
 WeightRef WeightStore::get(std::string_view name, const std::vector<int64_t>& expected, const std::string& why) const {
   WeightRef w = get(name);
   if (w.shape != expected)
-    throw Error(w.file + ": tensor \"" + w.name + "\" has shape " + shape_string(w.shape) + ", expected " +
-                shape_string(expected) + (why.empty() ? "" : " (" + why + ")"));
+    throw Error(w.file + ": tensor \"" + w.name + "\" has shape " + format_shape(w.shape) + ", expected " +
+                format_shape(expected) + (why.empty() ? "" : " (" + why + ")"));
   return w;
 }
 
@@ -201,46 +191,12 @@ void convert_rows(float* out, const WeightRef& w, int64_t row0, int64_t count) {
   if (row0 < 0 || count < 0 || row0 + count > w.rows())
     throw Error("convert_rows: rows [" + std::to_string(row0) + ", " + std::to_string(row0 + count) +
                 ") outside tensor \"" + w.name + "\" with " + std::to_string(w.rows()) + " rows");
-  const int64_t n = count * cols;
+  if (!io::dtype_is_float(w.dtype))
+    throw Error(w.file + ": tensor \"" + w.name + "\" has dtype " + io::dtype_name(w.dtype) +
+                ", expected a floating-point type");
   const int64_t first = row0 * cols;
-  const std::byte* src = w.bytes.data();
-  switch (w.dtype) {
-    case io::DType::F32:
-      std::memcpy(out, src + 4 * first, static_cast<std::size_t>(n) * 4);
-      return;
-    case io::DType::BF16: {
-      const std::byte* p = src + 2 * first;
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, p + 2 * i, 2);
-        out[i] = std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
-      }
-      return;
-    }
-    case io::DType::F16: {
-      const std::byte* p = src + 2 * first;
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, p + 2 * i, 2);
-        out[i] = io::f16_to_float(h);
-      }
-      return;
-    }
-    case io::DType::F64: {
-      const std::byte* p = src + 8 * first;
-      for (int64_t i = 0; i < n; ++i) {
-        double d;
-        std::memcpy(&d, p + 8 * i, 8);
-        out[i] = static_cast<float>(d);
-      }
-      return;
-    }
-    default:
-      throw Error(w.file + ": tensor \"" + w.name + "\" has dtype " + io::dtype_name(w.dtype) +
-                  ", expected a floating-point type");
-  }
+  io::convert_to_float(w.dtype, w.bytes.data() + first * static_cast<int64_t>(io::dtype_size(w.dtype)), out,
+                       static_cast<std::size_t>(count * cols));
 }
 
 std::vector<float> to_float(const WeightRef& w) {

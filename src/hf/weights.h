@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "io/dtype.h"
 #include "io/safetensors.h"
 
 namespace blocklab::hf {
@@ -37,8 +38,6 @@ struct WeightRef {
   int64_t rows() const { return shape.empty() ? 1 : shape[0]; }
   int64_t cols() const;  // product of the trailing dims (1 for rank 0 and 1)
 };
-
-std::string shape_string(const std::vector<int64_t>& shape);  // "[2560, 4096]"
 
 class WeightStore {
  public:

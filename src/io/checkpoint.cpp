@@ -10,6 +10,7 @@
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "util/error.h"
+#include "util/shape.h"
 
 namespace blocklab::io {
 
@@ -31,12 +32,6 @@ constexpr const char* kAdamStep = "adam.step";
 constexpr const char* kSkippedSteps = "skipped_steps";
 constexpr const char* kBatchesDrawn = "data.batches_drawn";
 constexpr const char* kDataRng = "rng.data";
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 // Parses "step_0000120" (digits only, the canonical width); false for any other name.
 bool parse_checkpoint_name(const std::string& name, int64_t& step) {
@@ -211,8 +206,8 @@ void read_checkpoint(const fs::path& checkpoint, TrainingState& out) {
     if (e->dtype != dtype)
       throw Error(r.path() + ": tensor " + name + " has dtype " + dtype_name(e->dtype) + ", expected " + dtype_name(dtype));
     if (e->shape != shape)
-      throw Error(r.path() + ": tensor " + name + " has shape " + shape_text(e->shape) + ", expected " +
-                  shape_text(shape) + " (from the run's config)");
+      throw Error(r.path() + ": tensor " + name + " has shape " + format_shape(e->shape) + ", expected " +
+                  format_shape(shape) + " (from the run's config)");
     return *e;
   };
   struct Copy {

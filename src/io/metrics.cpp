@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "io/atomic_file.h"
+#include "io/csv.h"
 #include "util/error.h"
 
 namespace blocklab::io {
@@ -18,9 +19,7 @@ MetricsWriter::MetricsWriter(const std::string& path, std::vector<std::string> c
   file_ = std::fopen(path.c_str(), append ? "a" : "w");
   if (file_ == nullptr) throw Error(path + ": cannot write: " + std::strerror(errno));
   if (append) return;
-  std::string header;
-  for (size_t i = 0; i < columns.size(); ++i) header += (i ? "," : "") + columns[i];
-  std::fprintf(file_, "%s\n", header.c_str());
+  std::fputs(csv_line(columns).c_str(), file_);
   std::fflush(file_);
 }
 
@@ -30,9 +29,12 @@ MetricsWriter::~MetricsWriter() {
 
 void MetricsWriter::row(long step, const std::vector<double>& values) {
   if (values.size() + 1 != columns_) throw Error(path_ + ": metrics row has the wrong number of values");
-  std::fprintf(file_, "%ld", step);
-  for (double v : values) std::fprintf(file_, ",%.9g", v);
-  std::fputc('\n', file_);
+  fields_.resize(columns_);
+  fields_[0] = std::to_string(step);
+  for (size_t i = 0; i < values.size(); ++i) fields_[i + 1] = csv_number(values[i]);
+  line_.clear();
+  append_csv_line(line_, fields_);
+  std::fputs(line_.c_str(), file_);
   if (std::fflush(file_) != 0) throw Error(path_ + ": write failed: " + std::strerror(errno));
 }
 
@@ -42,29 +44,25 @@ void MetricsWriter::sync() {
 }
 
 void keep_metrics_through(const std::string& path, const std::vector<std::string>& columns, long step) {
-  std::string header;
-  for (size_t i = 0; i < columns.size(); ++i) header += (i ? "," : "") + columns[i];
-  std::string kept = header + "\n";
+  const std::string header = csv_line(columns);
+  std::string kept = header;
   std::ifstream in(path, std::ios::binary);
   if (in) {
     std::stringstream ss;
     ss << in.rdbuf();
     const std::string text = ss.str();
-    size_t pos = text.find('\n');
-    if (pos == std::string::npos || text.compare(0, pos, header) != 0)
-      throw Error(path + ": header is not '" + header + "'; cannot resume this metrics file");
-    long line_no = 1;
-    for (size_t start = pos + 1; start < text.size(); start = pos + 1) {
-      ++line_no;
-      pos = text.find('\n', start);
-      if (pos == std::string::npos) break;  // unfinished last line
-      const std::string line = text.substr(start, pos - start);
-      if (line.empty()) continue;
+    const size_t complete = text.rfind('\n');  // an unfinished last line is dropped
+    const std::vector<CsvRecord> records =
+        parse_csv(std::string_view(text).substr(0, complete == std::string::npos ? 0 : complete + 1), path);
+    if (records.empty() || records.front().line != 1 || records.front().fields != columns)
+      throw Error(path + ": header is not '" + header.substr(0, header.size() - 1) + "'; cannot resume this metrics file");
+    for (size_t r = 1; r < records.size(); ++r) {
+      const std::string& first = records[r].fields.front();
       char* end = nullptr;
-      const long row_step = std::strtol(line.c_str(), &end, 10);
-      if (end == line.c_str() || (*end != ',' && *end != '\0'))
-        throw Error(path + ":" + std::to_string(line_no) + ": a row does not start with a step number");
-      if (row_step <= step) kept += line + "\n";
+      const long row_step = std::strtol(first.c_str(), &end, 10);
+      if (end == first.c_str() || *end != '\0')
+        throw Error(path + ":" + std::to_string(records[r].line) + ": a row does not start with a step number");
+      if (row_step <= step) kept += csv_line(records[r].fields);
     }
   }
   write_file_atomic(path, kept);
@@ -77,27 +75,21 @@ int MetricsTable::column(const std::string& name) const {
 }
 
 MetricsTable read_metrics(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(path + ": cannot read");
+  const std::vector<CsvRecord> records = read_csv(path);
+  if (records.empty()) throw Error(path + ": empty metrics file");
   MetricsTable table;
-  std::string line;
-  if (!std::getline(in, line)) throw Error(path + ": empty metrics file");
-  std::stringstream header(line);
-  for (std::string cell; std::getline(header, cell, ',');) table.columns.push_back(cell);
-  long line_no = 1;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (line.empty()) continue;
+  table.columns = records.front().fields;
+  for (size_t r = 1; r < records.size(); ++r) {
+    const std::string where = path + ":" + std::to_string(records[r].line);
     std::vector<double> row;
-    std::stringstream cells(line);
-    for (std::string cell; std::getline(cells, cell, ',');) {
+    for (const std::string& cell : records[r].fields) {
       char* end = nullptr;
       const double v = std::strtod(cell.c_str(), &end);
-      if (cell.empty() || *end != '\0') throw Error(path + ":" + std::to_string(line_no) + ": not a number: '" + cell + "'");
+      if (cell.empty() || *end != '\0') throw Error(where + ": not a number: '" + cell + "'");
       row.push_back(v);
     }
     if (row.size() != table.columns.size())
-      throw Error(path + ":" + std::to_string(line_no) + ": expected " + std::to_string(table.columns.size()) + " values");
+      throw Error(where + ": expected " + std::to_string(table.columns.size()) + " values");
     table.rows.push_back(std::move(row));
   }
   return table;

@@ -26,6 +26,8 @@ class MetricsWriter {
   std::string path_;
   size_t columns_;
   std::FILE* file_ = nullptr;
+  std::vector<std::string> fields_;  // the row being written, reused
+  std::string line_;
 };
 
 // Reads a metrics CSV back as named columns (header + numeric rows). Throws Error on malformed input.

@@ -9,15 +9,15 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <system_error>
-#include <type_traits>
 #include <utility>
 
+#include "io/atomic_file.h"
 #include "util/error.h"
+#include "util/shape.h"
 
 namespace blocklab::io {
 
@@ -63,15 +63,6 @@ std::string quote(std::string_view s) {
 
 std::string range_text(uint64_t b, uint64_t e) {
   return "[" + std::to_string(b) + ", " + std::to_string(e) + ")";
-}
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
 }
 
 // Strict UTF-8 validation (no overlongs, no surrogates, nothing above U+10FFFF). Returns the offset
@@ -253,7 +244,7 @@ TensorEntry parse_entry(const std::string& name, const json& v, const std::strin
 
   uint64_t numel = 0, nbytes = 0;
   if (!checked_numel(t.shape, numel) || mul_overflow(numel, dtype_size(t.dtype), nbytes))
-    throw Error(ctx + "shape " + shape_text(t.shape) + " x dtype size " + std::to_string(dtype_size(t.dtype)) +
+    throw Error(ctx + "shape " + format_shape(t.shape) + " x dtype size " + std::to_string(dtype_size(t.dtype)) +
                 " overflows uint64");
   if (t.end < t.begin)
     throw Error(ctx + "data_offsets end (" + std::to_string(t.end) + ") is before begin (" + std::to_string(t.begin) +
@@ -290,12 +281,12 @@ PreparedHeader prepare_header(const std::vector<TensorToWrite>& tensors,
     if (!names.insert(t.name).second) throw Error(where + ": duplicate tensor name " + quote(t.name));
     if (static_cast<unsigned>(t.dtype) > static_cast<unsigned>(DType::BOOL)) throw Error(ctx + "invalid dtype");
     for (int64_t d : t.shape)
-      if (d < 0) throw Error(ctx + "negative shape dimension in " + shape_text(t.shape));
+      if (d < 0) throw Error(ctx + "negative shape dimension in " + format_shape(t.shape));
     uint64_t numel = 0, nbytes = 0;
     if (!checked_numel(t.shape, numel) || mul_overflow(numel, dtype_size(t.dtype), nbytes))
-      throw Error(ctx + "shape " + shape_text(t.shape) + " overflows");
+      throw Error(ctx + "shape " + format_shape(t.shape) + " overflows");
     if (t.data.size() != nbytes)
-      throw Error(ctx + "data has " + std::to_string(t.data.size()) + " bytes but shape " + shape_text(t.shape) +
+      throw Error(ctx + "data has " + std::to_string(t.data.size()) + " bytes but shape " + format_shape(t.shape) +
                   " of " + dtype_name(t.dtype) + " needs " + std::to_string(nbytes));
     uint64_t end = 0;
     if (add_overflow(offset, nbytes, end)) throw Error(where + ": total data size overflows");
@@ -315,143 +306,12 @@ PreparedHeader prepare_header(const std::vector<TensorToWrite>& tensors,
   return p;
 }
 
-void write_all(int fd, const void* data, std::size_t n, const std::string& what) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const std::size_t chunk = std::min<std::size_t>(n, std::size_t{1} << 30);
-    const ssize_t w = ::write(fd, p, chunk);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      throw Error(what + ": write failed: " + errno_text(errno));
-    }
-    if (w == 0) throw Error(what + ": write failed: no progress");
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-}
-
 }  // namespace
-
-// ---------------------------------------------------------------------------------------------
-// DType
-
-std::size_t dtype_size(DType t) {
-  switch (t) {
-    case DType::F64: return 8;
-    case DType::F32: return 4;
-    case DType::F16: return 2;
-    case DType::BF16: return 2;
-    case DType::I64: return 8;
-    case DType::I32: return 4;
-    case DType::I16: return 2;
-    case DType::I8: return 1;
-    case DType::U8: return 1;
-    case DType::BOOL: return 1;
-  }
-  throw Error("dtype_size: invalid dtype " + std::to_string(static_cast<int>(t)));
-}
-
-const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::F64: return "F64";
-    case DType::F32: return "F32";
-    case DType::F16: return "F16";
-    case DType::BF16: return "BF16";
-    case DType::I64: return "I64";
-    case DType::I32: return "I32";
-    case DType::I16: return "I16";
-    case DType::I8: return "I8";
-    case DType::U8: return "U8";
-    case DType::BOOL: return "BOOL";
-  }
-  throw Error("dtype_name: invalid dtype " + std::to_string(static_cast<int>(t)));
-}
-
-bool parse_dtype(std::string_view name, DType& out) {
-  static constexpr DType all[] = {DType::F64, DType::F32, DType::F16, DType::BF16, DType::I64,
-                                  DType::I32, DType::I16, DType::I8,  DType::U8,   DType::BOOL};
-  for (DType t : all) {
-    if (name == dtype_name(t)) {
-      out = t;
-      return true;
-    }
-  }
-  return false;
-}
-
-bool dtype_is_float(DType t) { return t == DType::F64 || t == DType::F32 || t == DType::F16 || t == DType::BF16; }
-bool dtype_is_integer(DType t) {
-  return t == DType::I64 || t == DType::I32 || t == DType::I16 || t == DType::I8 || t == DType::U8 ||
-         t == DType::BOOL;
-}
 
 int64_t TensorEntry::numel() const {
   uint64_t n = 0;
-  if (!checked_numel(shape, n)) throw Error("tensor " + quote(name) + ": invalid shape " + shape_text(shape));
+  if (!checked_numel(shape, n)) throw Error("tensor " + quote(name) + ": invalid shape " + format_shape(shape));
   return static_cast<int64_t>(n);
-}
-
-// ---------------------------------------------------------------------------------------------
-// fp16 / bf16
-
-float bf16_to_float(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
-
-uint16_t float_to_bf16(float f) {
-  const uint32_t x = std::bit_cast<uint32_t>(f);
-  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x0040u);  // NaN: keep, quiet
-  const uint32_t rounding = 0x7FFFu + ((x >> 16) & 1u);
-  return static_cast<uint16_t>((x + rounding) >> 16);  // overflow past max finite carries into inf
-}
-
-float f16_to_float(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1Fu;
-  uint32_t mant = h & 0x3FFu;
-  uint32_t bits;
-  if (exp == 0x1F) {
-    bits = sign | 0x7F800000u | (mant << 13);  // inf / NaN (payload kept)
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112u) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    bits = sign;
-  } else {
-    // Subnormal: normalize.
-    uint32_t e = 113;
-    while ((mant & 0x400u) == 0) {
-      mant <<= 1;
-      --e;
-    }
-    bits = sign | (e << 23) | ((mant & 0x3FFu) << 13);
-  }
-  return std::bit_cast<float>(bits);
-}
-
-uint16_t float_to_f16(float f) {
-  const uint32_t bits = std::bit_cast<uint32_t>(f);
-  const auto sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
-  const uint32_t x = bits & 0x7FFFFFFFu;
-  if (x >= 0x7F800000u) {
-    if (x > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u | ((x >> 13) & 0x3FFu));  // NaN
-    return static_cast<uint16_t>(sign | 0x7C00u);                                              // inf
-  }
-  if (x >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // >= 65520 rounds to inf
-  const uint32_t e = x >> 23;
-  if (e < 113) {
-    // Result is subnormal (or zero): value / 2^-24, rounded to nearest even.
-    if (e < 102) return sign;  // < 2^-25: rounds to zero
-    const uint32_t m = (x & 0x7FFFFFu) | 0x800000u;
-    const uint32_t shift = 126 - e;  // 14..24
-    uint32_t r = m >> shift;
-    const uint32_t rem = m & ((1u << shift) - 1);
-    const uint32_t half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (r & 1u))) ++r;
-    return static_cast<uint16_t>(sign | r);
-  }
-  const uint32_t mant = x & 0x7FFFFFu;
-  uint32_t r = ((e - 112) << 10) | (mant >> 13);
-  const uint32_t rem = mant & 0x1FFFu;
-  if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) ++r;
-  return static_cast<uint16_t>(sign | r);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -649,56 +509,19 @@ void SafetensorsReader::check_entry(const TensorEntry& t, std::size_t out_size) 
   uint64_t numel = 0, nbytes = 0;
   if (!checked_numel(t.shape, numel) || mul_overflow(numel, dtype_size(t.dtype), nbytes) ||
       nbytes != t.end - t.begin || t.end < t.begin)
-    throw Error(path_ + ": tensor " + quote(t.name) + ": entry is inconsistent (shape " + shape_text(t.shape) +
+    throw Error(path_ + ": tensor " + quote(t.name) + ": entry is inconsistent (shape " + format_shape(t.shape) +
                 ", range " + range_text(t.begin, t.end) + ")");
   if (out_size != numel)
     throw Error(path_ + ": tensor " + quote(t.name) + ": output has " + std::to_string(out_size) +
                 " elements but the tensor has " + std::to_string(numel));
 }
 
-namespace {
-
-template <class Out>
-void read_float_into(const std::string& path, const TensorEntry& t, std::span<const std::byte> src,
-                     std::span<Out> out) {
-  const std::byte* p = src.data();
-  const std::size_t n = out.size();
-  switch (t.dtype) {
-    case DType::F32:
-      if constexpr (std::is_same_v<Out, float> && std::endian::native == std::endian::little) {
-        if (n) std::memcpy(out.data(), p, n * sizeof(float));
-      } else {
-        for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<Out>(std::bit_cast<float>(load_le<uint32_t>(p + 4 * i)));
-      }
-      return;
-    case DType::F64:
-      if constexpr (std::is_same_v<Out, double> && std::endian::native == std::endian::little) {
-        if (n) std::memcpy(out.data(), p, n * sizeof(double));
-      } else {
-        for (std::size_t i = 0; i < n; ++i)
-          out[i] = static_cast<Out>(std::bit_cast<double>(load_le<uint64_t>(p + 8 * i)));
-      }
-      return;
-    case DType::F16:
-      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<Out>(f16_to_float(load_le<uint16_t>(p + 2 * i)));
-      return;
-    case DType::BF16:
-      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<Out>(bf16_to_float(load_le<uint16_t>(p + 2 * i)));
-      return;
-    default:
-      throw Error(path + ": tensor " + quote(t.name) + ": dtype " + dtype_name(t.dtype) +
-                  " is not a floating-point type");
-  }
-}
-
-}  // namespace
-
 void SafetensorsReader::read(const TensorEntry& t, std::span<float> out) const {
   if (!dtype_is_float(t.dtype))
     throw Error(path_ + ": tensor " + quote(t.name) + ": dtype " + dtype_name(t.dtype) +
                 " is not a floating-point type");
   check_entry(t, out.size());
-  read_float_into(path_, t, bytes(t), out);
+  convert_to_float(t.dtype, bytes(t).data(), out.data(), out.size());
 }
 
 void SafetensorsReader::read(const TensorEntry& t, std::span<double> out) const {
@@ -706,7 +529,7 @@ void SafetensorsReader::read(const TensorEntry& t, std::span<double> out) const 
     throw Error(path_ + ": tensor " + quote(t.name) + ": dtype " + dtype_name(t.dtype) +
                 " is not a floating-point type");
   check_entry(t, out.size());
-  read_float_into(path_, t, bytes(t), out);
+  convert_to_double(t.dtype, bytes(t).data(), out.data(), out.size());
 }
 
 void SafetensorsReader::read(const TensorEntry& t, std::span<int64_t> out) const {
@@ -811,39 +634,12 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
   if (path.empty()) throw Error("write_safetensors: empty path");
   const PreparedHeader p = prepare_header(tensors, metadata, path);
 
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) throw Error(path + ": cannot create temporary file " + tmp + ": " + errno_text(errno));
-  try {
-    std::byte len[8];
-    store_le<uint64_t>(len, p.header.size());
-    write_all(fd, len, sizeof len, tmp);
-    write_all(fd, p.header.data(), p.header.size(), tmp);
-    for (const TensorToWrite& t : tensors)
-      if (!t.data.empty()) write_all(fd, t.data.data(), t.data.size(), tmp);
-    if (::fsync(fd) != 0) throw Error(tmp + ": fsync failed: " + errno_text(errno));
-    const int rc = ::close(fd);
-    fd = -1;
-    if (rc != 0) throw Error(tmp + ": close failed: " + errno_text(errno));
-    if (::rename(tmp.c_str(), path.c_str()) != 0)
-      throw Error(path + ": cannot rename " + tmp + " over it: " + errno_text(errno));
-  } catch (...) {
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-
-  // Make the rename durable. Some file systems cannot fsync a directory (EINVAL); that is not an error.
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) throw Error(path + ": cannot open directory " + dir + " to fsync it: " + errno_text(errno));
-  if (::fsync(dfd) != 0 && errno != EINVAL && errno != ENOTSUP) {
-    const int err = errno;
-    ::close(dfd);
-    throw Error(path + ": fsync of directory " + dir + " failed: " + errno_text(err));
-  }
-  ::close(dfd);
+  std::byte length[8];
+  store_le<uint64_t>(length, p.header.size());
+  std::vector<std::span<const std::byte>> pieces = {length, std::as_bytes(std::span(p.header))};
+  for (const TensorToWrite& t : tensors)
+    if (!t.data.empty()) pieces.push_back(t.data);
+  write_file_atomic(path, pieces);
 }
 
 }  // namespace blocklab::io

@@ -20,16 +20,9 @@
 #include <string_view>
 #include <vector>
 
+#include "io/dtype.h"
+
 namespace blocklab::io {
-
-enum class DType { F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL };
-
-std::size_t dtype_size(DType);
-const char* dtype_name(DType);  // "F64", "F32", "F16", "BF16", "I64", ..., "BOOL"
-// Parses a dtype name as written in safetensors headers; false when unknown.
-bool parse_dtype(std::string_view name, DType& out);
-bool dtype_is_float(DType);    // F64, F32, F16, BF16
-bool dtype_is_integer(DType);  // I64, I32, I16, I8, U8, BOOL
 
 // Largest header length accepted (same limit as the reference Rust implementation).
 inline constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
@@ -119,10 +112,10 @@ struct TensorToWrite {
 TensorToWrite tensor_view(std::string name, std::vector<int64_t> shape, std::span<const float> data);    // F32
 TensorToWrite tensor_view(std::string name, std::vector<int64_t> shape, std::span<const double> data);   // F64
 TensorToWrite tensor_view(std::string name, std::vector<int64_t> shape, std::span<const int64_t> data);  // I64
-// Raw 16-bit payloads (use with float_to_bf16 / float_to_f16); dtype must be BF16, F16 or I16.
+// Raw 16-bit payloads (use with float_to_bf16 / float_to_f16 of io/dtype.h); dtype must be BF16, F16 or I16.
 TensorToWrite tensor_view(std::string name, DType dtype, std::vector<int64_t> shape, std::span<const uint16_t> data);
 
-// Writes atomically: "<path>.tmp.<pid>", then write, fsync, rename over path, fsync the directory.
+// Writes atomically (io/atomic_file.h: "<path>.tmp.<pid>", write, fsync, rename over path, fsync the directory).
 // Tensors are laid out in the given order; the header is padded with spaces to a multiple of 8
 // bytes (so the data buffer starts 8-byte aligned). Validates names (non-empty, unique, not
 // "__metadata__"), shapes (non-negative dims) and data sizes (== numel * dtype_size). Throws Error
@@ -134,12 +127,5 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
 // The same file image in memory (the writer's exact bytes). Same validation as write_safetensors.
 std::vector<std::byte> serialize_safetensors(const std::vector<TensorToWrite>& tensors,
                                              const std::map<std::string, std::string>& metadata = {});
-
-// fp16 / bf16 conversions. float -> half rounds to nearest, ties to even; overflow gives inf;
-// NaN stays NaN (quieted, sign and top payload bits kept).
-float bf16_to_float(uint16_t);
-uint16_t float_to_bf16(float);
-float f16_to_float(uint16_t);
-uint16_t float_to_f16(float);
 
 }  // namespace blocklab::io

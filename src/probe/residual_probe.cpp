@@ -3,17 +3,20 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+#include <filesystem>
 
+#include "io/csv.h"
 #include "probe/residual_norms.h"
 #include "util/error.h"
 
 namespace blocklab::probe {
 
 namespace {
-constexpr const char* kHeader = "step,layer,mean_vector_norm,mean_token_norm";
+const std::vector<std::string>& columns() {
+  static const std::vector<std::string> names = {"step", "layer", "mean_vector_norm", "mean_token_norm"};
+  return names;
 }
+}  // namespace
 
 ResidualProbeWriter::ResidualProbeWriter(std::string path, int every) : path_(std::move(path)), every_(every) {
   if (every < 1) throw Error("probe interval must be >= 1, got " + std::to_string(every));
@@ -24,13 +27,12 @@ ResidualProbeWriter::~ResidualProbeWriter() {
 }
 
 void ResidualProbeWriter::open(int first_step) {
-  std::string kept = std::string(kHeader) + "\n";
-  if (first_step > 0) {  // a resumed run: keep what earlier steps wrote
-    std::ifstream in(path_);
-    std::string line;
-    if (in && std::getline(in, line) && line == kHeader)
-      while (std::getline(in, line))
-        if (!line.empty() && std::atol(line.c_str()) < first_step) kept += line + "\n";
+  std::string kept = io::csv_line(columns());
+  if (first_step > 0 && std::filesystem::exists(path_)) {  // a resumed run: keep what earlier steps wrote
+    const std::vector<io::CsvRecord> records = io::read_csv(path_);
+    if (!records.empty() && records.front().line == 1 && records.front().fields == columns())
+      for (size_t r = 1; r < records.size(); ++r)
+        if (std::atol(records[r].fields.front().c_str()) < first_step) io::append_csv_line(kept, records[r].fields);
   }
   file_ = std::fopen(path_.c_str(), "w");
   if (file_ == nullptr) throw Error(path_ + ": cannot write: " + std::strerror(errno));
@@ -51,8 +53,11 @@ void ResidualProbeWriter::operator()(Trainer& trainer) {
   Activations<float>& acts = trainer.activations();
   trainer.model().forward_logits(acts, batch_.inputs.data());
   const ResidualNorms norms = residual_norms(acts, config.model.width);
+  std::string rows;
   for (size_t l = 0; l < norms.mean_token_norm.size(); ++l)
-    std::fprintf(file_, "%d,%zu,%.9g,%.9g\n", step, l, norms.mean_vector_norm[l], norms.mean_token_norm[l]);
+    io::append_csv_line(rows, {std::to_string(step), std::to_string(l), io::csv_number(norms.mean_vector_norm[l]),
+                               io::csv_number(norms.mean_token_norm[l])});
+  std::fputs(rows.c_str(), file_);
   if (std::fflush(file_) != 0) throw Error(path_ + ": write failed: " + std::strerror(errno));
 }
 

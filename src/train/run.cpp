@@ -4,15 +4,16 @@
 
 #include <algorithm>
 #include <cmath>
-#include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "io/metrics.h"
-#include "tensor/threading.h"
 #include "util/error.h"
+#include "util/signals.h"
+#include "util/threads.h"
 
 namespace blocklab {
 
@@ -24,43 +25,6 @@ const std::vector<std::string>& metric_columns() {
   static const std::vector<std::string> columns = {"step", "loss", "lr", "grad_norm", "skipped"};
   return columns;
 }
-
-// SIGINT/SIGTERM while a run trains: remember the signal; the loop checkpoints and stops after the
-// current step. A second signal restores the default action and re-raises it (stop now; the
-// checkpoints on disk stay intact because each is written atomically).
-volatile std::sig_atomic_t g_stop_signal = 0;
-
-extern "C" void on_stop_signal(int sig) {
-  if (g_stop_signal != 0) {
-    std::signal(sig, SIG_DFL);
-    std::raise(sig);
-    return;
-  }
-  g_stop_signal = sig;
-}
-
-class StopSignals {
- public:
-  StopSignals() {
-    g_stop_signal = 0;
-    struct sigaction sa {};
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    ::sigaction(SIGINT, &sa, &old_int_);
-    ::sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~StopSignals() {
-    ::sigaction(SIGINT, &old_int_, nullptr);
-    ::sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  StopSignals(const StopSignals&) = delete;
-  StopSignals& operator=(const StopSignals&) = delete;
-  int pending() const { return g_stop_signal; }
-
- private:
-  struct sigaction old_int_ {}, old_term_ {};
-};
 
 // BLOCKLAB_INJECT_NONFINITE=STEP[,STEP...][:TENSOR]
 void apply_fault_injection(Trainer& trainer) {
@@ -115,7 +79,7 @@ std::string format_number(double v) {
 RunSummary run_steps(Trainer& trainer, const RunConfig& config, io::MetricsWriter& metrics, RunSummary summary,
                      bool have_loss, const StepObserver& observer, const TrainerHook& hook) {
   const fs::path dir(config.out);
-  StopSignals signals;
+  StopSignals signals;  // SIGINT/SIGTERM: finish this step, write a checkpoint, stop
   if (hook) hook(trainer);
   while (trainer.steps_done() < config.steps) {
     const StepResult r = trainer.step();
@@ -159,6 +123,24 @@ Interrupted::Interrupted(int signal, int step, std::string checkpoint)
       step_(step),
       checkpoint_(std::move(checkpoint)) {}
 
+void write_config_json(const std::string& path, const RunConfig& config) {
+  io::write_file_atomic(path, to_json(config).dump(2) + "\n");
+}
+
+RunConfig read_config_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(path + ": cannot read");
+  RunConfig config;
+  try {
+    apply_json(config, nlohmann::json::parse(in));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path + ": not valid JSON: " + e.what());
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());
+  }
+  return config;
+}
+
 void prepare_run_dir(const std::string& dir, bool overwrite) {
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) throw Error(dir + ": exists and is not a directory");
@@ -186,7 +168,7 @@ RunSummary train_run(RunConfig config, bool overwrite, const StepObserver& obser
   apply_fault_injection(trainer);
   prepare_run_dir(config.out, overwrite);
   const fs::path dir(config.out);
-  io::write_file_atomic((dir / "config.json").string(), to_json(config).dump(2) + "\n");
+  write_config_json((dir / "config.json").string(), config);
   io::MetricsWriter metrics((dir / "metrics.csv").string(), metric_columns());
   return run_steps(trainer, config, metrics, RunSummary{}, false, observer, hook);
 }
@@ -246,7 +228,7 @@ RunSummary resume_run(RunConfig config, const ResumePoint& from, const StepObser
   if (::access(dir.c_str(), W_OK | X_OK) != 0) throw Error(config.out + ": directory is not writable");
   const std::string metrics_path = (dir / "metrics.csv").string();
   io::keep_metrics_through(metrics_path, metric_columns(), from.step);
-  io::write_file_atomic((dir / "config.json").string(), to_json(config).dump(2) + "\n");
+  write_config_json((dir / "config.json").string(), config);
 
   // The summary continues from the rows kept (losses of the steps before the checkpoint).
   RunSummary summary;

@@ -43,6 +43,12 @@ class Interrupted : public std::runtime_error {
   std::string checkpoint_;
 };
 
+// DIR/config.json: the fully resolved config, to_json(config), pretty-printed; written atomically.
+void write_config_json(const std::string& path, const RunConfig& config);
+// Reads a config.json (a run's, or one that blocklab sweep wrote for its worker) over the defaults.
+// Throws Error naming the file when it cannot be read, is not JSON, or holds an unknown key or a bad value.
+RunConfig read_config_json(const std::string& path);
+
 // Creates dir if needed. Throws Error when it cannot be created or written, or when it already holds a
 // run (config.json or metrics.csv) and overwrite is false. Writes nothing else.
 void prepare_run_dir(const std::string& dir, bool overwrite);

@@ -1,4 +1,4 @@
-#include "io/report.h"
+#include "report/report.h"
 
 #include <algorithm>
 #include <filesystem>

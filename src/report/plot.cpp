@@ -1,4 +1,4 @@
-#include "io/plot.h"
+#include "report/plot.h"
 
 #include <cmath>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "tensor/threading.h"
+#include "util/threads.h"
 
 #include <cblas.h>
 #include <omp.h>

@@ -1,0 +1,89 @@
+#include "experiments/reproduce_text.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+namespace blocklab::experiments::reproduce_text {
+
+int main_batch(const std::map<int, GradNormResult>& gradnorms, int wanted) {
+  return gradnorms.count(wanted) ? wanted : gradnorms.begin()->first;
+}
+
+const GradNormProfile* profile(const GradNormResult& result, NormPlacement placement) {
+  for (const auto& p : result.profiles)
+    if (p.placement == placement) return &p;
+  return nullptr;
+}
+
+double loss_at(const SweepRunResult& run, int step) {
+  for (size_t i = 0; i < run.steps.size(); ++i)
+    if (run.steps[i] == step) return run.losses[i];
+  return std::nan("");
+}
+
+Runs cell_runs(const SweepResult& sweep, const std::string& placement, int warmup) {
+  Runs out;
+  for (const auto& r : sweep.runs)
+    if (to_string(r.run.config.model.norm_placement) == placement && r.run.config.warmup == warmup) out.push_back(&r);
+  return out;
+}
+
+std::string join(const std::vector<std::string>& items, const std::string& sep) {
+  std::string s;
+  for (size_t i = 0; i < items.size(); ++i) s += (i ? sep : "") + items[i];
+  return s;
+}
+
+std::string losses_text(const Runs& runs, int step, const char* format) {
+  std::vector<std::string> items;
+  for (const auto* r : runs) items.push_back(fmt(step < 0 ? r->curve.final_loss : loss_at(*r, step), format));
+  return items.empty() ? "n/a" : join(items, " / ");
+}
+
+std::string outcomes_text(const Runs& runs) {
+  std::map<std::string, int> counts;
+  for (const auto* r : runs) ++counts[probe::to_string(r->curve.outcome)];
+  std::vector<std::string> items;
+  for (const auto& [label, n] : counts) items.push_back(std::to_string(n) + " " + label);
+  return items.empty() ? "no runs" : join(items, ", ");
+}
+
+int count_outcome(const Runs& runs, probe::Outcome outcome) {
+  int n = 0;
+  for (const auto* r : runs) n += r->curve.outcome == outcome ? 1 : 0;
+  return n;
+}
+
+double max_loss_at(const Runs& runs, int step) {
+  double m = -1;
+  for (const auto* r : runs) m = std::max(m, loss_at(*r, step));
+  return runs.empty() ? std::nan("") : m;
+}
+
+std::string pct_diff(double measured, double source) {
+  if (!std::isfinite(measured) || source == 0) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.0f%%", 100.0 * (measured - source) / source);
+  return buf;
+}
+
+std::string first_steps_below_text(const Runs& runs) {
+  std::vector<std::string> firsts;
+  for (const auto* r : runs) firsts.push_back(r->curve.first_step_below ? std::to_string(*r->curve.first_step_below) : "never");
+  return join(firsts, " / ");
+}
+
+std::string duration_text(double s) {
+  char buf[64];
+  if (s < 60)
+    std::snprintf(buf, sizeof buf, "%.0f s", s);
+  else if (s < 3600)
+    std::snprintf(buf, sizeof buf, "%.1f min", s / 60);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f h", s / 3600);
+  return buf;
+}
+
+}  // namespace blocklab::experiments::reproduce_text

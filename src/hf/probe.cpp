@@ -1,0 +1,114 @@
+#include "hf/probe.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
+#include "util/error.h"
+
+namespace blocklab::hf {
+
+namespace fs = std::filesystem;
+
+ResidualProbeResult probe_residual(const Model& model, std::span<const int32_t> tokens,
+                                   const ResidualProbeOptions& options) {
+  const ModelConfig& c = model.config();
+  const int T = static_cast<int>(tokens.size());
+  ResidualProbe probe(T, c.hidden);
+  ResidualProbeResult result;
+  if (options.save_hidden) result.hidden.reserve(static_cast<std::size_t>(c.layers + 1) * T * c.hidden);
+  ForwardOptions opt;
+  opt.logits = LogitsFor::None;
+  opt.stream_weights = true;
+  opt.on_hidden = [&](int layer, std::span<const float> h) {
+    probe.observe(layer, h);
+    if (options.save_hidden) result.hidden.insert(result.hidden.end(), h.begin(), h.end());
+    if (options.on_layer) options.on_layer(probe.layers().back());
+  };
+  const auto start = std::chrono::steady_clock::now();
+  model.forward(tokens, opt);
+  result.forward_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.layers = probe.layers();
+  return result;
+}
+
+WrittenFiles write_residual_probe(const fs::path& dir, const Model& model, const ResidualProbeRun& run,
+                                  const ResidualProbeResult& result, bool figure) {
+  const ModelConfig& c = model.config();
+  const int T = static_cast<int>(run.tokens.size());
+  WrittenFiles written;
+  write_residual_csv(dir / "residual.csv", result.layers);
+  nlohmann::ordered_json summary;
+  summary["model"] = run.model_dir;
+  summary["model_type"] = c.model_type;
+  summary["layers"] = c.layers;
+  summary["hidden_size"] = c.hidden;
+  summary["parameters"] = model.parameter_count();
+  summary["weight_dtype"] = model.dtype_summary();
+  if (run.text) summary["text"] = *run.text;
+  summary["tokens"] = run.tokens;
+  summary["forward_seconds"] = result.forward_seconds;
+  summary["total_seconds"] = run.total_seconds;
+  summary["csv_columns"] = {"layer", "mean_vector_norm", "mean_token_norm", "sqrt_layer_plus_1", "relative_update"};
+  io::write_file_atomic((dir / "residual.json").string(), summary.dump(2) + "\n");
+  written.names = {"residual.csv", "residual.json"};
+  if (!result.hidden.empty()) {
+    const std::vector<int64_t> tokens(run.tokens.begin(), run.tokens.end());
+    io::write_safetensors((dir / "hidden_states.safetensors").string(),
+                          {io::tensor_view("hidden_states", {c.layers + 1, T, c.hidden}, std::span<const float>(result.hidden)),
+                           io::tensor_view("tokens", {T}, std::span<const int64_t>(tokens))});
+    written.names.push_back("hidden_states.safetensors");
+  }
+  if (figure) {
+    const std::string title = "Residual stream norm per layer: " + fs::path(run.model_dir).filename().string() + " (" +
+                              c.model_type + ", " + std::to_string(T) + " tokens)";
+    const PlotOutcome plot = plot_residual(dir, result.layers, title);
+    written.names.push_back("residual.gp");
+    if (plot.rendered) {
+      written.names.push_back("residual.png");
+      written.names.push_back("residual.svg");
+    } else {
+      written.figure_message = plot.message;
+    }
+  }
+  return written;
+}
+
+std::vector<TokenProbability> top_tokens(std::span<const float> z, int k) {
+  if (k < 1) throw Error("top: need at least 1 token, got " + std::to_string(k));
+  if (z.empty()) throw Error("top: no logits");
+  // Softmax in double.
+  const double zmax = *std::max_element(z.begin(), z.end());
+  double sum = 0;
+  for (float v : z) sum += std::exp(v - zmax);
+  std::vector<int32_t> order(z.size());
+  std::iota(order.begin(), order.end(), 0);
+  k = std::min<int>(k, static_cast<int>(z.size()));
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int32_t a, int32_t b) { return z[a] != z[b] ? z[a] > z[b] : a < b; });
+  std::vector<TokenProbability> top;
+  for (int i = 0; i < k; ++i) {
+    const int32_t id = order[i];
+    top.push_back({id, std::exp(z[id] - zmax) / sum, z[id]});
+  }
+  return top;
+}
+
+std::vector<TokenProbability> probe_logits(const Model& model, std::span<const int32_t> tokens,
+                                           const LogitsProbeOptions& options) {
+  if (options.top < 1) throw Error("top: need at least 1 token, got " + std::to_string(options.top));
+  ForwardOptions opt;
+  opt.logits = LogitsFor::Last;
+  opt.stream_weights = true;
+  opt.on_hidden = [&](int layer, std::span<const float>) {
+    if (options.on_layer) options.on_layer(layer);
+  };
+  const ForwardResult r = model.forward(tokens, opt);
+  return top_tokens(r.logits, options.top);
+}
+
+}  // namespace blocklab::hf
