@@ -89,8 +89,8 @@ GradNormResult run_gradnorm(const GradNormOptions& options, const Log& log) {
   base.out = options.out;
   resolve(base);
   const std::vector<RunConfig> configs = configs_per_placement_and_seed(base, options.placements, options.seeds);
-  nlohmann::json settings = to_json(base);
-  for (const char* k : {"out", "threads", "log_every", "seed", "norm_placement"}) settings.erase(k);
+  nlohmann::json settings = results_json(base);  // seed and placement vary within the experiment
+  for (const char* k : {"seed", "norm_placement"}) settings.erase(k);
   claim_output_dir(options.out, "gradnorm", settings, false);
   set_num_threads(base.threads);
 

@@ -67,9 +67,7 @@ ReproduceOptions reproduce_preset(bool quick) {
 nlohmann::json reproduce_settings(const ReproduceOptions& o) {
   auto config = [](RunConfig c) {
     resolve(c);
-    nlohmann::json j = to_json(c);
-    for (const char* k : {"out", "threads", "log_every", "checkpoint_every", "keep_checkpoints"}) j.erase(k);
-    return j;
+    return results_json(c);
   };
   nlohmann::json j = {{"quick", o.quick},
                       {"gradnorm_model", config(o.gradnorm_model)},

@@ -29,11 +29,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Keys that say how a run is executed or where, not what it computes.
-const std::set<std::string>& execution_keys() {
-  static const std::set<std::string> keys = {"out", "threads", "log_every", "checkpoint_every", "keep_checkpoints"};
-  return keys;
-}
 
 std::string read_text(const fs::path& p) {
   std::ifstream in(p);
@@ -87,7 +82,7 @@ GridAxis parse_grid_axis(const std::string& spec) {
   const ConfigKey* key = find_config_key(axis.key);
   if (key == nullptr) throw Error("--grid: unknown config key '" + axis.key + "' (blocklab train --help lists them)");
   if (axis.key == "seed") throw Error("--grid: use --seeds for the seeds, not a grid over 'seed'");
-  if (execution_keys().count(axis.key) > 0)
+  if (!key->changes_results)
     throw Error("--grid: '" + axis.key + "' says how runs are executed, not what they compute; it cannot be a grid axis");
   const std::string values = spec.substr(eq + 1);
   std::set<std::string> seen;
@@ -154,9 +149,8 @@ std::vector<SweepRun> plan_sweep(const SweepOptions& options) {
 nlohmann::json sweep_settings(const SweepOptions& options) {
   RunConfig base = options.base;
   resolve(base);
-  nlohmann::json b = to_json(base);
+  nlohmann::json b = results_json(base);
   b.erase("seed");
-  for (const std::string& k : execution_keys()) b.erase(k);
   nlohmann::json grid = nlohmann::json::array();
   for (const GridAxis& axis : options.grid) {
     b.erase(axis.key);

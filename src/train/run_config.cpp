@@ -386,6 +386,13 @@ void resolve(RunConfig& config) {
   if (config.keep_checkpoints < 0) throw Error("keep_checkpoints must be >= 0");
 }
 
+nlohmann::json results_json(const RunConfig& config) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& k : config_keys())
+    if (k.changes_results) j[k.name] = k.get(config);
+  return j;
+}
+
 nlohmann::json to_json(const RunConfig& config) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& k : config_keys()) j[k.name] = k.get(config);

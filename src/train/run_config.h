@@ -78,5 +78,7 @@ void apply_json(RunConfig& config, const nlohmann::json& values);
 // Fills derived values (seq_len from the task) and checks every key; throws Error on the first problem.
 void resolve(RunConfig& config);
 nlohmann::json to_json(const RunConfig& config);
+// The keys that change results (ConfigKey::changes_results), for comparing what two runs compute.
+nlohmann::json results_json(const RunConfig& config);
 
 }  // namespace blocklab
