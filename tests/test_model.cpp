@@ -32,6 +32,9 @@ ModelConfig tiny_config(NormPlacement placement, NormKind norm) {
 struct Variant {
   std::string name;
   ModelConfig config;
+  // Finite-difference step: larger where an unnormalised stack (no norms, random gates) makes the loss and
+  // its rounding error large, so that rounding / step stays below the tolerance on the smallest entries.
+  double step = 1e-4;
 };
 
 std::vector<Variant> variants() {
@@ -63,6 +66,28 @@ std::vector<Variant> variants() {
   sd.mlp = MlpKind::GeluTanh;
   sd.layers = 3;  // an odd number of blocks with three sub-layers each: the gradient buffers swap an odd number of times
   v.push_back({"sd_post_gelu_tanh", sd});
+  // Every placement of PLACEMENTS.md, with LayerNorm and with DyT (RMSNorm for a few).
+  for (NormPlacement p : {NormPlacement::Peri, NormPlacement::Reordered, NormPlacement::DeepNorm, NormPlacement::Admin,
+                          NormPlacement::ReZero, NormPlacement::TFixup, NormPlacement::Mix, NormPlacement::LNS}) {
+    ModelConfig c = tiny_config(p, NormKind::LayerNorm);
+    if (p == NormPlacement::Mix) c.layers = 4;  // block 1 Post-LN, blocks 2-4 Pre-LN
+    v.push_back({to_string(p) + "_layernorm", c});
+    if (p == NormPlacement::ReZero || p == NormPlacement::TFixup) continue;  // no norms
+    c.norm = NormKind::DyT;
+    v.push_back({to_string(p) + "_dyt", c});
+  }
+  for (NormPlacement p : {NormPlacement::Post, NormPlacement::Pre}) v.push_back({to_string(p) + "_dyt", tiny_config(p, NormKind::DyT)});
+  ModelConfig peri_qwen = preset("qwen3");
+  peri_qwen.norm_placement = NormPlacement::Peri;
+  peri_qwen.kv_heads = 2;
+  v.push_back({"qwen3_peri", peri_qwen});
+  ModelConfig admin_sd = preset("sd");
+  admin_sd.norm_placement = NormPlacement::Admin;
+  admin_sd.context_len = 3;
+  v.push_back({"sd_admin", admin_sd});
+  ModelConfig rezero_sd = admin_sd;
+  rezero_sd.norm_placement = NormPlacement::ReZero;
+  v.push_back({"sd_rezero", rezero_sd, 4e-4});
   return v;
 }
 
@@ -72,8 +97,10 @@ void randomise(Model<T>& model, uint64_t seed) {
   Rng rng(seed);
   for (const ParamSpec& s : model.table().specs()) {
     auto p = model.param(s.name);
-    const bool norm_weight = s.role == ParamRole::NormWeight;
-    for (auto& x : p) x = static_cast<T>((norm_weight ? 1.0 : 0.0) + (norm_weight ? 0.2 : 0.5) * rng.normal());
+    // Norm weights and Admin's omega near 1, DyT's alpha near 0.5, everything else (ReZero's gate included) N(0, 0.5^2)
+    const bool near_one = s.role == ParamRole::NormWeight || s.role == ParamRole::ResidualScale;
+    const double centre = near_one ? 1.0 : s.role == ParamRole::NormAlpha ? 0.5 : 0.0;
+    for (auto& x : p) x = static_cast<T>(centre + (near_one || s.role == ParamRole::NormAlpha ? 0.2 : 0.5) * rng.normal());
   }
 }
 }  // namespace
@@ -102,7 +129,7 @@ TEST_P(WholeModel, EveryParameterGradientMatchesFiniteDifferences) {
       std::copy(x.begin(), x.end(), p.begin());
       return loss();
     };
-    blocklab::testing::expect_gradient_matches(s.name, x, g, loss_at, 1e-4, 1e-6);
+    blocklab::testing::expect_gradient_matches(s.name, x, g, loss_at, GetParam().step, 1e-6);
     std::copy(x.begin(), x.end(), p.begin());
   }
 }
@@ -111,7 +138,7 @@ TEST_P(WholeModel, ThreadCountDoesNotChangeResults) {
   ModelConfig config = GetParam().config;
   config.width = 32;
   config.heads = 4;
-  config.layers = 3;
+  config.layers = std::max(config.layers, 3);
   config.vocab = 16;
   config.seq_len = 15;
   if (config.cross_attention) config.context_len = 8;

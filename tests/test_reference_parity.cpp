@@ -140,5 +140,11 @@ TEST_P(ReferenceParity, FloatMatchesWithin1e4) { check_against_reference<float>(
 
 INSTANTIATE_TEST_SUITE_P(Variants, ReferenceParity,
                          ::testing::Values("copy_post_layernorm", "copy_post_rmsnorm", "copy_pre_layernorm",
-                                           "copy_pre_rmsnorm", "block_gpt2", "block_qwen3", "block_sd"),
+                                           "copy_pre_rmsnorm", "block_gpt2", "block_qwen3", "block_sd",
+                                           "place_post_layernorm", "place_pre_layernorm", "place_peri_layernorm",
+                                           "place_reordered_layernorm", "place_deepnorm_layernorm",
+                                           "place_admin_layernorm", "place_rezero_layernorm", "place_tfixup_layernorm",
+                                           "place_mix_layernorm", "place_lns_layernorm", "place_pre_dyt",
+                                           "place_post_dyt", "place_peri_rmsnorm", "place_deepnorm_rmsnorm",
+                                           "place_admin_dyt"),
                          [](const auto& info) { return info.param; });

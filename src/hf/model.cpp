@@ -399,8 +399,8 @@ ForwardResult Model::forward(std::span<const int32_t> tokens, const ForwardOptio
   // One sequence; one set of block activations serves every block in turn (nothing is kept for a backward).
   const BlockDims dims = BlockDims::of(block_config_, 1, Tn);
   BlockActs<float> acts;
-  std::vector<float> act_arena(static_cast<size_t>(carve_block_acts<float>(acts, nullptr, block_config_, dims)));
-  carve_block_acts(acts, act_arena.data(), block_config_, dims);
+  std::vector<float> act_arena(static_cast<size_t>(carve_block_acts<float>(acts, nullptr, block_config_, dims, 0)));
+  carve_block_acts(acts, act_arena.data(), block_config_, dims, 0);  // every block is Pre-LN: the same layout
   std::vector<float> attention_scratch(block_attention_scratch_size(block_config_, dims));
   std::vector<float> rope_cos, rope_sin;
   BlockInputs<float> in;
@@ -443,7 +443,7 @@ ForwardResult Model::forward(std::span<const int32_t> tokens, const ForwardOptio
   for (int l = 0; l < c.layers; ++l) {
     if (options.stream_weights && l + 1 < c.layers)
       for (const WeightRef* w : blocks_[l + 1]->refs()) WeightStore::prefetch(*w);
-    block_forward(acts, h, blocks_[l]->tensors, in);
+    block_forward(acts, h, blocks_[l]->tensors, in, l);
     h = acts.output;
     if (options.stream_weights)
       for (const WeightRef* w : blocks_[l]->refs()) WeightStore::release(*w);

@@ -120,11 +120,58 @@ void rmsnorm_backward(T* dinp, T* dweight, const T* dout, const T* inp, const T*
                              [&](int n, int c) { return inp[static_cast<long>(n) * C + c] * rstd[n]; });
 }
 
+template <typename T>
+void dyt_forward(T* out, const T* inp, const T* weight, const T* bias, const T* alpha, int N, int C) {
+  BLOCKLAB_PROFILE("dyt_forward");
+  const T a = *alpha;
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const T* x = inp + static_cast<long>(n) * C;
+    T* y = out + static_cast<long>(n) * C;
+    for (int c = 0; c < C; ++c) y[c] = weight[c] * std::tanh(a * x[c]) + bias[c];
+  }
+}
+
+// y = w tanh(a x) + b:  dy/dx = w a (1 - tanh^2),  dy/dw = tanh,  dy/db = 1,  dy/da = w x (1 - tanh^2)
+template <typename T>
+void dyt_backward(T* dinp, T* dweight, T* dbias, T* dalpha, const T* dout, const T* inp, const T* weight,
+                  const T* alpha, int N, int C) {
+  BLOCKLAB_PROFILE("dyt_backward");
+  const T a = *alpha;
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const T* x = inp + static_cast<long>(n) * C;
+    const T* g = dout + static_cast<long>(n) * C;
+    T* dx = dinp + static_cast<long>(n) * C;
+    for (int c = 0; c < C; ++c) {
+      const T t = std::tanh(a * x[c]);
+      dx[c] += g[c] * weight[c] * a * (T(1) - t * t);
+    }
+  }
+  accumulate_affine_grads(dweight, dbias, dout, N, C,
+                          [&](int n, int c) { return std::tanh(a * inp[static_cast<long>(n) * C + c]); });
+  // d alpha: one scalar, summed row by row in order (independent of the thread count)
+  T sum = 0;
+  for (int n = 0; n < N; ++n) {
+    const T* x = inp + static_cast<long>(n) * C;
+    const T* g = dout + static_cast<long>(n) * C;
+    T row = 0;
+    for (int c = 0; c < C; ++c) {
+      const T t = std::tanh(a * x[c]);
+      row += g[c] * weight[c] * x[c] * (T(1) - t * t);
+    }
+    sum += row;
+  }
+  *dalpha += sum;
+}
+
 #define BLOCKLAB_INSTANTIATE(T)                                                                             \
   template void layernorm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, T);                \
   template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int, int); \
   template void rmsnorm_forward<T>(T*, T*, const T*, const T*, int, int, T);                                \
-  template void rmsnorm_backward<T>(T*, T*, const T*, const T*, const T*, const T*, int, int);
+  template void rmsnorm_backward<T>(T*, T*, const T*, const T*, const T*, const T*, int, int);             \
+  template void dyt_forward<T>(T*, const T*, const T*, const T*, const T*, int, int);                      \
+  template void dyt_backward<T>(T*, T*, T*, T*, const T*, const T*, const T*, const T*, int, int);
 BLOCKLAB_INSTANTIATE(float)
 BLOCKLAB_INSTANTIATE(double)
 

@@ -44,9 +44,6 @@ class Carver {
   long used_ = 0;
 };
 
-bool in_norm(const ModelConfig& c) { return c.norm_placement == NormPlacement::Pre; }
-bool after_norm(const ModelConfig& c) { return c.norm_placement == NormPlacement::Post; }
-
 // The register-tiled causal attention of kernels/attention.h serves the fused [q | k | v] layout with
 // as many kv heads as heads and D = C/H (the seed model); everything else goes through the general
 // grouped-query kernel.
@@ -55,35 +52,17 @@ bool fast_attention(const ModelConfig& c) {
 }
 
 template <typename T>
-void norm_forward(NormActs<T>& n, const T* x, const NormTensors<T>& w, const ModelConfig& c, long N) {
-  const T eps = static_cast<T>(c.norm_eps);
-  if (c.norm == NormKind::LayerNorm)
-    layernorm_forward(n.out, n.mean, n.rstd, x, w.weight, w.bias, static_cast<int>(N), c.width, eps);
-  else
-    rmsnorm_forward(n.out, n.rstd, x, w.weight, static_cast<int>(N), c.width, eps);
-}
-
-// dx += Norm backward of dout.
-template <typename T>
-void norm_backward(T* dx, const NormTensors<T>& g, const T* dout, const T* x, const NormTensors<T>& w,
-                   const NormActs<T>& n, const ModelConfig& c, long N) {
-  if (c.norm == NormKind::LayerNorm)
-    layernorm_backward(dx, g.weight, g.bias, dout, x, w.weight, n.mean, n.rstd, static_cast<int>(N), c.width);
-  else
-    rmsnorm_backward(dx, g.weight, dout, x, w.weight, n.rstd, static_cast<int>(N), c.width);
-}
-
-template <typename T>
 void carve_norm(NormActs<T>& n, Carver<T>& a, const ModelConfig& c, long N) {
   n.out = a.take(N * c.width);
   if (c.norm == NormKind::LayerNorm) n.mean = a.take(N);
-  n.rstd = a.take(N);
+  if (c.norm != NormKind::DyT) n.rstd = a.take(N);
 }
 
 template <typename T>
-void carve_attention(AttentionActs<T>& a, Carver<T>& m, const ModelConfig& c, const BlockDims& d, bool cross) {
+void carve_attention(AttentionActs<T>& a, Carver<T>& m, const ModelConfig& c, const BlockDims& d,
+                     const SublayerPlan& plan, bool cross) {
   const long N = d.N(), Nk = cross ? d.Nc() : d.N(), Tk = cross ? d.Tc : d.T;
-  if (in_norm(c)) carve_norm(a.in, m, c, N);
+  if (plan.in_norm) carve_norm(a.in, m, c, N);
   if (!cross && c.qkv == QkvLayout::Fused) {
     a.qkv = m.take(N * (d.Q + 2L * d.K));
   } else {
@@ -94,8 +73,10 @@ void carve_attention(AttentionActs<T>& a, Carver<T>& m, const ModelConfig& c, co
     }
   }
   a.att = m.take(static_cast<long>(d.B) * d.H * d.T * Tk);
-  a.y = m.take(N * d.Q), a.out = m.take(N * d.C), a.resid = m.take(N * d.C);
-  if (after_norm(c)) carve_norm(a.after, m, c, N);
+  a.y = m.take(N * d.Q), a.out = m.take(N * d.C);
+  if (plan.out_norm) carve_norm(a.out_norm, m, c, N);
+  a.resid = m.take(N * d.C);
+  if (plan.after_norm) carve_norm(a.after, m, c, N);
 }
 
 // out (N, OC) = inp (N, C) @ W^T + b, from the arena or from the weight's source (read in place).
@@ -301,43 +282,107 @@ void mlp_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, const M
                   write);
 }
 
-// One sub-layer y = after(x + F(in(x))), forward.  Returns y.
+// The learned per-block and per-sub-layer terms of a sub-layer's residual, as pointers (nullptr: absent).
+template <typename T>
+struct ResidualTerms {
+  const T* omega = nullptr;  // (C) Admin's s
+  const T* gate = nullptr;   // (1) ReZero's g
+};
+
+// One sub-layer y = after(s * x + g * out(F(in(x) * c))), forward. Returns y.
 template <typename T, typename Acts, typename Tensors, typename Forward>
-const T* sublayer_forward(Acts& a, const T* x, const Tensors& w, const BlockInputs<T>& in, Forward&& F) {
+const T* sublayer_forward(Acts& a, const T* x, const Tensors& w, const SublayerPlan& p, const T* gate,
+                          const BlockInputs<T>& in, Forward&& F) {
   const ModelConfig& c = *in.config;
-  const long N = in.dims.N();
+  const long N = in.dims.N(), NC = N * c.width;
   const T* f_in = x;
-  if (in_norm(c)) {
+  if (p.in_norm) {
     norm_forward(a.in, x, w.norm, c, N);
+    if (p.in_scale != 1) {  // LNS: in(x) / sqrt(l)
+      const T scale = static_cast<T>(p.in_scale);
+      for (long i = 0; i < NC; ++i) a.in.out[i] *= scale;
+    }
     f_in = a.in.out;
   }
   F(a, f_in);
-  residual_forward(a.resid, x, static_cast<const T*>(a.out), N * c.width);
-  if (!after_norm(c)) return a.resid;
+  const T* branch = a.out;
+  if (p.out_norm) {
+    norm_forward(a.out_norm, static_cast<const T*>(a.out), w.out_norm, c, N);
+    branch = a.out_norm.out;
+  }
+  if (p.residual_scale == 1 && !p.learned_scale && !p.gate) {
+    residual_forward(a.resid, x, branch, NC);
+  } else {
+    // resid = s * x + g * branch, s a constant or a learned (C) vector, g a learned scalar
+    const T s_const = static_cast<T>(p.residual_scale), g = p.gate ? *gate : T(1);
+    const int C = c.width;
+    for (long n = 0; n < N; ++n)
+      for (int i = 0; i < C; ++i) {
+        const long k = n * C + i;
+        const T s = p.learned_scale ? w.omega[i] : s_const;
+        a.resid[k] = s * x[k] + g * branch[k];
+      }
+  }
+  if (!p.after_norm) return a.resid;
   norm_forward(a.after, static_cast<const T*>(a.resid), w.norm, c, N);
   return a.after.out;
 }
 
 // Backward of one sub-layer. d (N,C): d loss / dy on entry, d loss / dx on exit (possibly swapped with
-// s.d_other). F_backward(dinp, write, dout, f_in) differentiates F.
+// s.d_other). F_backward(dinp, write, dout, f_in) differentiates F. gate / d_gate: ReZero's alpha and
+// its gradient (nullptr otherwise).
 template <typename T, typename Acts, typename Tensors, typename Backward>
 void sublayer_backward(T*& d, BlockScratch<T>& s, const Tensors& g, const Acts& a, const T* x, const Tensors& w,
-                       const BlockInputs<T>& in, Backward&& F_backward) {
+                       const SublayerPlan& p, const T* gate, T* d_gate, const BlockInputs<T>& in,
+                       Backward&& F_backward) {
   const ModelConfig& c = *in.config;
-  const long N = in.dims.N();
-  if (after_norm(c)) {
+  const long N = in.dims.N(), NC = N * c.width;
+  const int C = c.width;
+  if (p.after_norm) {
     // y = Norm(resid): d_resid = its backward, into the other buffer (the kernel accumulates)
-    zero(s.d_other, N * c.width);
+    zero(s.d_other, NC);
     norm_backward(s.d_other, g.norm, static_cast<const T*>(d), static_cast<const T*>(a.resid), w.norm, a.after, c, N);
     std::swap(d, s.d_other);
   }
-  // resid = x + F(f_in): d_x = d_resid (kept in d) + F's input gradient
-  if (in_norm(c)) {
-    F_backward(s.d_in, GradWrite::Overwrite, static_cast<const T*>(d), static_cast<const T*>(a.in.out));
+  // Now d = d loss / d resid.  resid = s * x + g * branch, branch = out(F(f_in))
+  const T* d_F = d;  // d loss / d F: d itself when s = g = 1 and there is no out norm
+  if (!p.plain()) {
+    const T gv = p.gate ? *gate : T(1);
+    const T* branch = p.out_norm ? a.out_norm.out : a.out;
+    if (p.gate) {  // d g += sum(d_resid * branch), in row order
+      T sum = 0;
+      for (long k = 0; k < NC; ++k) sum += d[k] * branch[k];
+      *d_gate += sum;
+    }
+    for (long k = 0; k < NC; ++k) s.d_branch[k] = gv * d[k];  // d branch = g * d_resid
+    d_F = s.d_branch;
+    if (p.out_norm) {  // branch = Norm(F): d_F = its backward
+      zero(s.d_f, NC);
+      norm_backward(s.d_f, g.out_norm, static_cast<const T*>(s.d_branch), static_cast<const T*>(a.out), w.out_norm,
+                    a.out_norm, c, N);
+      d_F = s.d_f;
+    }
+    // d_x = s * d_resid (+ F's input gradient below); Admin: d omega[i] += sum_n d_resid[n,i] x[n,i]
+    if (p.learned_scale) {
+      for (long n = 0; n < N; ++n)
+        for (int i = 0; i < C; ++i) g.omega[i] += d[n * C + i] * x[n * C + i];
+      for (long n = 0; n < N; ++n)
+        for (int i = 0; i < C; ++i) d[n * C + i] *= w.omega[i];
+    } else if (p.residual_scale != 1) {
+      const T sv = static_cast<T>(p.residual_scale);
+      for (long k = 0; k < NC; ++k) d[k] *= sv;
+    }
+  }
+  if (p.in_norm) {
+    F_backward(s.d_in, GradWrite::Overwrite, d_F, static_cast<const T*>(a.in.out));
+    if (p.in_scale != 1) {  // f_in = Norm(x) * c
+      const T scale = static_cast<T>(p.in_scale);
+      for (long k = 0; k < NC; ++k) s.d_in[k] *= scale;
+    }
     // f_in = Norm(x): d_x += its backward
     norm_backward(d, g.norm, static_cast<const T*>(s.d_in), x, w.norm, a.in, c, N);
   } else {
-    F_backward(d, GradWrite::Accumulate, static_cast<const T*>(d), x);
+    F_backward(d, GradWrite::Accumulate, d_F, x);
   }
 }
 
@@ -352,17 +397,20 @@ BlockDims BlockDims::of(const ModelConfig& c, int batch, int seq_len) {
 }
 
 template <typename T>
-long carve_block_acts(BlockActs<T>& a, T* base, const ModelConfig& c, const BlockDims& d) {
+long carve_block_acts(BlockActs<T>& a, T* base, const ModelConfig& c, const BlockDims& d, int index) {
   Carver<T> m(base);
   a = BlockActs<T>{};
   const long N = d.N();
-  carve_attention(a.attn, m, c, d, false);
-  if (c.cross_attention) carve_attention(a.cross, m, c, d, true);
+  const SublayerPlan plan = c.sublayer_plan(index);
+  carve_attention(a.attn, m, c, d, plan, false);
+  if (c.cross_attention) carve_attention(a.cross, m, c, d, plan, true);
   MlpActs<T>& p = a.mlp;
-  if (in_norm(c)) carve_norm(p.in, m, c, N);
-  p.pre = m.take(N * d.I_in), p.act = m.take(N * d.I), p.out = m.take(N * d.C), p.resid = m.take(N * d.C);
-  if (after_norm(c)) carve_norm(p.after, m, c, N);
-  a.output = after_norm(c) ? p.after.out : p.resid;
+  if (plan.in_norm) carve_norm(p.in, m, c, N);
+  p.pre = m.take(N * d.I_in), p.act = m.take(N * d.I), p.out = m.take(N * d.C);
+  if (plan.out_norm) carve_norm(p.out_norm, m, c, N);
+  p.resid = m.take(N * d.C);
+  if (plan.after_norm) carve_norm(p.after, m, c, N);
+  a.output = plan.after_norm ? p.after.out : p.resid;
   return m.used();
 }
 
@@ -385,54 +433,116 @@ long carve_block_scratch(BlockScratch<T>& s, T* base, const ModelConfig& c, cons
   s.d_y = m.take(N * d.Q);
   if (c.mlp != MlpKind::Gelu) s.d_act = m.take(N * d.I);
   s.d_pre = m.take(N * d.I_in);
+  bool plain = true, out_norm = false;
+  for (int l = 0; l < c.layers; ++l) {
+    plain = plain && c.sublayer_plan(l).plain();
+    out_norm = out_norm || c.sublayer_plan(l).out_norm;
+  }
+  if (!plain) s.d_branch = m.take(N * d.C);
+  if (out_norm) s.d_f = m.take(N * d.C);
   s.attention = m.take(static_cast<long>(block_attention_scratch_size(c, d)));
   if (c.cross_attention) s.d_context = m.take(d.Nc() * d.C);
   return m.used();
 }
 
 template <typename T>
-void block_forward(BlockActs<T>& a, const T* x, const BlockTensors<T>& w, const BlockInputs<T>& in) {
-  const T* h = sublayer_forward(a.attn, x, w.attn, in, [&](AttentionActs<T>& acts, const T* inp) {
+void block_forward(BlockActs<T>& a, const T* x, const BlockTensors<T>& w, const BlockInputs<T>& in, int index) {
+  const SublayerPlan plan = in.config->sublayer_plan(index);
+  const T* gate = w.rezero_alpha;
+  const T* h = sublayer_forward(a.attn, x, w.attn, plan, gate, in, [&](AttentionActs<T>& acts, const T* inp) {
     attention_forward_sublayer(acts, inp, w.attn, in, false);
   });
   if (in.config->cross_attention)
-    h = sublayer_forward(a.cross, h, w.cross, in, [&](AttentionActs<T>& acts, const T* inp) {
+    h = sublayer_forward(a.cross, h, w.cross, plan, gate, in, [&](AttentionActs<T>& acts, const T* inp) {
       attention_forward_sublayer(acts, inp, w.cross, in, true);
     });
-  h = sublayer_forward(a.mlp, h, w.mlp, in,
+  h = sublayer_forward(a.mlp, h, w.mlp, plan, gate, in,
                        [&](MlpActs<T>& acts, const T* inp) { mlp_forward_sublayer(acts, inp, w.mlp, in); });
   BLOCKLAB_CHECK(h == a.output, "block output carved in the wrong place");
 }
 
 template <typename T>
 void block_backward(T*& d_stream, BlockScratch<T>& s, const BlockTensors<T>& g, const BlockActs<T>& a, const T* x,
-                    const BlockTensors<T>& w, const BlockInputs<T>& in) {
+                    const BlockTensors<T>& w, const BlockInputs<T>& in, int index) {
   const bool cross = in.config->cross_attention;
-  const bool post = after_norm(*in.config);
+  const SublayerPlan plan = in.config->sublayer_plan(index);
+  const T* gate = w.rezero_alpha;
+  T* d_gate = g.rezero_alpha;
   // The input of each sub-layer is the output of the one before (x for the first).
-  auto output_of = [post](const auto& acts) -> const T* { return post ? acts.after.out : acts.resid; };
+  auto output_of = [&plan](const auto& acts) -> const T* { return plan.after_norm ? acts.after.out : acts.resid; };
   const T* mlp_x = cross ? output_of(a.cross) : output_of(a.attn);
-  sublayer_backward(d_stream, s, g.mlp, a.mlp, mlp_x, w.mlp, in,
+  sublayer_backward(d_stream, s, g.mlp, a.mlp, mlp_x, w.mlp, plan, gate, d_gate, in,
                     [&](T* dinp, GradWrite write, const T* dout, const T* inp) {
                       mlp_backward_sublayer(dinp, write, s, g.mlp, dout, a.mlp, inp, w.mlp, in);
                     });
   if (cross)
-    sublayer_backward(d_stream, s, g.cross, a.cross, output_of(a.attn), w.cross, in,
+    sublayer_backward(d_stream, s, g.cross, a.cross, output_of(a.attn), w.cross, plan, gate, d_gate, in,
                       [&](T* dinp, GradWrite write, const T* dout, const T* inp) {
                         attention_backward_sublayer(dinp, write, s, g.cross, dout, a.cross, inp, w.cross, in, true);
                       });
-  sublayer_backward(d_stream, s, g.attn, a.attn, x, w.attn, in,
+  sublayer_backward(d_stream, s, g.attn, a.attn, x, w.attn, plan, gate, d_gate, in,
                     [&](T* dinp, GradWrite write, const T* dout, const T* inp) {
                       attention_backward_sublayer(dinp, write, s, g.attn, dout, a.attn, inp, w.attn, in, false);
                     });
 }
 
+template <typename T>
+long carve_norm_acts(NormActs<T>& n, T* base, const ModelConfig& c, long N) {
+  Carver<T> m(base);
+  n = NormActs<T>{};
+  carve_norm(n, m, c, N);
+  return m.used();
+}
+
+template <typename T>
+void norm_forward(NormActs<T>& n, const T* x, const NormTensors<T>& w, const ModelConfig& c, long N) {
+  const T eps = static_cast<T>(c.norm_eps);
+  const int rows = static_cast<int>(N);
+  switch (c.norm) {
+    case NormKind::LayerNorm:
+      layernorm_forward(n.out, n.mean, n.rstd, x, static_cast<const T*>(w.weight), static_cast<const T*>(w.bias), rows,
+                        c.width, eps);
+      break;
+    case NormKind::RMSNorm:
+      rmsnorm_forward(n.out, n.rstd, x, static_cast<const T*>(w.weight), rows, c.width, eps);
+      break;
+    case NormKind::DyT:
+      dyt_forward(n.out, x, static_cast<const T*>(w.weight), static_cast<const T*>(w.bias),
+                  static_cast<const T*>(w.alpha), rows, c.width);
+      break;
+  }
+}
+
+template <typename T>
+void norm_backward(T* dx, const NormTensors<T>& g, const T* dout, const T* x, const NormTensors<T>& w,
+                   const NormActs<T>& n, const ModelConfig& c, long N) {
+  const int rows = static_cast<int>(N);
+  switch (c.norm) {
+    case NormKind::LayerNorm:
+      layernorm_backward(dx, g.weight, g.bias, dout, x, static_cast<const T*>(w.weight),
+                         static_cast<const T*>(n.mean), static_cast<const T*>(n.rstd), rows, c.width);
+      break;
+    case NormKind::RMSNorm:
+      rmsnorm_backward(dx, g.weight, dout, x, static_cast<const T*>(w.weight), static_cast<const T*>(n.rstd), rows,
+                       c.width);
+      break;
+    case NormKind::DyT:
+      dyt_backward(dx, g.weight, g.bias, g.alpha, dout, x, static_cast<const T*>(w.weight),
+                   static_cast<const T*>(w.alpha), rows, c.width);
+      break;
+  }
+}
+
 #define BLOCKLAB_INSTANTIATE(T)                                                                                     \
-  template long carve_block_acts<T>(BlockActs<T>&, T*, const ModelConfig&, const BlockDims&);                       \
+  template long carve_block_acts<T>(BlockActs<T>&, T*, const ModelConfig&, const BlockDims&, int);                  \
+  template long carve_norm_acts<T>(NormActs<T>&, T*, const ModelConfig&, long);                                    \
+  template void norm_forward<T>(NormActs<T>&, const T*, const NormTensors<T>&, const ModelConfig&, long);          \
+  template void norm_backward<T>(T*, const NormTensors<T>&, const T*, const T*, const NormTensors<T>&,              \
+                                 const NormActs<T>&, const ModelConfig&, long);                                    \
   template long carve_block_scratch<T>(BlockScratch<T>&, T*, const ModelConfig&, const BlockDims&);                 \
-  template void block_forward<T>(BlockActs<T>&, const T*, const BlockTensors<T>&, const BlockInputs<T>&);           \
+  template void block_forward<T>(BlockActs<T>&, const T*, const BlockTensors<T>&, const BlockInputs<T>&, int);      \
   template void block_backward<T>(T*&, BlockScratch<T>&, const BlockTensors<T>&, const BlockActs<T>&, const T*,     \
-                                  const BlockTensors<T>&, const BlockInputs<T>&);
+                                  const BlockTensors<T>&, const BlockInputs<T>&, int);
 BLOCKLAB_INSTANTIATE(float)
 BLOCKLAB_INSTANTIATE(double)
 #undef BLOCKLAB_INSTANTIATE

@@ -2,9 +2,8 @@
 // One transformer block, forward and backward side by side, for every BlockConfig.
 //
 // A block is a list of sub-layers: self-attention, cross-attention (optional), MLP. Each is
-//   y = after( x + F( in(x) ) )                in, after: an optional norm each (see config.h)
-// so a placement is a pair of flags per sub-layer, and forward/backward are written once over them:
-//   Post-LN: in = none, after = Norm.   Pre-LN: in = Norm, after = none.
+//   y = after( s * x + g * out( F( in(x) * c ) ) )       (config.h: SublayerPlan, one per block)
+// so a placement is a small table of flags per sub-layer, and forward/backward are written once over them.
 //
 // The activations a forward saves are carved from the config (BlockActs); the backward reads them and
 // nothing else, so a second forward into another BlockActs (e.g. a probe) never disturbs a pending backward.
@@ -28,12 +27,12 @@ template <typename T>
 struct NormActs {
   T* out = nullptr;   // (N,C) the normalised rows
   T* mean = nullptr;  // (N) LayerNorm only
-  T* rstd = nullptr;  // (N)
+  T* rstd = nullptr;  // (N) LayerNorm and RMSNorm
 };
 
 template <typename T>
 struct AttentionActs {
-  NormActs<T> in;      // [Pre-LN] in(x)
+  NormActs<T> in;      // [in norm] in(x) (scaled by c in place for LNS)
   T* qkv = nullptr;    // fused (N, Q+2K) [q | k | v], q and k parts rotated in place by RoPE
   T* q = nullptr;      // separate: (N,Q) q projection (rotated in place by RoPE when there is no q/k norm)
   T* k = nullptr;      // (N,K) or (Nc,K) for cross-attention
@@ -45,18 +44,20 @@ struct AttentionActs {
   T* att = nullptr;    // (B,H,T,Tk) softmax probabilities
   T* y = nullptr;      // (N,Q) attention output, heads concatenated
   T* out = nullptr;    // (N,C) F(x): the output projection
-  T* resid = nullptr;  // (N,C) x + F(x)
-  NormActs<T> after;   // [Post-LN] after(resid)
+  NormActs<T> out_norm;  // [out norm] out(F(x))
+  T* resid = nullptr;  // (N,C) s * x + g * out(F(x))
+  NormActs<T> after;   // [after norm] after(resid)
 };
 
 template <typename T>
 struct MlpActs {
-  NormActs<T> in;      // [Pre-LN]
+  NormActs<T> in;      // [in norm] (scaled by c in place for LNS)
   T* pre = nullptr;    // (N, I_in) fc1 output (gated: [value | gate])
   T* act = nullptr;    // (N, I) activation output, fc2's input
   T* out = nullptr;    // (N,C) F(x)
-  T* resid = nullptr;  // (N,C) x + F(x)
-  NormActs<T> after;   // [Post-LN]
+  NormActs<T> out_norm;  // [out norm]
+  T* resid = nullptr;  // (N,C) s * x + g * out(F(x))
+  NormActs<T> after;   // [after norm]
 };
 
 template <typename T>
@@ -77,13 +78,16 @@ struct BlockScratch {
   T* d_y = nullptr;      // (N,Q)
   T* d_act = nullptr;    // (N,I) [MLP kinds other than exact GELU]
   T* d_pre = nullptr;    // (N, I_in)
+  T* d_branch = nullptr; // (N,C) [scaled, gated or out-normed sub-layers] d loss / d out(F)
+  T* d_f = nullptr;      // (N,C) [out norm] d loss / d F
   T* attention = nullptr;  // attention kernels' work space, forward and backward
   T* d_context = nullptr;  // [cross_attention] (Nc,C) accumulates over all blocks
 };
 
-// Sizes in elements, for the carving code; a (T*)nullptr base counts, a real base binds.
+// Sizes in elements, for the carving code; a (T*)nullptr base counts, a real base binds. `index` is the
+// block's (0-based) place in the stack: Mix-LN and LNS blocks differ with it.
 template <typename T>
-long carve_block_acts(BlockActs<T>& a, T* base, const ModelConfig& config, const BlockDims& d);
+long carve_block_acts(BlockActs<T>& a, T* base, const ModelConfig& config, const BlockDims& d, int index);
 template <typename T>
 long carve_block_scratch(BlockScratch<T>& s, T* base, const ModelConfig& config, const BlockDims& d);
 // Elements of the attention kernels' work space (BlockInputs::attention_scratch) for these shapes.
@@ -104,13 +108,23 @@ struct BlockInputs {
 // x (N,C) -> a.output (N,C); fills a. For a forward-only stack one BlockActs may serve every block in
 // turn: x may be the previous block's output in the same BlockActs (it is read before it is overwritten).
 template <typename T>
-void block_forward(BlockActs<T>& a, const T* x, const BlockTensors<T>& w, const BlockInputs<T>& in);
+void block_forward(BlockActs<T>& a, const T* x, const BlockTensors<T>& w, const BlockInputs<T>& in, int index);
 
 // d_stream (N,C): on entry d loss / d (block output); on exit d loss / d x. Accumulates (+=) into the
 // block's parameter gradients g (zeroed once by the caller) and into s.d_context. x and a as in the forward.
 // The gradient may end in s.d_other: the function swaps the two pointers so that d_stream names it.
 template <typename T>
 void block_backward(T*& d_stream, BlockScratch<T>& s, const BlockTensors<T>& g, const BlockActs<T>& a, const T* x,
-                    const BlockTensors<T>& w, const BlockInputs<T>& in);
+                    const BlockTensors<T>& w, const BlockInputs<T>& in, int index);
+
+// The config's norm kind (LayerNorm, RMSNorm, DyT) over N rows of C: forward fills n; backward
+// accumulates (+=) into dx and the norm's parameter gradients g. Used for the final norm too.
+template <typename T>
+long carve_norm_acts(NormActs<T>& n, T* base, const ModelConfig& c, long N);
+template <typename T>
+void norm_forward(NormActs<T>& n, const T* x, const NormTensors<T>& w, const ModelConfig& c, long N);
+template <typename T>
+void norm_backward(T* dx, const NormTensors<T>& g, const T* dout, const T* x, const NormTensors<T>& w,
+                   const NormActs<T>& n, const ModelConfig& c, long N);
 
 }  // namespace blocklab

@@ -31,9 +31,19 @@ struct EnumNames {
   }
 };
 
-constexpr EnumNames<NormPlacement, 2> kPlacements{
-    "norm_placement", {{{NormPlacement::Post, "post"}, {NormPlacement::Pre, "pre"}}}};
-constexpr EnumNames<NormKind, 2> kNorms{"norm", {{{NormKind::LayerNorm, "layernorm"}, {NormKind::RMSNorm, "rmsnorm"}}}};
+constexpr EnumNames<NormPlacement, 10> kPlacements{"norm_placement",
+                                                   {{{NormPlacement::Post, "post"},
+                                                     {NormPlacement::Pre, "pre"},
+                                                     {NormPlacement::Peri, "peri"},
+                                                     {NormPlacement::Reordered, "reordered"},
+                                                     {NormPlacement::DeepNorm, "deepnorm"},
+                                                     {NormPlacement::Admin, "admin"},
+                                                     {NormPlacement::ReZero, "rezero"},
+                                                     {NormPlacement::TFixup, "tfixup"},
+                                                     {NormPlacement::Mix, "mix"},
+                                                     {NormPlacement::LNS, "lns"}}}};
+constexpr EnumNames<NormKind, 3> kNorms{
+    "norm", {{{NormKind::LayerNorm, "layernorm"}, {NormKind::RMSNorm, "rmsnorm"}, {NormKind::DyT, "dyt"}}}};
 constexpr EnumNames<InitScheme, 2> kInits{"init", {{{InitScheme::Xavier, "xavier"}, {InitScheme::GPT2, "gpt2"}}}};
 constexpr EnumNames<Positions, 2> kPositions{"positions", {{{Positions::Learned, "learned"}, {Positions::RoPE, "rope"}}}};
 constexpr EnumNames<MlpKind, 4> kMlps{"mlp",
@@ -80,6 +90,58 @@ void ModelConfig::validate() const {
   if (!(embed_init_std >= 0) || !std::isfinite(embed_init_std))
     throw Error("embed_init_std must be a finite number >= 0");
   if (!(norm_eps > 0) || !std::isfinite(norm_eps)) throw Error("norm_eps must be a finite number > 0");
+}
+
+bool ModelConfig::has_final_norm() const {
+  switch (norm_placement) {
+    case NormPlacement::Pre:
+    case NormPlacement::Peri:
+    case NormPlacement::Reordered:
+    case NormPlacement::Mix:
+    case NormPlacement::LNS:
+      return true;
+    default:
+      return false;
+  }
+}
+
+SublayerPlan ModelConfig::sublayer_plan(int index) const {
+  SublayerPlan p;
+  switch (norm_placement) {
+    case NormPlacement::Post: p.after_norm = true; break;
+    case NormPlacement::Pre: p.in_norm = true; break;
+    case NormPlacement::Peri: p.in_norm = p.out_norm = true; break;
+    case NormPlacement::Reordered: p.out_norm = true; break;
+    case NormPlacement::DeepNorm:
+      p.after_norm = true;
+      p.residual_scale = deepnorm_alpha();
+      break;
+    case NormPlacement::Admin:
+      p.after_norm = true;
+      p.learned_scale = true;
+      break;
+    case NormPlacement::ReZero: p.gate = true; break;
+    case NormPlacement::TFixup: break;
+    case NormPlacement::Mix:  // Mix-LN: the first floor(N/4) blocks (1-based l <= N/4) Post-LN, the rest Pre-LN
+      if (index + 1 <= layers / 4)
+        p.after_norm = true;
+      else
+        p.in_norm = true;
+      break;
+    case NormPlacement::LNS:
+      p.in_norm = true;
+      p.in_scale = 1.0 / std::sqrt(static_cast<double>(index + 1));
+      break;
+  }
+  return p;
+}
+
+double ModelConfig::deepnorm_alpha() const { return std::pow(2.0 * layers, 0.25); }
+double ModelConfig::deepnorm_beta() const { return std::pow(8.0 * layers, -0.25); }
+
+double ModelConfig::admin_omega_init() const {
+  const double n = (cross_attention ? 3.0 : 2.0) * layers;
+  return std::sqrt((n + 1) / std::log(n + 1) - 1);
 }
 
 const std::vector<std::string>& block_preset_names() {

@@ -4,16 +4,23 @@
 // (`seed`, `gpt2`, `qwen3`, `sd`) are plain functions that set them.
 //
 // A block is a list of sub-layers (self-attention, optional cross-attention, MLP); each sub-layer is
-//   y = after( x + F( in(x) ) )
-// where `in` and `after` are an optional norm each. The placement says which ones a sub-layer has:
-//   Post-LN: in = none, after = Norm        Pre-LN: in = Norm, after = none (plus one final norm)
+//   y = after( s * x + g * out( F( in(x) * c ) ) )
+// where `in`, `out` and `after` are an optional norm each, s a residual scale (1, DeepNorm's constant,
+// Admin's learned per-channel omega), g a branch gate (1, ReZero's learned alpha) and c LNS's 1/sqrt(l).
+// A placement (PLACEMENTS.md) is a small table of these per sub-layer (sublayer_plan below):
+//   post      after = Norm                  pre       in = Norm (+ final norm)
+//   peri      in = out = Norm (+ final)     reordered out = Norm (+ final)
+//   deepnorm  after = Norm, s = (2N)^(1/4)  admin     after = Norm, s = omega (learned, per channel)
+//   rezero    g = alpha (learned, per block, 0 at init), no norms     tfixup  no norms (init does the work)
+//   mix       post for blocks l <= floor(N/4), pre after them (+ final)
+//   lns       in = Norm, c = 1/sqrt(l) (+ final)
 #include <string>
 #include <vector>
 
 namespace blocklab {
 
-enum class NormPlacement { Post, Pre };  // Post-LN: h = LN(h + F(h)).  Pre-LN: h = h + F(LN(h)), final LN.
-enum class NormKind { LayerNorm, RMSNorm };
+enum class NormPlacement { Post, Pre, Peri, Reordered, DeepNorm, Admin, ReZero, TFixup, Mix, LNS };
+enum class NormKind { LayerNorm, RMSNorm, DyT };  // DyT: weight * tanh(alpha * x) + bias in a norm's place
 enum class InitScheme { Xavier, GPT2 };  // Linear weights: Xavier-uniform (Xiong et al.) or N(0, 0.02)
 enum class Positions { Learned, RoPE };  // a learned (T, C) table added to the embeddings, or rotary q/k
 enum class MlpKind { Gelu, GeluTanh, SwiGLU, GeGLU };  // exact-erf GELU, tanh GELU, gated SiLU, gated GELU
@@ -48,7 +55,18 @@ struct BlockConfig {
   int mlp_hidden() const { return mlp_width > 0 ? mlp_width : mlp_ratio * width; }  // I
   bool gated_mlp() const { return mlp == MlpKind::SwiGLU || mlp == MlpKind::GeGLU; }
   int mlp_in_width() const { return gated_mlp() ? 2 * mlp_hidden() : mlp_hidden(); }  // fc1's outputs
-  bool norm_has_bias() const { return norm == NormKind::LayerNorm; }
+  bool norm_has_bias() const { return norm != NormKind::RMSNorm; }
+};
+
+// What one sub-layer of a block computes around its F (see the top of this file).
+struct SublayerPlan {
+  bool in_norm = false, out_norm = false, after_norm = false;
+  double residual_scale = 1;   // s when constant (DeepNorm's a)
+  bool learned_scale = false;  // s = omega, a learned (C) vector per sub-layer (Admin)
+  bool gate = false;           // g = alpha, a learned scalar per block shared by its sub-layers (ReZero)
+  double in_scale = 1;         // c (LNS: 1/sqrt(l))
+
+  bool plain() const { return residual_scale == 1 && !learned_scale && !gate && in_scale == 1 && !out_norm; }
 };
 
 struct ModelConfig : BlockConfig {
@@ -61,7 +79,14 @@ struct ModelConfig : BlockConfig {
   InitScheme init = InitScheme::Xavier;
   double embed_init_std = 1.0;  // token/position embeddings ~ N(0, embed_init_std^2); 1.0 = nn.Embedding
 
-  bool has_final_norm() const { return norm_placement == NormPlacement::Pre; }
+  bool has_final_norm() const;
+  // The sub-layer table of block `index` (0-based; Mix-LN and LNS depend on it).
+  SublayerPlan sublayer_plan(int index) const;
+  // DeepNorm's residual scale a = (2N)^(1/4) and init gain b = (8N)^(-1/4) for N = layers.
+  double deepnorm_alpha() const;
+  double deepnorm_beta() const;
+  // Admin's initial omega: sqrt((n+1)/ln(n+1) - 1), n = the number of residual sub-layers.
+  double admin_omega_init() const;
 
   // Throws Error naming the first invalid field or unsupported combination, in one line.
   void validate() const;

@@ -42,12 +42,9 @@ Activations<T>::Activations(const ModelConfig& config, int batch, int seq_len)
     blocks_.assign(config.layers, BlockActs<T>{});
     embedded_ = take(N * C);
     if (config.cross_attention) context_ = take(dims_.Nc() * C);
-    for (auto& b : blocks_) used += carve_block_acts(b, base == nullptr ? nullptr : base + used, config, dims_);
-    if (config.has_final_norm()) {
-      final_norm_ = take(N * C);
-      if (config.norm == NormKind::LayerNorm) final_mean_ = take(N);
-      final_rstd_ = take(N);
-    }
+    for (int l = 0; l < config.layers; ++l)
+      used += carve_block_acts(blocks_[l], base == nullptr ? nullptr : base + used, config, dims_, l);
+    if (config.has_final_norm()) used += carve_norm_acts(final_norm_, base == nullptr ? nullptr : base + used, config, N);
     logits_ = take(N * V), probs_ = take(N * V), losses_ = take(N);
     const long acts = used;
     d_stream_ = take(N * C), d_logits_ = take(N * V);
@@ -117,6 +114,14 @@ void Model<T>::init_weights(uint64_t seed) {
       case ParamRole::NormWeight:
         std::fill(p, p + s.numel, T(1));
         break;
+      case ParamRole::NormAlpha:  // DyT's alpha_0 (Zhu et al. 2025)
+        std::fill(p, p + s.numel, T(0.5));
+        break;
+      case ParamRole::ResidualScale:  // Admin's omega
+        std::fill(p, p + s.numel, static_cast<T>(config_.admin_omega_init()));
+        break;
+      case ParamRole::Gate:  // ReZero: every block starts as the identity
+        break;
       case ParamRole::LinearBias:
       case ParamRole::NormBias:
         break;  // zero
@@ -167,19 +172,13 @@ void Model<T>::run_blocks(Activations<T>& acts) const {
   const int N = static_cast<int>(acts.dims_.N()), C = config_.width, V = config_.vocab;
   const T* h = acts.embedded_;
   for (int l = 0; l < config_.layers; ++l) {
-    block_forward(acts.blocks_[l], h, w_.blocks[l], in);
+    block_forward(acts.blocks_[l], h, w_.blocks[l], in, l);
     h = acts.blocks_[l].output;
   }
   const T* top = h;
   if (config_.has_final_norm()) {
-    const T eps = static_cast<T>(config_.norm_eps);
-    if (config_.norm == NormKind::LayerNorm)
-      layernorm_forward(acts.final_norm_, acts.final_mean_, acts.final_rstd_, h,
-                        static_cast<const T*>(w_.final_norm.weight), static_cast<const T*>(w_.final_norm.bias), N, C,
-                        eps);
-    else
-      rmsnorm_forward(acts.final_norm_, acts.final_rstd_, h, static_cast<const T*>(w_.final_norm.weight), N, C, eps);
-    top = acts.final_norm_;
+    norm_forward(acts.final_norm_, h, w_.final_norm, config_, N);
+    top = acts.final_norm_.out;
   }
   linear_forward(acts.logits_, top, static_cast<const T*>(w_.head_weight), static_cast<const T*>(nullptr), N, C, V);
 }
@@ -236,15 +235,10 @@ void Model<T>::backward(Activations<T>& acts) {
   if (config_.has_final_norm()) {
     // top = Norm_f(h_L)
     linear_backward(s.d_in, g_.head_weight, static_cast<T*>(nullptr), static_cast<const T*>(acts.d_logits_),
-                    static_cast<const T*>(acts.final_norm_), static_cast<const T*>(w_.head_weight), N, C, V,
+                    static_cast<const T*>(acts.final_norm_.out), static_cast<const T*>(w_.head_weight), N, C, V,
                     GradWrite::Overwrite);
-    if (config_.norm == NormKind::LayerNorm)
-      layernorm_backward(d_stream, g_.final_norm.weight, g_.final_norm.bias, static_cast<const T*>(s.d_in), h_top,
-                         static_cast<const T*>(w_.final_norm.weight), static_cast<const T*>(acts.final_mean_),
-                         static_cast<const T*>(acts.final_rstd_), N, C);
-    else
-      rmsnorm_backward(d_stream, g_.final_norm.weight, static_cast<const T*>(s.d_in), h_top,
-                       static_cast<const T*>(w_.final_norm.weight), static_cast<const T*>(acts.final_rstd_), N, C);
+    norm_backward(d_stream, g_.final_norm, static_cast<const T*>(s.d_in), h_top, w_.final_norm, acts.final_norm_,
+                  config_, N);
   } else {
     linear_backward(d_stream, g_.head_weight, static_cast<T*>(nullptr), static_cast<const T*>(acts.d_logits_), h_top,
                     static_cast<const T*>(w_.head_weight), N, C, V);
@@ -252,7 +246,7 @@ void Model<T>::backward(Activations<T>& acts) {
 
   // d_stream holds d loss / d (output of block l); each block turns it into d loss / d (its input).
   for (int l = config_.layers - 1; l >= 0; --l)
-    block_backward(d_stream, s, g_.blocks[l], acts.blocks_[l], acts.stream(l), w_.blocks[l], in);
+    block_backward(d_stream, s, g_.blocks[l], acts.blocks_[l], acts.stream(l), w_.blocks[l], in, l);
 
   if (s.d_context != nullptr) {
     // context = x[:, 0:Tc]: its gradient joins the stream's

@@ -57,7 +57,8 @@ class Activations {
   long scratch_elements_ = 0;
   std::vector<BlockActs<T>> blocks_;
   BlockScratch<T> scratch_;
-  T *embedded_, *context_ = nullptr, *final_norm_ = nullptr, *final_mean_ = nullptr, *final_rstd_ = nullptr;
+  T *embedded_, *context_ = nullptr;
+  NormActs<T> final_norm_;  // [final norm]
   T *logits_, *probs_, *losses_;
   T *d_stream_, *d_logits_;  // backward: the stream's gradient, the logits' gradient
   T* d_other_ = nullptr;     // the second stream-gradient buffer (block_backward swaps scratch_.d_other)

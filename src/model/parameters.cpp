@@ -10,6 +10,14 @@ ParameterTable::ParameterTable(const ModelConfig& config) {
   auto add_norm = [&](const std::string& prefix, int block) {
     add(prefix + ".weight", {C}, ParamRole::NormWeight, block);
     if (config.norm_has_bias()) add(prefix + ".bias", {C}, ParamRole::NormBias, block);
+    if (config.norm == NormKind::DyT) add(prefix + ".alpha", {1}, ParamRole::NormAlpha, block);
+  };
+  // The norms and residual terms of one sub-layer around its F (sub: "attn", "cross", "mlp").
+  auto add_sublayer_norms = [&](const std::string& p, const std::string& norm_name, const std::string& sub,
+                                const SublayerPlan& plan, int block) {
+    if (plan.in_norm || plan.after_norm) add_norm(p + "." + norm_name, block);
+    if (plan.out_norm) add_norm(p + "." + sub + "_out_norm", block);
+    if (plan.learned_scale) add(p + "." + sub + "_omega", {C}, ParamRole::ResidualScale, block);
   };
   auto add_linear = [&](const std::string& prefix, int64_t out, int64_t in, bool bias, int block) {
     add(prefix + ".weight", {out, in}, ParamRole::LinearWeight, block);
@@ -19,7 +27,9 @@ ParameterTable::ParameterTable(const ModelConfig& config) {
   if (config.positions == Positions::Learned) add("pos_emb.weight", {T, C}, ParamRole::Embedding, -1);
   for (int l = 0; l < config.layers; ++l) {
     const std::string p = "blocks." + std::to_string(l);
-    add_norm(p + ".norm1", l);
+    const SublayerPlan plan = config.sublayer_plan(l);
+    if (plan.gate) add(p + ".rezero_alpha", {1}, ParamRole::Gate, l);
+    add_sublayer_norms(p, "norm1", "attn", plan, l);
     if (config.qkv == QkvLayout::Fused) {
       add_linear(p + ".attn.qkv", Q + 2 * K, C, config.qkv_bias, l);
     } else {
@@ -33,13 +43,13 @@ ParameterTable::ParameterTable(const ModelConfig& config) {
     }
     add_linear(p + ".attn.proj", C, Q, config.proj_bias, l);
     if (config.cross_attention) {
-      add_norm(p + ".cross_norm", l);
+      add_sublayer_norms(p, "cross_norm", "cross", plan, l);
       add_linear(p + ".cross.q", Q, C, config.qkv_bias, l);
       add_linear(p + ".cross.k", K, C, config.qkv_bias, l);
       add_linear(p + ".cross.v", K, C, config.qkv_bias, l);
       add_linear(p + ".cross.proj", C, Q, config.proj_bias, l);
     }
-    add_norm(p + ".norm2", l);
+    add_sublayer_norms(p, "norm2", "mlp", plan, l);
     add_linear(p + ".mlp.fc1", config.mlp_in_width(), C, config.mlp_bias, l);
     add_linear(p + ".mlp.fc2", C, I, config.mlp_bias, l);
   }
@@ -73,11 +83,15 @@ ModelTensors<T> bind_tensors(const ParameterTable& table, const ModelConfig& con
     const ParamSpec* s = table.find(name);
     return s == nullptr ? nullptr : arena + s->offset;
   };
-  auto norm = [&](const std::string& p) { return NormTensors<T>{optional(p + ".weight"), optional(p + ".bias")}; };
+  auto norm = [&](const std::string& p) {
+    return NormTensors<T>{optional(p + ".weight"), optional(p + ".bias"), optional(p + ".alpha")};
+  };
   auto linear = [&](const std::string& p) { return LinearTensors<T>{optional(p + ".weight"), optional(p + ".bias")}; };
   auto attention = [&](const std::string& p, const std::string& norm_name, const std::string& sub) {
     AttentionTensors<T> a;
     a.norm = norm(p + norm_name);
+    a.out_norm = norm(p + sub + "_out_norm");
+    a.omega = optional(p + sub + "_omega");
     a.qkv = linear(p + sub + ".qkv");
     a.q = linear(p + sub + ".q");
     a.k = linear(p + sub + ".k");
@@ -95,7 +109,9 @@ ModelTensors<T> bind_tensors(const ParameterTable& table, const ModelConfig& con
     BlockTensors<T> b;
     b.attn = attention(p, ".norm1", ".attn");
     b.cross = attention(p, ".cross_norm", ".cross");
-    b.mlp = MlpTensors<T>{norm(p + ".norm2"), linear(p + ".mlp.fc1"), linear(p + ".mlp.fc2")};
+    b.mlp = MlpTensors<T>{norm(p + ".norm2"), norm(p + ".mlp_out_norm"), optional(p + ".mlp_omega"),
+                          linear(p + ".mlp.fc1"), linear(p + ".mlp.fc2")};
+    b.rezero_alpha = optional(p + ".rezero_alpha");
     t.blocks.push_back(b);
   }
   t.final_norm = norm("final_norm");

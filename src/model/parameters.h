@@ -5,11 +5,14 @@
 //
 //   tok_emb.weight (V,C)   pos_emb.weight (T,C) [learned positions]
 //   blocks.N.norm1.*                    norm of the attention sub-layer (its input for Pre-LN, output for Post-LN)
+//   blocks.N.attn_out_norm.*            [peri, reordered] norm of the attention's output
+//   blocks.N.attn_omega (C)             [admin] learned residual scale;  blocks.N.rezero_alpha (1) [rezero]
 //   blocks.N.attn.qkv.* (Q+2K, C)       fused [q | k | v]; or attn.q (Q,C), attn.k (K,C), attn.v (K,C)
 //   blocks.N.attn.q_norm.weight (D), attn.k_norm.weight (D)   [qk_norm]
 //   blocks.N.attn.proj.* (C, Q)
 //   blocks.N.cross_norm.*, cross.q (Q,C), cross.k (K,C), cross.v (K,C), cross.proj (C,Q)   [cross_attention]
-//   blocks.N.norm2.*                    norm of the MLP sub-layer
+//   blocks.N.norm2.*                    norm of the MLP sub-layer; mlp_out_norm.*, mlp_omega as for attention
+//   a norm's tensors: weight (C), bias (C) [layernorm, dyt], alpha (1) [dyt]
 //   blocks.N.mlp.fc1.* (I or 2I, C)     a gated MLP's rows are [value | gate]
 //   blocks.N.mlp.fc2.* (C, I)
 //   final_norm.* [Pre-LN]   head.weight (V,C) [untied]
@@ -24,7 +27,16 @@
 
 namespace blocklab {
 
-enum class ParamRole { LinearWeight, LinearBias, NormWeight, NormBias, Embedding };
+enum class ParamRole {
+  LinearWeight,
+  LinearBias,
+  NormWeight,
+  NormBias,
+  NormAlpha,      // DyT's alpha
+  ResidualScale,  // Admin's omega
+  Gate,           // ReZero's alpha
+  Embedding
+};
 
 struct ParamSpec {
   std::string name;
@@ -53,11 +65,12 @@ class ParameterTable {
   long total_ = 0;
 };
 
-// A norm's parameters: weight (C), bias (C) or nullptr (RMSNorm).
+// A norm's parameters: weight (C), bias (C) or nullptr (RMSNorm), alpha (1) for DyT.
 template <typename T>
 struct NormTensors {
   T* weight = nullptr;
   T* bias = nullptr;
+  T* alpha = nullptr;
 };
 
 // A linear layer whose weight lives outside the arenas, e.g. memory-mapped in its stored dtype (BF16) in a
@@ -85,7 +98,9 @@ struct LinearTensors {
 // An attention sub-layer: fused qkv, or q/k/v (cross-attention: always separate); nullptr where absent.
 template <typename T>
 struct AttentionTensors {
-  NormTensors<T> norm;
+  NormTensors<T> norm;      // in or after norm, as the placement says
+  NormTensors<T> out_norm;  // [peri, reordered]
+  T* omega = nullptr;       // (C) [admin]
   LinearTensors<T> qkv, q, k, v, proj;
   T* q_norm = nullptr;  // (D) [qk_norm]
   T* k_norm = nullptr;  // (D)
@@ -94,6 +109,8 @@ struct AttentionTensors {
 template <typename T>
 struct MlpTensors {
   NormTensors<T> norm;
+  NormTensors<T> out_norm;
+  T* omega = nullptr;
   LinearTensors<T> fc1, fc2;
 };
 
@@ -103,6 +120,7 @@ struct BlockTensors {
   AttentionTensors<T> attn;
   AttentionTensors<T> cross;  // all nullptr without cross-attention
   MlpTensors<T> mlp;
+  T* rezero_alpha = nullptr;  // (1) [rezero]
 };
 
 template <typename T>
