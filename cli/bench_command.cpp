@@ -64,7 +64,7 @@ void register_bench(CLI::App& root, std::vector<Command>& commands) {
                         set_num_threads(config.threads);
                         const int threads = num_threads();
                         Trainer trainer(config);
-                        const int T = 2 * config.copy_len - 1;
+                        const int T = config.model.seq_len;  // resolved: 2n-1 for the copy task
                         std::printf("%s-LN %s, %d blocks x width %d, %d heads, V %d, T %d, batch %d (%d tokens/step), "
                                     "threads %d, gemm %s\n",
                                     to_string(config.model.norm_placement).c_str(), to_string(config.model.norm).c_str(),

@@ -22,10 +22,12 @@ bool is_fc2(const probe::ParameterGradNorm& p) {
 }
 }  // namespace
 
-std::vector<probe::ParameterGradNorm> gradnorms_at_init(const RunConfig& config, int batches) {
+std::vector<probe::ParameterGradNorm> gradnorms_at_init(const RunConfig& given, int batches) {
   if (batches < 1) throw Error("batches must be >= 1, got " + std::to_string(batches));
+  RunConfig config = given;
+  resolve(config);  // the sequence length comes from the task
   Model<float> model(config.model);
-  Activations<float> acts = model.make_activations(config.batch, 2 * config.copy_len - 1);
+  Activations<float> acts = model.make_activations(config.batch, config.model.seq_len);
   model.init_weights(config.seed);
   CopyTask task(config.model.vocab, config.copy_len, Trainer::data_seed(config.seed));
   Batch batch;

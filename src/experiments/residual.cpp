@@ -116,9 +116,11 @@ RandomWalkResult simulate_random_walk(const RandomWalkOptions& options) {
   return r;
 }
 
-probe::ResidualNorms residual_norms_at_init(const RunConfig& config) {
+probe::ResidualNorms residual_norms_at_init(const RunConfig& given) {
+  RunConfig config = given;
+  resolve(config);  // the sequence length comes from the task
   Model<float> model(config.model);
-  Activations<float> acts = model.make_activations(config.batch, 2 * config.copy_len - 1);
+  Activations<float> acts = model.make_activations(config.batch, config.model.seq_len);
   model.init_weights(config.seed);
   CopyTask task(config.model.vocab, config.copy_len, Trainer::data_seed(config.seed));
   Batch batch;

@@ -12,7 +12,7 @@ namespace blocklab {
 Trainer::Trainer(const RunConfig& config)
     : config_(config),
       model_(config.model),
-      acts_(model_.make_activations(config.batch, 2 * config.copy_len - 1)),
+      acts_(model_.make_activations(config.batch, config.model.seq_len)),
       optimizer_(config.adam, model_.params().size()),
       task_(config.model.vocab, config.copy_len, data_seed(config.seed)),
       schedule_(config.make_schedule()) {
