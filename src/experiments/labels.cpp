@@ -1,15 +1,39 @@
 #include "experiments/labels.h"
 
+#include "util/error.h"
+
 namespace blocklab::experiments {
 
 std::string placement_label(NormPlacement placement) {
-  return placement == NormPlacement::Post ? "Post-LN" : "Pre-LN";
+  switch (placement) {
+    case NormPlacement::Post: return "Post-LN";
+    case NormPlacement::Pre: return "Pre-LN";
+    case NormPlacement::Peri: return "Peri-LN";
+    case NormPlacement::Reordered: return "Reordered (OLMo 2)";
+    case NormPlacement::DeepNorm: return "DeepNorm";
+    case NormPlacement::Admin: return "Admin";
+    case NormPlacement::ReZero: return "ReZero";
+    case NormPlacement::TFixup: return "T-Fixup";
+    case NormPlacement::Mix: return "Mix-LN";
+    case NormPlacement::LNS: return "LN-Scaling";
+  }
+  return to_string(placement);
 }
 
 std::string placement_label(const std::string& value) {
-  for (NormPlacement p : {NormPlacement::Post, NormPlacement::Pre})
-    if (value == to_string(p)) return placement_label(p);
-  return value;
+  try {
+    return placement_label(parse_norm_placement(value));
+  } catch (const Error&) {
+    return value;
+  }
+}
+
+const std::vector<NormPlacement>& all_placements() {
+  static const std::vector<NormPlacement> all{NormPlacement::Post,     NormPlacement::Pre,    NormPlacement::Peri,
+                                              NormPlacement::Reordered, NormPlacement::DeepNorm, NormPlacement::Admin,
+                                              NormPlacement::ReZero,   NormPlacement::TFixup, NormPlacement::Mix,
+                                              NormPlacement::LNS};
+  return all;
 }
 
 }  // namespace blocklab::experiments
