@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <span>
+#include <tuple>
 
 #include "data/copy_task.h"
 #include "gradcheck.h"
@@ -267,4 +269,96 @@ TEST(ModelForward, RejectsOutOfRangeTokens) {
   std::vector<uint8_t> none(5, 0);
   EXPECT_THROW(model.forward(acts, inputs.data(), targets.data(), none.data()), Error);
   EXPECT_NO_THROW(model.forward(acts, inputs.data(), targets.data(), mask.data()));
+}
+
+namespace {
+double sample_std(std::span<const float> v, long begin = 0, long end = -1) {
+  if (end < 0) end = static_cast<long>(v.size());
+  double sum = 0, sq = 0;
+  for (long i = begin; i < end; ++i) sum += v[i], sq += static_cast<double>(v[i]) * v[i];
+  const double n = static_cast<double>(end - begin), mean = sum / n;
+  return std::sqrt(sq / n - mean * mean);
+}
+}  // namespace
+
+// DeepNet's constants for decoder-only stacks, as PLACEMENTS.md lists them.
+TEST(InitSchemes, DeepNormConstantsMatchThePaperTable) {
+  const std::vector<std::tuple<int, double, double>> table = {
+      {6, 1.861, 0.380}, {12, 2.213, 0.320}, {18, 2.449, 0.289}, {24, 2.632, 0.269}, {48, 3.130, 0.226}, {96, 3.722, 0.190}};
+  for (const auto& [N, a, b] : table) {
+    ModelConfig c;
+    c.layers = N;
+    EXPECT_NEAR(c.deepnorm_alpha(), a, 1e-3) << N;  // the table's three decimals (96^(-1/4) = 0.3195 is listed as 0.320)
+    EXPECT_NEAR(c.deepnorm_beta(), b, 1e-3) << N;
+  }
+}
+
+TEST(InitSchemes, AutoFollowsThePlacementAndExplicitSchemesWin) {
+  ModelConfig c;
+  EXPECT_EQ(c.effective_init(), InitScheme::Xavier);
+  c.norm_placement = NormPlacement::DeepNorm;
+  EXPECT_EQ(c.effective_init(), InitScheme::DeepNorm);
+  c.norm_placement = NormPlacement::TFixup;
+  EXPECT_EQ(c.effective_init(), InitScheme::TFixup);
+  c.init = InitScheme::Xavier;
+  EXPECT_EQ(c.effective_init(), InitScheme::Xavier);
+  apply_block_preset(c, "gpt2");  // resets init to auto and the placement to pre
+  EXPECT_EQ(c.effective_init(), InitScheme::GPT2);
+  c.norm_placement = NormPlacement::DeepNorm;
+  EXPECT_EQ(c.effective_init(), InitScheme::DeepNorm);
+}
+
+// Every tensor an init scheme touches has the standard deviation of its formula, within 2%, on draws of
+// 65k+ values (the standard error of a sample std is 1/sqrt(2n) ~ 0.3%).
+TEST(InitSchemes, StandardDeviationsFollowTheFormulas) {
+  for (InitScheme scheme : {InitScheme::DeepNorm, InitScheme::TFixup}) {
+    ModelConfig c;
+    c.layers = 6;
+    c.width = 256;
+    c.heads = 4;
+    c.vocab = 512;
+    c.seq_len = 256;
+    c.init = scheme;
+    Model<float> model(c);
+    model.init_weights(11);
+    const double C = 256, N = 6;
+    const bool deepnorm = scheme == InitScheme::DeepNorm;
+    const double scale = deepnorm ? std::pow(8 * N, -0.25) : std::pow(9 * N, -0.25);
+    // Xavier-normal std = gain sqrt(2 / (fan_in + fan_out)); Xavier-uniform has the same std
+    auto expected = [&](double fan_out, double fan_in, bool scaled) {
+      return (scaled ? scale : 1.0) * std::sqrt(2.0 / (fan_in + fan_out));
+    };
+    auto check = [&](const std::string& name, long row0, long rows, double want) {
+      const auto p = model.param(name);
+      const long cols = model.table().at(name).shape[1];
+      const double got = sample_std(p, row0 * cols, (row0 + rows) * cols);
+      EXPECT_NEAR(got / want, 1.0, 0.02) << to_string(scheme) << " " << name << " rows " << row0 << "+" << rows;
+    };
+    check("blocks.2.attn.qkv.weight", 0, 256, expected(C, C, false));    // q
+    check("blocks.2.attn.qkv.weight", 256, 256, expected(C, C, false));  // k
+    check("blocks.2.attn.qkv.weight", 512, 256, expected(C, C, true));   // v
+    check("blocks.2.attn.proj.weight", 0, 256, expected(C, C, true));
+    check("blocks.2.mlp.fc1.weight", 0, 1024, expected(4 * C, C, true));
+    check("blocks.2.mlp.fc2.weight", 0, 256, expected(C, 4 * C, true));
+    check("head.weight", 0, 512, expected(512, C, false));
+    if (!deepnorm) {  // T-Fixup embeddings: N(0, 1/C) times (9N)^(-1/4)
+      EXPECT_NEAR(sample_std(model.param("tok_emb.weight")) / (scale / std::sqrt(C)), 1.0, 0.02);
+      EXPECT_NEAR(sample_std(model.param("pos_emb.weight")) / (scale / std::sqrt(C)), 1.0, 0.02);
+    }
+  }
+}
+
+TEST(InitSchemes, LearnedResidualTermsStartAtTheirPaperValues) {
+  ModelConfig c = tiny_config(NormPlacement::Admin, NormKind::DyT);
+  Model<float> admin(c);
+  admin.init_weights(1);
+  const double n = 2.0 * c.layers;  // residual sub-layers
+  for (float w : admin.param("blocks.1.mlp_omega")) EXPECT_FLOAT_EQ(w, std::sqrt((n + 1) / std::log(n + 1) - 1));
+  for (float a : admin.param("blocks.0.norm1.alpha")) EXPECT_FLOAT_EQ(a, 0.5f);
+  c.norm_placement = NormPlacement::ReZero;
+  Model<float> rezero(c);
+  rezero.init_weights(1);
+  EXPECT_EQ(rezero.param("blocks.1.rezero_alpha")[0], 0.f);
+  EXPECT_EQ(rezero.table().find("blocks.1.norm1.weight"), nullptr);  // no norms at all
+  EXPECT_EQ(rezero.table().find("final_norm.weight"), nullptr);
 }

@@ -1,6 +1,7 @@
 // The config key table: text parsing, TOML files, JSON round trip, validation messages.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -35,7 +36,7 @@ TEST(RunConfig, DefaultsAreTheSourceSetup) {
   EXPECT_EQ(c.model.vocab, 64);
   EXPECT_EQ(c.copy_len, 32);
   EXPECT_EQ(c.model.seq_len, 63);
-  EXPECT_EQ(c.model.init, InitScheme::Xavier);
+  EXPECT_EQ(c.model.effective_init(), InitScheme::Xavier);
   EXPECT_DOUBLE_EQ(c.model.embed_init_std, 1.0);
   EXPECT_DOUBLE_EQ(c.lr, 1e-3);
 }
@@ -216,4 +217,25 @@ TEST(RunConfig, ExecutionKeysDoNotChangeResults) {
   for (const ConfigKey& k : config_keys())
     if (!k.changes_results) execution.push_back(k.name);
   EXPECT_EQ(execution, (std::vector<std::string>{"threads", "log_every", "out", "checkpoint_every", "keep_checkpoints"}));
+}
+
+TEST(RunConfig, InitShowsTheSchemeThatRunsAndConfigJsonCarriesDerivedConstants) {
+  RunConfig c;
+  set_config_value(c, "norm_placement", "deepnorm");
+  set_config_value(c, "layers", "6");
+  resolve(c);
+  const nlohmann::json j = to_json(c);
+  EXPECT_EQ(j.at("init"), "deepnorm");
+  EXPECT_NEAR(j.at("derived").at("deepnorm_alpha").get<double>(), 1.861, 1e-3);
+  EXPECT_NEAR(j.at("derived").at("deepnorm_beta").get<double>(), 0.380, 1e-3);
+  RunConfig back;
+  apply_json(back, j);  // the derived entry is skipped, not an unknown key
+  resolve(back);
+  EXPECT_EQ(to_json(back), j);
+  set_config_value(c, "norm_placement", "tfixup");
+  EXPECT_EQ(to_json(c).at("init"), "tfixup");
+  EXPECT_NEAR(to_json(c).at("derived").at("tfixup_scale").get<double>(), std::pow(54.0, -0.25), 1e-12);
+  set_config_value(c, "init", "xavier");  // an explicit scheme wins over the placement's
+  EXPECT_EQ(to_json(c).at("init"), "xavier");
+  EXPECT_FALSE(to_json(c).contains("derived"));
 }

@@ -55,7 +55,7 @@ io::PlotFigure gradnorm_figure(const std::vector<GradNormProfile>& profiles, con
   std::ostringstream title;
   title << "MLP second-layer weight: gradient norm at initialization\n"
         << base.model.layers << " blocks x " << base.model.width << ", " << base.model.heads << " heads, V=" << base.model.vocab
-        << " n=" << base.copy_len << ", batch " << base.batch << ", " << to_string(base.model.init) << ", emb N(0, "
+        << " n=" << base.copy_len << ", batch " << base.batch << ", " << to_string(base.model.effective_init()) << ", emb N(0, "
         << base.model.embed_init_std << "^2)" << (batches > 1 ? ", " + std::to_string(batches) + " batches" : "");
   panel.title = title.str();
   panel.xlabel = "block";

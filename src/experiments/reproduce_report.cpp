@@ -23,7 +23,7 @@ namespace {
 std::string model_text(const RunConfig& c) {
   std::ostringstream s;
   s << c.model.layers << " blocks x width " << c.model.width << ", " << c.model.heads << " heads, MLP "
-    << c.model.mlp_ratio << "x, " << to_string(c.model.norm) << ", " << to_string(c.model.init)
+    << c.model.mlp_ratio << "x, " << to_string(c.model.norm) << ", " << to_string(c.model.effective_init())
     << " Linear init, embeddings N(0, " << fmt(c.model.embed_init_std, "%g") << "^2); copy task V=" << c.model.vocab
     << ", n=" << c.copy_len;
   return s.str();

@@ -44,7 +44,12 @@ constexpr EnumNames<NormPlacement, 10> kPlacements{"norm_placement",
                                                      {NormPlacement::LNS, "lns"}}}};
 constexpr EnumNames<NormKind, 3> kNorms{
     "norm", {{{NormKind::LayerNorm, "layernorm"}, {NormKind::RMSNorm, "rmsnorm"}, {NormKind::DyT, "dyt"}}}};
-constexpr EnumNames<InitScheme, 2> kInits{"init", {{{InitScheme::Xavier, "xavier"}, {InitScheme::GPT2, "gpt2"}}}};
+constexpr EnumNames<InitScheme, 5> kInits{"init",
+                                         {{{InitScheme::Auto, "auto"},
+                                           {InitScheme::Xavier, "xavier"},
+                                           {InitScheme::GPT2, "gpt2"},
+                                           {InitScheme::DeepNorm, "deepnorm"},
+                                           {InitScheme::TFixup, "tfixup"}}}};
 constexpr EnumNames<Positions, 2> kPositions{"positions", {{{Positions::Learned, "learned"}, {Positions::RoPE, "rope"}}}};
 constexpr EnumNames<MlpKind, 4> kMlps{"mlp",
                                       {{{MlpKind::Gelu, "gelu"},
@@ -139,6 +144,15 @@ SublayerPlan ModelConfig::sublayer_plan(int index) const {
 double ModelConfig::deepnorm_alpha() const { return std::pow(2.0 * layers, 0.25); }
 double ModelConfig::deepnorm_beta() const { return std::pow(8.0 * layers, -0.25); }
 
+double ModelConfig::tfixup_scale() const { return std::pow(9.0 * layers, -0.25); }
+
+InitScheme ModelConfig::effective_init() const {
+  if (init != InitScheme::Auto) return init;
+  if (norm_placement == NormPlacement::DeepNorm) return InitScheme::DeepNorm;
+  if (norm_placement == NormPlacement::TFixup) return InitScheme::TFixup;
+  return base_init == InitScheme::Auto ? InitScheme::Xavier : base_init;
+}
+
 double ModelConfig::admin_omega_init() const {
   const double n = (cross_attention ? 3.0 : 2.0) * layers;
   return std::sqrt((n + 1) / std::log(n + 1) - 1);
@@ -164,7 +178,8 @@ void apply_block_preset(ModelConfig& c, const std::string& name) {
     c.cross_attention = false;
     c.norm_eps = 1e-5;
     c.tie_head = false;
-    c.init = InitScheme::Xavier;
+    c.init = InitScheme::Auto;
+    c.base_init = InitScheme::Xavier;
     c.embed_init_std = 1.0;
   };
   if (name == "seed") {
@@ -173,7 +188,7 @@ void apply_block_preset(ModelConfig& c, const std::string& name) {
     base();
     c.mlp = MlpKind::GeluTanh;
     c.tie_head = true;
-    c.init = InitScheme::GPT2;
+    c.base_init = InitScheme::GPT2;
     c.embed_init_std = 0.02;
   } else if (name == "qwen3") {
     base();
@@ -185,7 +200,7 @@ void apply_block_preset(ModelConfig& c, const std::string& name) {
     c.positions = Positions::RoPE;
     c.rope_theta = 1e6;
     c.mlp = MlpKind::SwiGLU;
-    c.init = InitScheme::GPT2;
+    c.base_init = InitScheme::GPT2;
     c.embed_init_std = 0.02;
   } else if (name == "sd") {
     base();

@@ -21,7 +21,15 @@ namespace blocklab {
 
 enum class NormPlacement { Post, Pre, Peri, Reordered, DeepNorm, Admin, ReZero, TFixup, Mix, LNS };
 enum class NormKind { LayerNorm, RMSNorm, DyT };  // DyT: weight * tanh(alpha * x) + bias in a norm's place
-enum class InitScheme { Xavier, GPT2 };  // Linear weights: Xavier-uniform (Xiong et al.) or N(0, 0.02)
+// Initialisation of the weights (Model::init_weights):
+//   xavier    Linear weights Xavier-uniform (Glorot & Bengio; Xiong et al.), embeddings N(0, embed_init_std^2)
+//   gpt2      Linear weights N(0, 0.02^2)
+//   deepnorm  DeepNet (Wang et al. 2022), decoder-only: Xavier-normal, gain b = (8N)^(-1/4) on W_v, W_o, fc1,
+//             fc2 (self- and cross-attention), gain 1 on W_q, W_k and the head
+//   tfixup    T-Fixup (Huang et al. 2020), decoder rule: Xavier-uniform, then W_v, W_o, fc1, fc2 times
+//             (9N)^(-1/4); embeddings N(0, C^-1) times (9N)^(-1/4)
+//   auto      the scheme the placement ties (deepnorm -> deepnorm, tfixup -> tfixup), else the preset's base
+enum class InitScheme { Auto, Xavier, GPT2, DeepNorm, TFixup };
 enum class Positions { Learned, RoPE };  // a learned (T, C) table added to the embeddings, or rotary q/k
 enum class MlpKind { Gelu, GeluTanh, SwiGLU, GeGLU };  // exact-erf GELU, tanh GELU, gated SiLU, gated GELU
 enum class QkvLayout { Fused, Separate };  // one (Q+2K, C) projection [q | k | v], or three
@@ -76,7 +84,8 @@ struct ModelConfig : BlockConfig {
   int seq_len = 63;   // T, the longest sequence the model reads (the position table's length)
   int context_len = 0;  // cross-attention: the first context_len embedded positions form the context
   bool tie_head = false;  // logits = final stream @ tok_emb^T (no head.weight)
-  InitScheme init = InitScheme::Xavier;
+  InitScheme init = InitScheme::Auto;
+  InitScheme base_init = InitScheme::Xavier;  // what auto means for placements without a scheme of their own
   double embed_init_std = 1.0;  // token/position embeddings ~ N(0, embed_init_std^2); 1.0 = nn.Embedding
 
   bool has_final_norm() const;
@@ -87,6 +96,10 @@ struct ModelConfig : BlockConfig {
   double deepnorm_beta() const;
   // Admin's initial omega: sqrt((n+1)/ln(n+1) - 1), n = the number of residual sub-layers.
   double admin_omega_init() const;
+  // The scheme init_weights applies: init, with auto resolved.
+  InitScheme effective_init() const;
+  // T-Fixup's scale (9N)^(-1/4).
+  double tfixup_scale() const;
 
   // Throws Error naming the first invalid field or unsupported combination, in one line.
   void validate() const;

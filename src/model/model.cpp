@@ -92,25 +92,76 @@ std::span<const T> Model<T>::grad(std::string_view name) const {
 }
 
 template <typename T>
+void Model<T>::init_linear(T* p, const ParamSpec& s, Rng& rng) const {
+  const InitScheme scheme = config_.effective_init();
+  const long rows = s.shape[0], cols = s.shape[1];
+  if (scheme == InitScheme::Xavier) {
+    // Glorot & Bengio: U(-a, a), a = sqrt(6 / (fan_in + fan_out)); weight (fan_out, fan_in)
+    const double a = std::sqrt(6.0 / static_cast<double>(rows + cols));
+    for (long i = 0; i < s.numel; ++i) p[i] = static_cast<T>(rng.uniform(-a, a));
+    return;
+  }
+  if (scheme == InitScheme::GPT2) {
+    for (long i = 0; i < s.numel; ++i) p[i] = static_cast<T>(0.02 * rng.normal());
+    return;
+  }
+  // DeepNorm and T-Fixup, as their reference code does it on separate q, k, v projections: a fused qkv
+  // weight is initialised part by part (rows [0,Q) q, [Q,Q+K) k, [Q+K,Q+2K) v), each with its own fan-out.
+  // W_v, W_o, fc1, fc2 are scaled: DeepNorm by gain b in Xavier-normal, T-Fixup by (9N)^(-1/4) after
+  // Xavier-uniform.
+  const bool deepnorm = scheme == InitScheme::DeepNorm;
+  const double scale = deepnorm ? config_.deepnorm_beta() : config_.tfixup_scale();
+  auto fill = [&](long row0, long count, bool scaled) {
+    const double gain = scaled ? scale : 1.0;
+    const double fans = static_cast<double>(count + cols);
+    T* q = p + row0 * cols;
+    if (deepnorm) {
+      const double std = gain * std::sqrt(2.0 / fans);
+      for (long i = 0; i < count * cols; ++i) q[i] = static_cast<T>(std * rng.normal());
+    } else {
+      const double a = std::sqrt(6.0 / fans);
+      for (long i = 0; i < count * cols; ++i) q[i] = static_cast<T>(gain * rng.uniform(-a, a));
+    }
+  };
+  switch (s.part) {
+    case LinearPart::QKV: {
+      const long Q = config_.q_dim(), K = config_.kv_dim();
+      fill(0, Q, false);
+      fill(Q, K, false);
+      fill(Q + K, K, true);
+      break;
+    }
+    case LinearPart::Value:
+    case LinearPart::Output:
+    case LinearPart::Fc1:
+    case LinearPart::Fc2:
+      fill(0, rows, true);
+      break;
+    default:  // q, k, the head
+      fill(0, rows, false);
+      break;
+  }
+}
+
+template <typename T>
 void Model<T>::init_weights(uint64_t seed) {
+  const InitScheme scheme = config_.effective_init();
   std::fill(params_.begin(), params_.end(), T(0));
   for (const ParamSpec& s : table_.specs()) {
     Rng rng(seed ^ Rng::hash(s.name));
     T* p = params_.data() + s.offset;
     switch (s.role) {
-      case ParamRole::LinearWeight: {
-        if (config_.init == InitScheme::Xavier) {
-          // Glorot & Bengio: U(-a, a), a = sqrt(6 / (fan_in + fan_out)); weight (fan_out, fan_in)
-          const double a = std::sqrt(6.0 / static_cast<double>(s.shape[0] + s.shape[1]));
-          for (long i = 0; i < s.numel; ++i) p[i] = static_cast<T>(rng.uniform(-a, a));
-        } else {
-          for (long i = 0; i < s.numel; ++i) p[i] = static_cast<T>(0.02 * rng.normal());
-        }
+      case ParamRole::LinearWeight:
+        init_linear(p, s, rng);
+        break;
+      case ParamRole::Embedding: {
+        // T-Fixup: N(0, C^-1) times (9N)^(-1/4); otherwise N(0, embed_init_std^2)
+        const double std = scheme == InitScheme::TFixup
+                               ? config_.tfixup_scale() / std::sqrt(static_cast<double>(config_.width))
+                               : config_.embed_init_std;
+        for (long i = 0; i < s.numel; ++i) p[i] = static_cast<T>(std * rng.normal());
         break;
       }
-      case ParamRole::Embedding:
-        for (long i = 0; i < s.numel; ++i) p[i] = static_cast<T>(config_.embed_init_std * rng.normal());
-        break;
       case ParamRole::NormWeight:
         std::fill(p, p + s.numel, T(1));
         break;

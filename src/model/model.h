@@ -18,6 +18,7 @@
 #include "model/block.h"
 #include "model/config.h"
 #include "model/parameters.h"
+#include "util/rng.h"
 
 namespace blocklab {
 
@@ -86,8 +87,9 @@ class Model {
   // Activations sized for this model and a (batch, seq_len) shape.
   Activations<T> make_activations(int batch, int seq_len) const { return Activations<T>(config_, batch, seq_len); }
 
-  // Xavier-uniform or N(0, 0.02) Linear weights, zero biases, unit norm weights, N(0, embed_init_std)
-  // embeddings. Each tensor draws from its own stream seeded by (seed, name): independent of table order.
+  // The config's init scheme (config.h: xavier, gpt2, deepnorm, tfixup) for linear weights and embeddings;
+  // zero biases, unit norm weights, DyT alpha 0.5, Admin omega at its closed form, ReZero alpha 0.
+  // Each tensor draws from its own stream seeded by (seed, name): independent of table order.
   void init_weights(uint64_t seed);
 
   // inputs, targets (B,T) token ids in [0,V); loss_mask (B,T) selects the positions whose loss counts
@@ -104,6 +106,7 @@ class Model {
   void embed(Activations<T>& acts, const int32_t* inputs) const;
   void run_blocks(Activations<T>& acts) const;
   BlockInputs<T> block_inputs(Activations<T>& acts) const;
+  void init_linear(T* p, const ParamSpec& spec, Rng& rng) const;
 
   ModelConfig config_;
   ParameterTable table_;

@@ -19,8 +19,8 @@ ParameterTable::ParameterTable(const ModelConfig& config) {
     if (plan.out_norm) add_norm(p + "." + sub + "_out_norm", block);
     if (plan.learned_scale) add(p + "." + sub + "_omega", {C}, ParamRole::ResidualScale, block);
   };
-  auto add_linear = [&](const std::string& prefix, int64_t out, int64_t in, bool bias, int block) {
-    add(prefix + ".weight", {out, in}, ParamRole::LinearWeight, block);
+  auto add_linear = [&](const std::string& prefix, int64_t out, int64_t in, bool bias, int block, LinearPart part) {
+    add(prefix + ".weight", {out, in}, ParamRole::LinearWeight, block, part);
     if (bias) add(prefix + ".bias", {out}, ParamRole::LinearBias, block);
   };
   add("tok_emb.weight", {V, C}, ParamRole::Embedding, -1);
@@ -31,37 +31,37 @@ ParameterTable::ParameterTable(const ModelConfig& config) {
     if (plan.gate) add(p + ".rezero_alpha", {1}, ParamRole::Gate, l);
     add_sublayer_norms(p, "norm1", "attn", plan, l);
     if (config.qkv == QkvLayout::Fused) {
-      add_linear(p + ".attn.qkv", Q + 2 * K, C, config.qkv_bias, l);
+      add_linear(p + ".attn.qkv", Q + 2 * K, C, config.qkv_bias, l, LinearPart::QKV);
     } else {
-      add_linear(p + ".attn.q", Q, C, config.qkv_bias, l);
-      add_linear(p + ".attn.k", K, C, config.qkv_bias, l);
-      add_linear(p + ".attn.v", K, C, config.qkv_bias, l);
+      add_linear(p + ".attn.q", Q, C, config.qkv_bias, l, LinearPart::Query);
+      add_linear(p + ".attn.k", K, C, config.qkv_bias, l, LinearPart::Key);
+      add_linear(p + ".attn.v", K, C, config.qkv_bias, l, LinearPart::Value);
     }
     if (config.qk_norm) {
       add(p + ".attn.q_norm.weight", {D}, ParamRole::NormWeight, l);
       add(p + ".attn.k_norm.weight", {D}, ParamRole::NormWeight, l);
     }
-    add_linear(p + ".attn.proj", C, Q, config.proj_bias, l);
+    add_linear(p + ".attn.proj", C, Q, config.proj_bias, l, LinearPart::Output);
     if (config.cross_attention) {
       add_sublayer_norms(p, "cross_norm", "cross", plan, l);
-      add_linear(p + ".cross.q", Q, C, config.qkv_bias, l);
-      add_linear(p + ".cross.k", K, C, config.qkv_bias, l);
-      add_linear(p + ".cross.v", K, C, config.qkv_bias, l);
-      add_linear(p + ".cross.proj", C, Q, config.proj_bias, l);
+      add_linear(p + ".cross.q", Q, C, config.qkv_bias, l, LinearPart::Query);
+      add_linear(p + ".cross.k", K, C, config.qkv_bias, l, LinearPart::Key);
+      add_linear(p + ".cross.v", K, C, config.qkv_bias, l, LinearPart::Value);
+      add_linear(p + ".cross.proj", C, Q, config.proj_bias, l, LinearPart::Output);
     }
     add_sublayer_norms(p, "norm2", "mlp", plan, l);
-    add_linear(p + ".mlp.fc1", config.mlp_in_width(), C, config.mlp_bias, l);
-    add_linear(p + ".mlp.fc2", C, I, config.mlp_bias, l);
+    add_linear(p + ".mlp.fc1", config.mlp_in_width(), C, config.mlp_bias, l, LinearPart::Fc1);
+    add_linear(p + ".mlp.fc2", C, I, config.mlp_bias, l, LinearPart::Fc2);
   }
   if (config.has_final_norm()) add_norm("final_norm", -1);
-  if (!config.tie_head) add("head.weight", {V, C}, ParamRole::LinearWeight, -1);  // no bias
+  if (!config.tie_head) add("head.weight", {V, C}, ParamRole::LinearWeight, -1, LinearPart::Head);  // no bias
 }
 
-void ParameterTable::add(std::string name, std::vector<int64_t> shape, ParamRole role, int block) {
+void ParameterTable::add(std::string name, std::vector<int64_t> shape, ParamRole role, int block, LinearPart part) {
   long numel = 1;
   for (int64_t d : shape) numel *= d;
   index_.emplace(name, specs_.size());
-  specs_.push_back(ParamSpec{std::move(name), std::move(shape), role, total_, numel, block});
+  specs_.push_back(ParamSpec{std::move(name), std::move(shape), role, total_, numel, block, part});
   // Each tensor starts on a 64-byte boundary (16 floats) so kernels see aligned rows.
   total_ += (numel + 15) / 16 * 16;
 }

@@ -38,6 +38,9 @@ enum class ParamRole {
   Embedding
 };
 
+// What a linear weight is in its block (init schemes scale some of them: DeepNorm, T-Fixup).
+enum class LinearPart { None, Query, Key, Value, QKV, Output, Fc1, Fc2, Head };
+
 struct ParamSpec {
   std::string name;
   std::vector<int64_t> shape;
@@ -45,6 +48,7 @@ struct ParamSpec {
   long offset = 0;  // element offset in every arena
   long numel = 0;
   int block = -1;   // block index for blocks.N.*, -1 otherwise
+  LinearPart part = LinearPart::None;  // linear weights only
 };
 
 class ParameterTable {
@@ -59,7 +63,8 @@ class ParameterTable {
   const ParamSpec& at(std::string_view name) const;
 
  private:
-  void add(std::string name, std::vector<int64_t> shape, ParamRole role, int block);
+  void add(std::string name, std::vector<int64_t> shape, ParamRole role, int block,
+           LinearPart part = LinearPart::None);
   std::vector<ParamSpec> specs_;
   std::unordered_map<std::string, size_t> index_;
   long total_ = 0;

@@ -122,9 +122,11 @@ std::vector<ConfigKey> make_keys() {
           [](RunConfig& c) -> int& { return c.copy_len; });
   add_int("seq_len", "position table length T (0: derived from the task, 2n-1 for copy)",
           [](RunConfig& c) -> int& { return c.model.seq_len; });
-  add_enum("init", "Linear weight init: xavier (uniform) or gpt2 (normal 0.02)",
+  // Shown (and written to config.json) as the scheme that runs: auto resolved for the config's placement.
+  add_enum("init",
+           "weight init: auto (the placement's own scheme, else the block preset's), xavier, gpt2, deepnorm, tfixup",
            [](RunConfig& c, const std::string& s) { c.model.init = parse_init_scheme(s); },
-           [](const RunConfig& c) { return to_string(c.model.init); });
+           [](const RunConfig& c) { return to_string(c.model.effective_init()); });
   add_float("embed_init_std", "token/position embedding init std (1.0 = nn.Embedding's N(0,1))",
             [](RunConfig& c) -> double& { return c.model.embed_init_std; });
   add_float("norm_eps", "epsilon of LayerNorm/RMSNorm", [](RunConfig& c) -> double& { return c.model.norm_eps; });
@@ -334,7 +336,8 @@ void apply_toml_table(RunConfig& config, const toml::table& table, const std::st
 void apply_json(RunConfig& config, const nlohmann::json& values) {
   if (!values.is_object()) throw Error("config must be a JSON object");
   std::vector<std::pair<std::string, nlohmann::json>> items;
-  for (const auto& [key, value] : values.items()) items.emplace_back(key, value);
+  for (const auto& [key, value] : values.items())
+    if (key != kDerivedKey) items.emplace_back(key, value);
   for (const auto& [key, value] : block_key_first(items, [](const auto& item) { return item.first; })) {
     const ConfigKey* k = find_config_key(key);
     if (k == nullptr) throw Error("unknown config key '" + key + "'");
@@ -396,6 +399,16 @@ nlohmann::json results_json(const RunConfig& config) {
 nlohmann::json to_json(const RunConfig& config) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& k : config_keys()) j[k.name] = k.get(config);
+  // Constants the placement or init scheme derives from the keys, for the reader (apply_json skips them).
+  const ModelConfig& m = config.model;
+  nlohmann::json derived = nlohmann::json::object();
+  if (m.norm_placement == NormPlacement::DeepNorm || m.effective_init() == InitScheme::DeepNorm) {
+    derived["deepnorm_alpha"] = m.deepnorm_alpha();  // residual scale a = (2N)^(1/4)
+    derived["deepnorm_beta"] = m.deepnorm_beta();    // init gain b = (8N)^(-1/4)
+  }
+  if (m.effective_init() == InitScheme::TFixup) derived["tfixup_scale"] = m.tfixup_scale();  // (9N)^(-1/4)
+  if (m.norm_placement == NormPlacement::Admin) derived["admin_omega_init"] = m.admin_omega_init();
+  if (!derived.empty()) j[kDerivedKey] = derived;
   return j;
 }
 

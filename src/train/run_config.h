@@ -62,6 +62,9 @@ struct ConfigKey {
 // The key that selects a block preset. Every config source (flags, TOML, JSON) applies it before its
 // other keys, so that `--block qwen3 --kv-heads 2` means the qwen3 block with 2 kv heads.
 inline constexpr const char* kBlockKey = "block";
+// The entry of a config.json that holds derived constants (DeepNorm's a and b, T-Fixup's scale): written
+// by to_json for the reader, skipped by apply_json.
+inline constexpr const char* kDerivedKey = "derived";
 
 const std::vector<ConfigKey>& config_keys();
 const ConfigKey* find_config_key(const std::string& name);
