@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   cli::register_inspect(app, commands);
   cli::register_probe(app, commands);
   cli::register_export(app, commands);
+  cli::register_depthmap(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

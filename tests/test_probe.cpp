@@ -159,12 +159,25 @@ TEST(Outcome, LabelsSyntheticCurves) {
   EXPECT_LT(learn[*l.first_step_below - 1], 0.01);
   EXPECT_GE(learn[*l.first_step_below - 2], 0.01);
   EXPECT_EQ(l.final_loss, learn.back());
-  // A partial drop (left ln V, never below 0.1) is learned too: final_loss tells how far.
-  EXPECT_EQ(label(concat(flat(20, ln64), flat(50, 2.0))).outcome, Outcome::Learned);
+  // A partial drop (left ln V, not below 0.1 ln V = 0.416 at the end) is still learning, not learned.
+  EXPECT_EQ(label(concat(flat(20, ln64), flat(50, 2.0))).outcome, Outcome::Learning);
+  // A Post-LN run from 4.16 to 3.05: learning.
+  std::vector<double> partial;
+  for (int i = 0; i <= 600; ++i) partial.push_back(4.16 + (3.05 - 4.16) * i / 600.0);
+  const CurveSummary p = label(partial);
+  EXPECT_EQ(p.outcome, Outcome::Learning);
+  EXPECT_NEAR(p.smoothed_final_loss, 3.05, 0.01);
+  // The same start down to 0.01: learned.
+  std::vector<double> full;
+  for (int i = 0; i <= 600; ++i) full.push_back(4.16 * std::pow(0.01 / 4.16, i / 600.0));
+  EXPECT_EQ(label(full).outcome, Outcome::Learned);
+  // Just above and just below the stated threshold 0.1 ln V (a 10-step mean).
+  EXPECT_EQ(label(concat(flat(20, ln64), flat(20, 0.1 * ln64 + 0.01))).outcome, Outcome::Learning);
+  EXPECT_EQ(label(concat(flat(20, ln64), flat(20, 0.1 * ln64 - 0.01))).outcome, Outcome::Learned);
   // Below 0.1, then back near ln V: collapsed (the source's seed at step 440-460).
   EXPECT_EQ(label(concat(concat(flat(20, ln64), flat(40, 0.0104)), flat(40, 4.32))).outcome, Outcome::Collapsed);
-  // Back up, but not near ln V: still learned.
-  EXPECT_EQ(label(concat(concat(flat(20, ln64), flat(40, 0.05)), flat(40, 1.0))).outcome, Outcome::Learned);
+  // Back up, but not near ln V: not collapsed; above 0.1 ln V at the end, so learning.
+  EXPECT_EQ(label(concat(concat(flat(20, ln64), flat(40, 0.05)), flat(40, 1.0))).outcome, Outcome::Learning);
   // Any non-finite loss: diverged, even after learning.
   std::vector<double> nan_curve = concat(flat(20, ln64), flat(20, 0.05));
   nan_curve.push_back(std::numeric_limits<double>::quiet_NaN());
@@ -172,6 +185,10 @@ TEST(Outcome, LabelsSyntheticCurves) {
   EXPECT_EQ(label({4.0, std::numeric_limits<double>::infinity()}).outcome, Outcome::Diverged);
   EXPECT_EQ(to_string(Outcome::NeverStarted), "never-started");
   EXPECT_EQ(to_string(Outcome::Learned), "learned");
+  EXPECT_EQ(to_string(Outcome::Learning), "learning");
+  for (Outcome o : all_outcomes()) EXPECT_EQ(parse_outcome(to_string(o)), o);
+  EXPECT_EQ(all_outcomes().size(), 5u);
+  EXPECT_FALSE(parse_outcome("solved").has_value());
   EXPECT_EQ(to_string(Outcome::Collapsed), "collapsed");
   EXPECT_EQ(to_string(Outcome::Diverged), "diverged");
   EXPECT_THROW(summarize_curve({}, {}, ln64), Error);

@@ -46,6 +46,10 @@ ReproduceOptions tiny_options(const fs::path& out) {
   o.probe_every = 6;
   o.depth_layers = {1, 2};
   o.depth_train = tiny(1);
+  o.depthmap_options.base = tiny(1);
+  o.depthmap_options.placements = {NormPlacement::Post, NormPlacement::Pre};
+  o.depthmap_options.depths = {1, 2};
+  o.depthmap_options.warmups = {0, 4};
   o.walk.trials = 100;
   o.residual_model = tiny(2);
   return o;
@@ -151,8 +155,13 @@ TEST(Reproduce, PresetsUseTheSourcesSettings) {
   EXPECT_EQ(full.gradnorm_model.model.layers, 24);
   EXPECT_EQ(full.walk.dim, 256);
   EXPECT_EQ(full.walk.trials, 2000);
+  EXPECT_TRUE(full.depthmap);
+  EXPECT_EQ(full.depthmap_options.depths, (std::vector<int>{6, 12, 24}));
+  EXPECT_EQ(full.depthmap_options.base.model.width, 128);
+  EXPECT_EQ(full.depthmap_options.seeds.size(), 1u);
   const ReproduceOptions quick = reproduce_preset(true);
   EXPECT_TRUE(quick.quick);
+  EXPECT_TRUE(quick.depthmap);
   EXPECT_EQ(quick.gradnorm_model.model.layers, 24);  // experiment A keeps the source's model
   EXPECT_LT(quick.train.model.layers * quick.train.steps, full.train.model.layers * full.train.steps);
   EXPECT_EQ(quick.seeds.size(), 3u);
@@ -294,14 +303,20 @@ TEST(Reproduce, WritesAReportWithTheClaimsTableAndEveryFigure) {
     EXPECT_NE(md.find(row), std::string::npos) << row;
   }
   for (const char* figure : {"gradnorm/batch_4/gradnorm.png", "sweep/loss.png", "sweep/loss_linear.png",
-                             "depth_post/loss.png", "depth_pre/loss.png", "block_forms.png",
+                             "depth_post/loss.png", "depth_pre/loss.png", "depthmap/depthmap.png", "block_forms.png",
                              "residual/residual_walk.png", "residual/residual_probe.png"})
     EXPECT_NE(md.find(std::string("](") + figure + ")"), std::string::npos) << figure;
   for (const char* f : {"sweep/summary.csv", "gradnorm/batch_4/gradnorm.csv", "gradnorm/batch_8/gradnorm.csv",
                         "residual/residual_walk.csv", "residual/residual_init.csv", "standardize/per_row.csv",
-                        "depth_post/summary.csv", "depth_pre/summary.csv", "block_forms.gp",
+                        "depth_post/summary.csv", "depth_pre/summary.csv", "depthmap/depthmap.csv",
+                        "depthmap/depthmap.md", "block_forms.gp",
                         "sweep/norm_placement=pre+warmup=0+seed=0/residual.csv"})
     EXPECT_TRUE(fs::exists(dir / "out" / f)) << f;
+
+  EXPECT_NE(md.find("## Depth map"), std::string::npos);
+  EXPECT_NE(md.find("Public anchors"), std::string::npos);
+  EXPECT_NE(md.find("tasks differ"), std::string::npos);
+  EXPECT_NE(md.find("| placement | 1 blocks | 2 blocks |"), std::string::npos);
 
   const std::string html = bt::read_text(r.report_html);
   EXPECT_NE(html.find("<table>"), std::string::npos);

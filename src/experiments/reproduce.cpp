@@ -35,6 +35,8 @@ ReproduceOptions reproduce_preset(bool quick) {
   o.residual_model.batch = 16;
   o.seeds = {0, 1, 2};
   o.gradnorm_main_batch = 16;
+  o.depthmap_options = depthmap_preset(quick);
+  if (!quick) o.depthmap_options.depths = {6, 12, 24};
   if (!quick) {
     o.gradnorm_batch_sizes = {4, 8, 16, 32};
     o.gradnorm_batches = 2;
@@ -81,6 +83,7 @@ nlohmann::json reproduce_settings(const ReproduceOptions& o) {
                       {"walk", {{"dim", o.walk.dim}, {"trials", o.walk.trials}, {"depths", o.walk.depths}}},
                       {"residual_model", config(o.residual_model)}};
   if (!o.depth_layers.empty()) j["depth_train"] = config(o.depth_train);
+  if (o.depthmap) j["depthmap"] = depthmap_settings(o.depthmap_options);
   return j;
 }
 
@@ -245,6 +248,16 @@ ReproducePlan plan_reproduce(const ReproduceOptions& options) {
     }
   }
 
+  // Depth map
+  if (options.depthmap) {
+    DepthMapOptions d = options.depthmap_options;
+    d.out = (out / "depthmap").string();
+    d.jobs = options.jobs;
+    d.worker = options.worker;
+    plan_depthmap(d);
+    plan.depthmap = d;
+  }
+
   // Problem 10
   plan.residual.walk = options.walk;
   plan.residual.base = options.residual_model;
@@ -305,6 +318,13 @@ ReproduceMeasurements measure_reproduce(const ReproduceOptions& options, const R
     t = std::chrono::steady_clock::now();
     for (const SweepOptions& d : plan.depth) m.depth.push_back(run_sweep(d, log, progress));
     m.seconds["depth sweep"] = seconds_since(t);
+  }
+
+  if (plan.depthmap) {
+    say("== depth map: " + std::to_string(plan_sweep(plan_depthmap(*plan.depthmap)).size()) + " training runs ==");
+    t = std::chrono::steady_clock::now();
+    m.depthmap = run_depthmap(*plan.depthmap, log, progress);
+    m.seconds["depth map"] = seconds_since(t);
   }
 
   // Problem 10: the model at init, and the first seed of each placement's no-warm-up runs as trained

@@ -6,6 +6,7 @@
 //   experiment A  gradnorm/batch_B/     gradient norms per block at initialization, per batch size B
 //   experiment B  sweep/                {Post-LN, Pre-LN} x {no warm-up, warm-up} x seeds
 //   (full only)   depth_post/, depth_pre/   Post-LN with warm-up and Pre-LN without it at several depths
+//   depth map     depthmap/             every placement x depths x {no warm-up, warm-up} (optional)
 //   problem 11    block_forms.{png,svg} the two block forms; the 2x2 grid is sweep/loss.{png,svg}
 //   OUT/report.md, OUT/report.html (self-contained: every figure embedded)
 // The full version uses the source's settings (24 blocks x width 128, Adam 1e-3, 1,200 steps, warm-up
@@ -16,11 +17,13 @@
 // the measurements) -> judge_claims (the source's numbers next to the measured ones, with a verdict per
 // row, from the measurements alone) -> write_reproduce_report (report.md and report.html).
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "experiments/common.h"
+#include "experiments/depthmap.h"
 #include "experiments/gradnorm.h"
 #include "experiments/residual.h"
 #include "experiments/standardize.h"
@@ -51,6 +54,11 @@ struct ReproduceOptions {
   std::vector<int> depth_layers;
   RunConfig depth_train;
 
+  // Depth map (experiments/depthmap.h): every placement; the quick map, or the source's width at 6/12/24
+  // blocks with one seed. Its out, jobs and worker are set from the options above.
+  bool depthmap = true;
+  DepthMapOptions depthmap_options;
+
   // Problem 10
   RandomWalkOptions walk;
   RunConfig residual_model;  // probed at initialization
@@ -68,6 +76,7 @@ struct ReproducePlan {
   SweepOptions grid;                      // experiment B: {Post-LN, Pre-LN} x {no warm-up, warm-up} x seeds
   std::vector<SweepOptions> depth;        // Post-LN with warm-up, then Pre-LN without (empty: no depth sweep)
   ResidualOptions residual;               // problem 10; its trained runs are added once experiment B ran
+  std::optional<DepthMapOptions> depthmap;  // the depth map (none when options.depthmap is false)
 };
 
 // Checks every option set (Error on the first bad value) and writes nothing.
@@ -80,6 +89,7 @@ struct ReproduceMeasurements {
   std::map<int, GradNormResult> gradnorms;  // experiment A, by batch size
   SweepResult sweep;                        // experiment B
   std::vector<SweepResult> depth;           // as plan.depth
+  std::optional<DepthMapResult> depthmap;   // as plan.depthmap
   ResidualResult residual;                  // problem 10
   io::PlotResult block_forms;               // problem 11
   std::map<std::string, double> seconds;    // wall time per part ("problem 9", "experiment A", ...)

@@ -92,6 +92,16 @@ ReproduceResult write_reproduce_report(const ReproduceOptions& options, const Re
                                          std::to_string(options.warmup) + ", Pre-LN without; seed " +
                                          std::to_string(options.seeds.front()),
                       duration_text(timing("depth sweep"))});
+    if (plan.depthmap) {
+      const DepthMapOptions& d = *plan.depthmap;
+      std::string depths, warmups;
+      for (int x : d.depths) depths += (depths.empty() ? "" : "/") + std::to_string(x);
+      for (int x : d.warmups) warmups += (warmups.empty() ? "" : "/") + std::to_string(x);
+      rows.push_back({"Depth map", model_text(d.base) + "; " + train_text(d.base) + "; " + std::to_string(d.placements.size()) +
+                                       " placements x " + depths + " blocks x warm-up " + warmups + "; " +
+                                       std::to_string(d.seeds.size()) + " seed(s)",
+                      duration_text(timing("depth map"))});
+    }
     rows.push_back({"Problem 10", "random walk: D=" + std::to_string(options.walk.dim) + ", " +
                                       std::to_string(options.walk.trials) + " trials; stream norms of the " +
                                       std::to_string(options.residual_model.model.layers) +
@@ -163,9 +173,7 @@ ReproduceResult write_reproduce_report(const ReproduceOptions& options, const Re
                        fmt(r.curve.final_loss, "%.5f"), fmt(r.curve.min_loss, "%.5f"),
                        r.curve.first_step_below ? std::to_string(*r.curve.first_step_below) : "-"});
     doc.table({"case", "seed", "outcome", "step 100", "step 200", "step 300", "final", "min", "first < 0.01"}, srows);
-    doc.paragraph("Outcome labels: `never-started` = the loss (mean of 10 steps) never fell below ln V - 0.05; "
-                  "`collapsed` = it went below 0.1 and later came back above ln V - 0.1; `diverged` = a non-finite "
-                  "loss; `learned` = otherwise. Every run's curve is in `sweep/<run>/metrics.csv`, its summary in "
+    doc.paragraph(outcome_labels_text() + " Every run's curve is in `sweep/<run>/metrics.csv`, its summary in "
                   "`sweep/summary.csv`.");
   }
   if (!m.depth.empty()) {
@@ -194,6 +202,27 @@ ReproduceResult write_reproduce_report(const ReproduceOptions& options, const Re
               drows);
     doc.figure(rel(out / "depth_post" / "loss", out), "Post-LN with warm-up at each depth.");
     doc.figure(rel(out / "depth_pre" / "loss", out), "Pre-LN without warm-up at each depth.");
+  }
+
+  if (m.depthmap && plan.depthmap) {
+    const DepthMapOptions& d = *plan.depthmap;
+    doc.heading(2, "Depth map: every placement, with and without warm-up");
+    doc.paragraph("Each placement trained at " + std::to_string(d.depths.size()) + " depths, width " +
+                  std::to_string(d.base.model.width) + ", copy task n=" + std::to_string(d.base.copy_len) + ", batch " +
+                  std::to_string(d.base.batch) + ", Adam " + fmt(d.base.lr, "%g") + ", " + std::to_string(d.base.steps) +
+                  " steps, " + std::to_string(d.seeds.size()) + " seed(s). A cell is the first step with loss < 0.01 "
+                  "of a run labelled `learned`, or the run's label. " + outcome_labels_text() +
+                  " Every run: `depthmap/depthmap.csv`.");
+    for (int warmup : d.warmups) {
+      doc.heading(3, warmup == 0 ? std::string("No warm-up") : "Warm-up " + std::to_string(warmup) + " steps");
+      doc.table(depthmap_table_header(d), depthmap_table(d, m.depthmap->cells, warmup));
+    }
+    doc.figure(rel(out / "depthmap" / "depthmap", out),
+               "Steps to loss < 0.01 (colour scale) or the failure label (fixed colours), one panel per warm-up.");
+    doc.heading(3, "Public anchors: where Post-LN stops training");
+    doc.paragraph(std::string("**") + kDepthMapTasksDiffer + "** The last column is the cell of this map closest "
+                  "to each public setting (the nearest depth; the largest warm-up for settings with warm-up).");
+    doc.table(depthmap_anchor_header(), depthmap_anchor_rows(d, m.depthmap->cells));
   }
 
   // Problem 11

@@ -75,6 +75,16 @@ std::string first_steps_below_text(const Runs& runs) {
   return join(firsts, " / ");
 }
 
+std::string outcome_labels_text() {
+  return "Outcome labels, checked in this order (the loss read as a mean of " + std::to_string(probe::kSmoothSteps) +
+         " steps): `diverged` = a non-finite loss; `collapsed` = it went below " + fmt(probe::kCollapseLow, "%g") +
+         " and later came back above ln V - " + fmt(probe::kCollapseBackBelowLnV, "%g") +
+         "; `never-started` = it never fell below ln V - " + fmt(probe::kStartedBelowLnV, "%g") +
+         "; `learned` = its last " + std::to_string(probe::kSmoothSteps) + " steps average below " +
+         fmt(probe::kLearnedFractionOfLnV, "%g") + " x ln V; `learning` = otherwise (it left ln V but had not "
+         "reached that threshold by its last step).";
+}
+
 std::string duration_text(double s) {
   char buf[64];
   if (s < 60)

@@ -36,6 +36,8 @@ std::string pct_diff(double measured, double source);
 // "12 / never / 40": each run's first step below 0.01.
 std::string first_steps_below_text(const Runs& runs);
 std::string join(const std::vector<std::string>& items, const std::string& sep);
+// The outcome labels and their thresholds, as one paragraph for reports.
+std::string outcome_labels_text();
 // "42 s", "3.5 min", "2.10 h".
 std::string duration_text(double seconds);
 

@@ -210,7 +210,7 @@ io::PlotFigure sweep_figure(const std::vector<GridAxis>& grid, const std::vector
     fig.cols = static_cast<int>(std::ceil(std::sqrt(static_cast<double>(cells))));
     fig.rows = static_cast<int>((cells + fig.cols - 1) / fig.cols);
   }
-  fig.width = std::max(700, 560 * fig.cols);
+  fig.width = std::max(760, 760 * fig.cols);  // room for the legend right of each panel
   fig.height = std::max(520, 460 * fig.rows + 60);
 
   double lo = 1e300, hi = 0;
@@ -241,10 +241,12 @@ io::PlotFigure sweep_figure(const std::vector<GridAxis>& grid, const std::vector
     p.ylabel = log_loss ? "loss (log scale)" : "loss";
     p.log_y = log_loss;
     p.x_range = std::make_pair(0.0, static_cast<double>(max_step));
-    // headroom above the curves for a two-row legend, so that it never covers one
-    p.y_range = log_loss ? std::make_pair(std::max(lo * 0.7, 1e-6), std::max(hi, ln_vocab) * 8)
-                         : std::make_pair(0.0, std::max(hi, ln_vocab) * 1.35);
-    p.legend = "top right horizontal maxrows 2";
+    // The legend sits right of the plot area, so it covers no curve and no tick (inside, it hid the curves
+    // near ln V and the top tick; below, it ran into the x label); a log axis reaches at least 10 so that
+    // the decade above ln V is labelled.
+    p.y_range = log_loss ? std::make_pair(std::max(lo * 0.7, 1e-6), std::max(10.0, std::max(hi, ln_vocab) * 1.3))
+                         : std::make_pair(0.0, std::max(hi, ln_vocab) * 1.1);
+    p.legend = "outside right top vertical";
     char lnv[64];
     std::snprintf(lnv, sizeof lnv, "ln V = %.3f", ln_vocab);
     p.hlines.push_back({ln_vocab, lnv, "#000000", 2, 2.0});

@@ -10,11 +10,24 @@ namespace blocklab::probe {
 std::string to_string(Outcome o) {
   switch (o) {
     case Outcome::NeverStarted: return "never-started";
+    case Outcome::Learning: return "learning";
     case Outcome::Learned: return "learned";
     case Outcome::Collapsed: return "collapsed";
     case Outcome::Diverged: return "diverged";
   }
   return "?";
+}
+
+const std::vector<Outcome>& all_outcomes() {
+  static const std::vector<Outcome> outcomes = {Outcome::Diverged, Outcome::Collapsed, Outcome::NeverStarted,
+                                                Outcome::Learned, Outcome::Learning};
+  return outcomes;
+}
+
+std::optional<Outcome> parse_outcome(const std::string& text) {
+  for (Outcome o : all_outcomes())
+    if (to_string(o) == text) return o;
+  return std::nullopt;
 }
 
 CurveSummary summarize_curve(const std::vector<int>& steps, const std::vector<double>& losses, double ln_vocab) {
@@ -27,6 +40,7 @@ CurveSummary summarize_curve(const std::vector<int>& steps, const std::vector<do
   bool finite = true, left = false, went_low = false, came_back = false;
   const size_t window = std::min<size_t>(kSmoothSteps, losses.size());
   double window_sum = 0;
+  double smooth = std::nan("");
   for (size_t i = 0; i < losses.size(); ++i) {
     const double loss = losses[i];
     if (!std::isfinite(loss)) {
@@ -39,15 +53,18 @@ CurveSummary summarize_curve(const std::vector<int>& steps, const std::vector<do
     window_sum += loss;
     if (i >= window) window_sum -= losses[i - window];
     if (i + 1 < window) continue;
-    const double smooth = window_sum / window;
+    smooth = window_sum / window;
     if (smooth < ln_vocab - kStartedBelowLnV) left = true;
     if (went_low && smooth > ln_vocab - kCollapseBackBelowLnV) came_back = true;
     if (smooth < kCollapseLow) went_low = true;
   }
+  s.smoothed_final_loss = smooth;
+  const bool reached = std::isfinite(smooth) && smooth < kLearnedFractionOfLnV * ln_vocab;
   s.outcome = !finite ? Outcome::Diverged
               : came_back ? Outcome::Collapsed
               : !left ? Outcome::NeverStarted
-                      : Outcome::Learned;
+              : reached ? Outcome::Learned
+                        : Outcome::Learning;
   return s;
 }
 

@@ -7,19 +7,23 @@
 //   collapsed      the loss went below 0.1 and later came back above ln V - 0.1
 //   never-started  the loss never fell below ln V - 0.05 (the untrained model's first losses sit
 //                  above ln V; only a drop below the band around ln V counts as leaving it)
-//   learned        otherwise: it left ln V and did not come back (final_loss says how far it got)
+//   learned        the averaged loss of the last kSmoothSteps steps is below kLearnedFractionOfLnV x ln V
+//                  (0.1 ln V = 0.42 for V = 64): the run reached the stated "learned" threshold
+//   learning       otherwise: it left ln V and did not come back, but had not reached that threshold by
+//                  its last step (a run from 4.16 to 3.05 is still learning, not learned)
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace blocklab::probe {
 
-enum class Outcome { NeverStarted, Learned, Collapsed, Diverged };
+enum class Outcome { NeverStarted, Learning, Learned, Collapsed, Diverged };
 std::string to_string(Outcome);
 
 constexpr double kStartedBelowLnV = 0.05;   // left ln V: loss < ln V - this
 constexpr double kCollapseLow = 0.1;        // collapsed: first below this ...
 constexpr double kCollapseBackBelowLnV = 0.1;  // ... then above ln V - this
+constexpr double kLearnedFractionOfLnV = 0.1;  // learned: final averaged loss < this x ln V
 constexpr double kSolvedLoss = 0.01;        // first_step_below is reported for this threshold (raw loss)
 constexpr int kSmoothSteps = 10;            // trailing window of the averaged loss
 
@@ -28,8 +32,14 @@ struct CurveSummary {
   double final_loss = 0, min_loss = 0;  // raw per-step losses
   int min_loss_step = 0;
   std::optional<int> first_step_below;  // first step with loss < kSolvedLoss
+  double smoothed_final_loss = 0;       // mean of the last kSmoothSteps losses (NaN: too few finite ones)
   Outcome outcome = Outcome::NeverStarted;
 };
+
+// Every label, in the order of the checks above (diverged first).
+const std::vector<Outcome>& all_outcomes();
+// "learned" etc. -> the label; nullopt for any other text.
+std::optional<Outcome> parse_outcome(const std::string& text);
 
 // steps and losses are parallel (one entry per step, increasing). Throws Error when empty or uneven.
 CurveSummary summarize_curve(const std::vector<int>& steps, const std::vector<double>& losses, double ln_vocab);

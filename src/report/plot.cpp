@@ -94,6 +94,9 @@ std::string figure_body(const PlotFigure& fig) {
       items.push_back(item);
     }
     if (items.empty()) items.push_back("NaN notitle");
+    for (const PlotKeyEntry& k : panel.key_entries)
+      items.push_back("keyentry with boxes fs solid 1.0 border lc rgb \"#404040\" fc rgb " + quote(k.color) +
+                      " title " + quote(k.title));
     g << "plot ";
     for (size_t i = 0; i < items.size(); ++i) g << (i ? ", \\\n     " : "") << items[i];
     g << "\n";

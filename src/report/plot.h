@@ -28,12 +28,18 @@ struct PlotHLine {  // a horizontal reference line across the whole panel
   double line_width = 1.5;
 };
 
+struct PlotKeyEntry {  // a legend entry with no data: a filled square of one colour
+  std::string title;
+  std::string color;
+};
+
 struct PlotPanel {
   std::string title, xlabel, ylabel;
   bool log_x = false, log_y = false;
   std::optional<std::pair<double, double>> x_range, y_range;
   std::vector<PlotSeries> series;
   std::vector<PlotHLine> hlines;
+  std::vector<PlotKeyEntry> key_entries;  // legend-only entries (gnuplot keyentry), after the series
   std::string legend = "top right";  // gnuplot `set key` position, or "off"
   bool axes = true;                  // false: no border, tics or grid (for diagrams)
   std::string raw;                   // extra gnuplot commands issued before this panel's plot

@@ -1,0 +1,136 @@
+#pragma once
+// The depth map: placement x depth x warm-up x seeds, each run labelled (probe/outcome.h) and timed to
+// its first step below 0.01. The runs are one sweep (experiments/sweep.h) over the axes
+// norm_placement, layers, warmup, so the map is resumable and parallel like any sweep:
+//
+//   OUT/experiment.json        the map's settings; re-running the same map in OUT continues it
+//   OUT/runs/                  the sweep: one `blocklab train` run per cell and seed, summary.csv, loss.*
+//   OUT/depthmap.csv           one row per run: placement, depth, warmup, seed, outcome,
+//                              first_step_below, final_loss, min_loss, seconds
+//   OUT/depthmap.md            placements as rows, depths as columns, one table per warm-up
+//   OUT/depthmap.{png,svg,gp}  the same as a heat map, one panel per warm-up
+//
+// Four steps: plan (the sweep, checked; writes nothing) -> estimate (FLOPs and a measured rate) ->
+// run (the sweep, then the per-run rows) -> summarize (one cell per placement, depth, warm-up) -> write.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "experiments/common.h"
+#include "experiments/sweep.h"
+#include "model/config.h"
+#include "probe/outcome.h"
+#include "report/plot.h"
+#include "train/run_config.h"
+
+namespace blocklab::experiments {
+
+struct DepthMapOptions {
+  RunConfig base;                        // every key but norm_placement, layers, warmup, seed
+  std::vector<NormPlacement> placements;  // rows
+  std::vector<int> depths;                // columns (blocks)
+  std::vector<int> warmups;               // one table / panel each
+  std::vector<uint64_t> seeds;
+  int jobs = 0;                           // runs at a time (0 = cores)
+  std::string out;
+  std::string worker;                     // the blocklab executable ("" = the running program)
+  double poll_seconds = 0.25;
+  bool quick = false;                     // for titles only
+};
+
+// The full map (the source's model: width 128, batch 16, Adam 1e-3; depths 6-96, warm-up 0 and 400,
+// 600 steps, seed 0, every placement) or the quick one (the same but width 64, 8+8-token sequences,
+// depths 4/12/24).
+DepthMapOptions depthmap_preset(bool quick);
+nlohmann::json depthmap_settings(const DepthMapOptions& options);
+
+// ---- plan ----------------------------------------------------------------------------------------
+
+// The sweep behind the map (its out is OUT/runs). Throws Error, writing nothing, for an empty list, a
+// repeated value, a depth or a warm-up out of range, or a config the engine refuses.
+SweepOptions plan_depthmap(const DepthMapOptions& options);
+
+// ---- estimate ------------------------------------------------------------------------------------
+
+struct DepthMapEstimate {
+  int runs = 0, runs_left = 0;         // runs_left: not finished in OUT yet
+  double flops = 0, flops_left = 0;    // training_flops_per_step x steps, summed over the runs
+  double gflops_per_second = 0;        // of one worker at its thread count
+  int worker_threads = 1, jobs = 1;
+  double worker_seconds = 0;           // flops_left / rate: the sum of the runs' training times
+  double wall_seconds = 0;             // worker_seconds / min(jobs, runs_left)
+  std::string method;                  // how the rate was obtained
+};
+
+// FLOPs from model/flops.h; the rate is measured by timing steps 2 and 3 of the map's smallest run in
+// this process at the workers' thread count (the first step pays for first-touch allocation).
+// measure = false uses `assumed_gflops` instead.
+DepthMapEstimate estimate_depthmap(const DepthMapOptions& options, const SweepOptions& plan, bool measure = true,
+                                   double assumed_gflops = 5.0);
+std::string estimate_text(const DepthMapEstimate& e);
+
+// ---- run and summarize ------------------------------------------------------------------------------
+
+struct DepthMapRun {
+  NormPlacement placement = NormPlacement::Post;
+  int depth = 0, warmup = 0;
+  uint64_t seed = 0;
+  probe::Outcome outcome = probe::Outcome::NeverStarted;
+  std::optional<int> first_step_below;  // first step with loss < 0.01
+  double final_loss = 0, min_loss = 0, seconds = 0;
+  bool reused = false;                  // finished before this invocation
+};
+
+struct DepthMapCell {
+  NormPlacement placement = NormPlacement::Post;
+  int depth = 0, warmup = 0;
+  int runs = 0, learned = 0;
+  std::map<probe::Outcome, int> outcomes;
+  std::optional<double> median_steps;  // over the learned runs that went below 0.01
+  // learned when at least half the runs learned (colour: steps to learn), else the most common other
+  // label; nullopt when no run finished
+  std::optional<probe::Outcome> shown;
+  std::string text;   // "180", "never-started", "2/3 learned, median 180 steps", "no runs"
+  std::string short_text;  // for the figure: "180", "never", "2/3: 180"
+};
+
+struct DepthMapResult {
+  std::vector<DepthMapRun> runs;   // plan order
+  std::vector<DepthMapCell> cells;  // warm-up, then placement, then depth
+  SweepResult sweep;
+  io::PlotResult figure;
+  std::string csv, markdown;       // paths written
+};
+
+std::vector<DepthMapRun> depthmap_runs(const SweepResult& sweep);
+std::vector<DepthMapCell> summarize_depthmap(const DepthMapOptions& options, const std::vector<DepthMapRun>& runs);
+const DepthMapCell* find_cell(const std::vector<DepthMapCell>& cells, NormPlacement placement, int depth, int warmup);
+
+// ---- write ---------------------------------------------------------------------------------------
+
+std::string depthmap_csv(const std::vector<DepthMapRun>& runs);
+// One markdown table per warm-up (without headings); "| placement | 6 blocks | ... |".
+std::vector<std::vector<std::string>> depthmap_table(const DepthMapOptions& options,
+                                                      const std::vector<DepthMapCell>& cells, int warmup);
+std::vector<std::string> depthmap_table_header(const DepthMapOptions& options);
+io::PlotFigure depthmap_figure(const DepthMapOptions& options, const std::vector<DepthMapCell>& cells,
+                               const std::string& title);
+// The colour of a cell in the figure (fixed colours for the failure labels, a scale for steps to learn).
+std::string cell_color(const DepthMapCell& cell, int steps);
+
+// Public results on where Post-LN stops training (PLACEMENTS.md), each with the cell of this map that
+// comes closest: {source, their task and setting, their result, our cell, our result}.
+std::vector<std::vector<std::string>> depthmap_anchor_rows(const DepthMapOptions& options,
+                                                           const std::vector<DepthMapCell>& cells);
+std::vector<std::string> depthmap_anchor_header();
+extern const char* const kDepthMapTasksDiffer;  // the caveat printed with the anchors
+
+// Writes depthmap.csv, depthmap.md and the figure into options.out.
+void write_depthmap(const DepthMapOptions& options, DepthMapResult& result);
+
+// plan -> run -> summarize -> write. Throws Error on bad options (before anything is written),
+// SweepInterrupted when interrupted, Error when runs failed.
+DepthMapResult run_depthmap(const DepthMapOptions& options, const Log& log = {}, const SweepProgressFn& progress = {});
+
+}  // namespace blocklab::experiments
