@@ -5,6 +5,7 @@
 
 #include <cstdio>
 
+#include "experiments/labels.h"
 #include "progress.h"
 #include "util/error.h"
 
@@ -28,9 +29,19 @@ std::vector<NormPlacement> placement_list(const CLI::App* app, const std::string
   if (app->count("--placements") > 0) {
     if (app->count("--norm-placement") > 0) throw Error("give either --norm-placement or --placements, not both");
     if (text.empty()) throw Error("--placements: the list is empty");
+    if (text == "all") return experiments::all_placements();
+    std::string names;
+    for (NormPlacement q : experiments::all_placements()) names += (names.empty() ? "" : ", ") + to_string(q);
+    const std::string valid = " (expected a comma-separated list of " + names + "; or all alone)";
     std::vector<NormPlacement> list;
     for (const std::string& item : experiments::split(text, ',')) {
-      const NormPlacement p = parse_norm_placement(item);
+      if (item == "all") throw Error("--placements: 'all' cannot be combined with other names" + valid);
+      NormPlacement p = NormPlacement::Pre;
+      try {
+        p = parse_norm_placement(item);
+      } catch (const Error&) {
+        throw Error("--placements: unknown norm placement '" + item + "'" + valid);
+      }
       for (NormPlacement q : list)
         if (q == p) throw Error("--placements: '" + item + "' appears twice");
       list.push_back(p);

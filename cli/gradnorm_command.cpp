@@ -1,4 +1,6 @@
 // blocklab gradnorm: Experiment A, gradient norms per block at initialization.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 
@@ -18,14 +20,17 @@ void register_gradnorm(CLI::App& root, std::vector<Command>& commands) {
   auto batches = std::make_shared<int>(1);
   add_config_flags(app, *flags);
   app->add_option("--seeds", *seeds, "comma-separated seeds [0,1,2]")->type_name("LIST");
-  app->add_option("--placements", *placements, "norm placements to compare [post,pre]")->type_name("LIST");
+  app->add_option("--placements", *placements, "norm placements to compare, comma-separated, or all [post,pre]")->type_name("LIST");
   app->add_option("--batches", *batches, "average each norm over the first K batches of the data stream [1]")
       ->type_name("K");
   app->footer(
       "Model and task come from the config flags (default: the source's 24 blocks x width 128, 4 heads,\n"
       "copy task V=64 n=32, Xavier init, batch 32). Writes OUT/gradnorm.csv\n"
-      "(placement,seed,block,parameter,grad_norm), OUT/gradnorm_fc2.csv and OUT/gradnorm.{png,svg}.\n"
-      "Example: blocklab gradnorm --batch 16 --seeds 0,1,2 --out runs/gradnorm");
+      "(placement,seed,block,parameter,grad_norm), OUT/gradnorm_fc2.csv, OUT/gradnorm.{png,svg} (fc2 weight),\n"
+      "OUT/gradnorm_FAMILY.{png,svg} per parameter family (mlp.fc2.weight, attn.qkv.weight, norm1.weight, ...)\n"
+      "and OUT/gradnorm_summary.md (fc2 last block / first block per placement).\n"
+      "Placements: post, pre, peri, reordered, deepnorm, admin, rezero, tfixup, mix, lns, or all.\n"
+      "Example: blocklab gradnorm --batch 16 --seeds 0,1,2 --placements all --out runs/gradnorm");
   commands.push_back({app, [app, flags, seeds, placements, batches] {
                         experiments::GradNormOptions options;
                         options.base = build_config(app, *flags);
@@ -37,10 +42,15 @@ void register_gradnorm(CLI::App& root, std::vector<Command>& commands) {
                         const auto result = experiments::run_gradnorm(options, console.log());
                         std::printf("MLP second-layer weight gradient norm at init, mean of %zu seed(s):\n",
                                     options.seeds.size());
+                        int label_width = 8;
                         for (const auto& p : result.profiles)
-                          std::printf("  %-8s block 1: %.4f   block %zu: %.4f   last/first: %.3f\n",
-                                      experiments::placement_label(p.placement).c_str(), p.mean.front(), p.mean.size(),
-                                      p.mean.back(), p.last_over_first());
+                          label_width = std::max(label_width, static_cast<int>(experiments::placement_label(p.placement).size()));
+                        for (const auto& p : result.profiles) {
+                          const double ratio = p.last_over_first();
+                          std::printf("  %-*s block 1: %.4f   block %zu: %.4f   last/first: %s\n",
+                                      label_width, experiments::placement_label(p.placement).c_str(), p.mean.front(), p.mean.size(),
+                                      p.mean.back(), std::isfinite(ratio) ? experiments::fmt(ratio, "%.3f").c_str() : "n/a");
+                        }
                         return 0;
                       }});
 }

@@ -1,10 +1,15 @@
 // Experiment A: gradient norms per block at initialization.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
+#include <map>
+#include <set>
 
 #include "cli_runner.h"
 #include "experiments/gradnorm.h"
+#include "experiments/labels.h"
 #include "io/metrics.h"
 #include "util/error.h"
 
@@ -101,4 +106,84 @@ TEST(GradNorm, CliRejectsBadInputWithExitTwo) {
   const auto ok = bt::run_cli("gradnorm" + small + " --seeds 3 --out " + (dir / "ok").string());
   EXPECT_EQ(ok.status, 0) << ok.err;
   EXPECT_NE(ok.out.find("last/first"), std::string::npos) << ok.out;
+}
+
+TEST(GradNorm, FamilyOfAParameterIsItsNameWithoutTheBlock) {
+  EXPECT_EQ(parameter_family("blocks.0.mlp.fc2.weight"), "mlp.fc2.weight");
+  EXPECT_EQ(parameter_family("blocks.23.attn_omega"), "attn_omega");
+  EXPECT_EQ(parameter_family("tok_emb.weight"), "");
+  EXPECT_EQ(parameter_family("final_norm.weight"), "");
+  EXPECT_EQ(parameter_family("blocks.x.norm1.weight"), "");
+}
+
+TEST(GradNorm, CliAllPlacementsGivesEveryPlacementAndEveryFamilyFigure) {
+  const auto dir = bt::fresh_dir("gradnorm_all");
+  const auto out = dir / "all";
+  const std::string tiny = " --layers 4 --width 16 --heads 2 --vocab 8 --copy-len 4 --batch 2 --threads 1";
+  const auto r = bt::run_cli("gradnorm" + tiny + " --placements all --seeds 0 --out " + out.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+
+  // gradnorm.csv: every tensor of every placement, under its config value.
+  std::map<std::string, int> rows;
+  std::ifstream in(out / "gradnorm.csv");
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line)) ++rows[line.substr(0, line.find(','))];
+  std::set<std::string> families;
+  for (NormPlacement p : all_placements()) {
+    RunConfig c;
+    c.model.layers = 4;
+    c.model.width = 16;
+    c.model.heads = 2;
+    c.model.vocab = 8;
+    c.copy_len = 4;
+    c.batch = 2;
+    c.model.norm_placement = p;
+    resolve(c);
+    const ParameterTable table(c.model);
+    const auto& specs = table.specs();
+    EXPECT_EQ(rows[to_string(p)], static_cast<int>(specs.size())) << to_string(p);
+    for (const ParamSpec& s : specs)
+      if (!parameter_family(s.name).empty()) families.insert(parameter_family(s.name));
+    EXPECT_NE(r.out.find(placement_label(p)), std::string::npos) << r.out;
+  }
+  EXPECT_EQ(rows.size(), all_placements().size());
+  EXPECT_TRUE(families.count("mlp.fc2.weight"));
+  EXPECT_TRUE(families.count("attn_omega"));    // admin only
+  EXPECT_TRUE(families.count("rezero_alpha"));  // rezero only
+
+  // One figure per family; its script always, the PNG and SVG when gnuplot is there.
+  const bool gnuplot = !io::gnuplot_program().empty();
+  if (!gnuplot) std::printf("gnuplot is not installed: checking the figure scripts only\n");
+  for (const std::string& f : families) {
+    const auto base = out / ("gradnorm_" + f);
+    EXPECT_TRUE(std::filesystem::exists(base.string() + ".gp")) << f;
+    if (gnuplot) {
+      EXPECT_TRUE(std::filesystem::exists(base.string() + ".png")) << f;
+      EXPECT_TRUE(std::filesystem::exists(base.string() + ".svg")) << f;
+    }
+  }
+  // A family only some placements have shows only those: Admin's omega has no Pre-LN curve.
+  const std::string omega = bt::read_text(out / "gradnorm_attn_omega.gp");
+  EXPECT_NE(omega.find("\"Admin\""), std::string::npos);
+  EXPECT_EQ(omega.find("Pre-LN"), std::string::npos);
+
+  // The summary table has a row per placement.
+  const std::string summary = bt::read_text(out / "gradnorm_summary.md");
+  EXPECT_NE(summary.find("| last / first |"), std::string::npos) << summary;
+  for (NormPlacement p : all_placements())
+    EXPECT_NE(summary.find("| " + placement_label(p) + " | `" + to_string(p) + "` |"), std::string::npos) << summary;
+}
+
+TEST(GradNorm, CliRejectsAnUnknownPlacementListingTheValidNames) {
+  const auto dir = bt::fresh_dir("gradnorm_unknown");
+  const std::string tiny = " --layers 2 --width 16 --heads 2 --vocab 8 --copy-len 4 --batch 2 --threads 1";
+  for (const std::string list : {"post,sandwich", "all,pre", "Peri"}) {
+    const auto r = bt::run_cli("gradnorm" + tiny + " --placements " + list + " --out " + (dir / "x").string());
+    EXPECT_EQ(r.status, 2) << list << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    for (NormPlacement p : all_placements()) EXPECT_NE(r.err.find(to_string(p)), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("all"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir / "x" / "gradnorm.csv"));
+  }
 }

@@ -206,14 +206,16 @@ TEST(Sweep, CliBadInputExitsTwo) {
 
 TEST(Sweep, AnInterruptedSweepContinuesWithTheSameNumbers) {
   const fs::path dir = bt::fresh_dir("sweep_interrupt");
-  const std::string args = std::string("sweep --layers 2 --width 16 --heads 2 --vocab 8 --copy-len 4 --batch 4 --steps 2500 ") +
+  // Steps long enough (~0.5 ms each, ~1 s per run) that the poll below interrupts the workers mid-run on a
+  // quiet machine too; a width-16 model finished its 2500 steps in 0.2 s, before the poll could see it.
+  const std::string args = std::string("sweep --layers 2 --width 48 --heads 2 --vocab 8 --copy-len 8 --batch 8 --steps 2000 ") +
                            "--grid norm_placement=post,pre --seeds 0 --jobs 2 --out ";
   // Reference: uninterrupted.
   ASSERT_EQ(bt::run_cli(args + (dir / "ref").string()).status, 0);
   // Interrupted with SIGINT while its workers train, then continued.
   const std::string out = (dir / "cut").string();
-  const pid_t pid = spawn_process({{BLOCKLAB_CLI, "sweep", "--layers", "2", "--width", "16", "--heads", "2", "--vocab", "8",
-                                    "--copy-len", "4", "--batch", "4", "--steps", "2500", "--grid",
+  const pid_t pid = spawn_process({{BLOCKLAB_CLI, "sweep", "--layers", "2", "--width", "48", "--heads", "2", "--vocab", "8",
+                                    "--copy-len", "8", "--batch", "8", "--steps", "2000", "--grid",
                                     "norm_placement=post,pre", "--seeds", "0", "--jobs", "2", "--out", out},
                                    "", (dir / "cut.log").string(), true, false});
   // wait until both workers have written some steps, then interrupt

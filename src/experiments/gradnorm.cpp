@@ -1,5 +1,9 @@
 #include "experiments/gradnorm.h"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
 #include <sstream>
 
 #include "data/copy_task.h"
@@ -20,7 +24,43 @@ const std::string kFc2 = "mlp.fc2.weight";
 bool is_fc2(const probe::ParameterGradNorm& p) {
   return p.block > 0 && p.name.size() > kFc2.size() && p.name.compare(p.name.size() - kFc2.size(), kFc2.size(), kFc2) == 0;
 }
+
+// "24 blocks x 128, 4 heads, V=64 n=32, batch 16, xavier, emb N(0, 1^2)": the second title line.
+std::string model_line(const RunConfig& base, int batches) {
+  std::ostringstream line;
+  line << base.model.layers << " blocks x " << base.model.width << ", " << base.model.heads << " heads, V=" << base.model.vocab
+       << " n=" << base.copy_len << ", batch " << base.batch << ", " << to_string(base.model.effective_init()) << ", emb N(0, "
+       << base.model.embed_init_std << "^2)" << (batches > 1 ? ", " + std::to_string(batches) + " batches" : "");
+  return line.str();
+}
+
+// Ten colours that stay apart on white: Okabe-Ito without its yellow, then three of Paul Tol's.
+// The first two are io::palette's first two: the default post,pre figure keeps its colours.
+// A placement keeps its colour in every figure, whatever the list asked for.
+const std::string& placement_color(NormPlacement placement) {
+  static const std::vector<std::string> colors = {"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00",
+                                                  "#56B4E9", "#000000", "#882255", "#999933", "#888888"};
+  const auto& all = all_placements();
+  return colors[static_cast<size_t>(std::find(all.begin(), all.end(), placement) - all.begin()) % colors.size()];
+}
+
+// Mean over seeds, block by block; NaN where a seed has no such tensor.
+std::vector<double> mean_over_seeds(const std::vector<std::vector<double>>& per_seed) {
+  std::vector<double> mean(per_seed.empty() ? 0 : per_seed[0].size(), 0.0);
+  for (const auto& seed_profile : per_seed)
+    for (size_t b = 0; b < seed_profile.size(); ++b) mean[b] += seed_profile[b] / per_seed.size();
+  return mean;
+}
 }  // namespace
+
+std::string parameter_family(const std::string& name) {
+  const std::string prefix = "blocks.";
+  if (name.compare(0, prefix.size(), prefix) != 0) return "";
+  size_t i = prefix.size();
+  while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
+  if (i == prefix.size() || i + 1 >= name.size() || name[i] != '.') return "";
+  return name.substr(i + 1);
+}
 
 std::vector<probe::ParameterGradNorm> gradnorms_at_init(const RunConfig& given, int batches) {
   if (batches < 1) throw Error("batches must be >= 1, got " + std::to_string(batches));
@@ -52,19 +92,14 @@ io::PlotFigure gradnorm_figure(const std::vector<GradNormProfile>& profiles, con
   fig.width = 1050;
   fig.height = 620;
   io::PlotPanel panel;
-  std::ostringstream title;
-  title << "MLP second-layer weight: gradient norm at initialization\n"
-        << base.model.layers << " blocks x " << base.model.width << ", " << base.model.heads << " heads, V=" << base.model.vocab
-        << " n=" << base.copy_len << ", batch " << base.batch << ", " << to_string(base.model.effective_init()) << ", emb N(0, "
-        << base.model.embed_init_std << "^2)" << (batches > 1 ? ", " + std::to_string(batches) + " batches" : "");
-  panel.title = title.str();
+  panel.title = "MLP second-layer weight: gradient norm at initialization\n" + model_line(base, batches);
   panel.xlabel = "block";
   panel.ylabel = "|| grad of blocks.N.mlp.fc2.weight ||  (Frobenius)";
   panel.legend = "outside right top";
   double hi = 0;
   for (size_t p = 0; p < profiles.size(); ++p) {
     const GradNormProfile& prof = profiles[p];
-    const std::string color = io::palette(p);
+    const std::string color = placement_color(prof.placement);
     const std::string label = placement_label(prof.placement);
     std::vector<double> blocks;
     for (size_t b = 0; b < prof.mean.size(); ++b) blocks.push_back(static_cast<double>(b + 1));
@@ -80,6 +115,112 @@ io::PlotFigure gradnorm_figure(const std::vector<GradNormProfile>& profiles, con
   panel.y_range = std::make_pair(0.0, hi * 1.1);
   fig.panels.push_back(panel);
   return fig;
+}
+
+io::PlotFigure gradnorm_family_figure(const GradNormFamily& family, const RunConfig& base, int batches) {
+  io::PlotFigure fig;
+  fig.width = 1100;
+  fig.height = 620;
+  io::PlotPanel panel;
+  const size_t seeds = family.profiles.empty() ? 0 : family.profiles[0].per_seed.size();
+  panel.title = "blocks.N." + family.name + ": gradient norm at initialization\n" + model_line(base, batches) +
+                "; thin: each seed, thick: mean of " + std::to_string(seeds) + (seeds == 1 ? " seed" : " seeds");
+  panel.xlabel = "block";
+  panel.ylabel = "|| grad of blocks.N." + family.name + " ||  (Frobenius)";
+  panel.legend = "outside right top";
+
+  // A log axis when the positive values span two decades or more; zeros cannot be drawn on it.
+  double lo = std::numeric_limits<double>::infinity(), hi = 0;
+  for (const auto& prof : family.profiles)
+    for (const auto& seed_profile : prof.per_seed)
+      for (double v : seed_profile)
+        if (std::isfinite(v) && v > 0) {
+          lo = std::min(lo, v);
+          hi = std::max(hi, v);
+        }
+  panel.log_y = hi > 0 && hi / lo >= 100;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  size_t blocks_max = 0;
+  for (const GradNormProfile& prof : family.profiles) {
+    const std::string color = placement_color(prof.placement);
+    bool any_positive = false, any_zero = false;
+    for (double v : prof.mean) {
+      any_positive = any_positive || (std::isfinite(v) && v > 0);
+      any_zero = any_zero || v == 0;
+    }
+    std::string label = placement_label(prof.placement);
+    if (!any_positive) label += " (0 at every block)";
+    else if (any_zero && panel.log_y) label += " (zeros not drawn)";
+    auto drawn = [&](const std::vector<double>& ys) {
+      std::vector<double> out = ys;
+      if (panel.log_y)
+        for (double& v : out)
+          if (!(v > 0)) v = nan;
+      return out;
+    };
+    std::vector<double> blocks;
+    for (size_t b = 0; b < prof.mean.size(); ++b) blocks.push_back(static_cast<double>(b + 1));
+    blocks_max = std::max(blocks_max, prof.mean.size());
+    for (const auto& seed_profile : prof.per_seed)
+      panel.series.push_back({blocks, drawn(seed_profile), "", color, 1.0, 1, false});
+    panel.series.push_back({blocks, drawn(prof.mean), label, color, 3.5, 1, true});
+  }
+  panel.x_range = std::make_pair(0.5, blocks_max + 0.5);
+  if (panel.log_y)
+    panel.y_range = std::make_pair(std::pow(10.0, std::floor(std::log10(lo))), std::pow(10.0, std::ceil(std::log10(hi))));
+  else
+    panel.y_range = std::make_pair(0.0, hi > 0 ? hi * 1.1 : 1.0);
+  fig.panels.push_back(panel);
+  return fig;
+}
+
+std::string gradnorm_summary(const std::vector<GradNormProfile>& profiles, const RunConfig& base,
+                             const std::vector<uint64_t>& seeds, int batches) {
+  std::ostringstream md;
+  const std::string last = std::to_string(base.model.layers);
+  std::string seed_text;
+  for (uint64_t s : seeds) seed_text += (seed_text.empty() ? "" : ",") + std::to_string(s);
+  md << "# Gradient norm of the MLP second-layer weight at initialization: last block / first block\n\n"
+     << "Does the gradient grow toward the output (Xiong et al. 2020, Fig. 3)? `blocks.N.mlp.fc2.weight`, "
+     << model_line(base, batches) << "; mean of " << seeds.size() << (seeds.size() == 1 ? " seed" : " seeds") << " ("
+     << seed_text << ").\n\n";
+  md << "| placement | norm_placement | block 1 | block " << last << " | last / first |"
+     << (seeds.size() > 1 ? " per seed (min - max) |" : "") << " toward the output |\n";
+  md << "|---|---|--:|--:|--:|" << (seeds.size() > 1 ? "--:|" : "") << "---|\n";
+  bool zero_note = false;
+  for (const auto& prof : profiles) {
+    const double ratio = prof.last_over_first();
+    std::string verdict = "flat (within 10%)";
+    if (!std::isfinite(ratio)) {
+      verdict = "no gradient in block 1";
+      if (prof.mean.front() == 0 && prof.mean.back() == 0) {
+        verdict = "zero in both blocks";
+        zero_note = true;
+      }
+    } else if (ratio > 1.1) {
+      verdict = "grows";
+    } else if (ratio < 1 / 1.1) {
+      verdict = "shrinks";
+    }
+    md << "| " << placement_label(prof.placement) << " | `" << to_string(prof.placement) << "` | "
+       << fmt(prof.mean.front()) << " | " << fmt(prof.mean.back()) << " | " << (std::isfinite(ratio) ? fmt(ratio, "%.3g") : "n/a") << " |";
+    if (seeds.size() > 1) {
+      double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+      for (const auto& s : prof.per_seed) {
+        const double r = s.back() / s.front();
+        if (std::isfinite(r)) {
+          lo = std::min(lo, r);
+          hi = std::max(hi, r);
+        }
+      }
+      md << " " << (hi >= lo ? fmt(lo, "%.3g") + " - " + fmt(hi, "%.3g") : "n/a") << " |";
+    }
+    md << " " << verdict << " |\n";
+  }
+  md << "\n\"grows\": last / first > 1.1; \"shrinks\": < 1/1.1.";
+  if (zero_note) md << " \"zero in both blocks\": the branch is gated by 0 at initialization, so no gradient reaches its weights.";
+  md << "\n";
+  return md.str();
 }
 
 GradNormResult run_gradnorm(const GradNormOptions& options, const Log& log) {
@@ -98,10 +239,14 @@ GradNormResult run_gradnorm(const GradNormOptions& options, const Log& log) {
 
   GradNormResult result;
   io::CsvWriter csv({"placement", "seed", "block", "parameter", "grad_norm"});
+  // families[f].profiles.back() is the placement being measured while it has that family.
+  std::map<std::string, size_t> family_index;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
   size_t index = 0;
   for (NormPlacement placement : options.placements) {
     GradNormProfile prof{placement, {}, std::vector<double>(base.model.layers, 0.0)};
-    for (uint64_t seed : options.seeds) {
+    for (size_t s = 0; s < options.seeds.size(); ++s) {
+      const uint64_t seed = options.seeds[s];
       const RunConfig& c = configs[index++];
       const auto norms = gradnorms_at_init(c, options.batches);
       std::vector<double> fc2(base.model.layers, 0.0);
@@ -109,6 +254,16 @@ GradNormResult run_gradnorm(const GradNormOptions& options, const Log& log) {
         csv.row({to_string(placement), std::to_string(seed), p.block > 0 ? std::to_string(p.block) : "", p.name,
                  io::csv_number(p.norm)});
         if (is_fc2(p)) fc2[p.block - 1] = p.norm;
+        const std::string family = p.block > 0 ? parameter_family(p.name) : "";
+        if (family.empty()) continue;
+        auto [it, added] = family_index.emplace(family, result.families.size());
+        if (added) result.families.push_back({family, {}, {}});
+        GradNormFamily& fam = result.families[it->second];
+        if (fam.profiles.empty() || fam.profiles.back().placement != placement)
+          fam.profiles.push_back({placement, {}, {}});
+        auto& per_seed = fam.profiles.back().per_seed;
+        while (per_seed.size() <= s) per_seed.emplace_back(base.model.layers, nan);
+        per_seed[s][p.block - 1] = p.norm;
       }
       if (log)
         log(placement_label(placement) + " seed " + std::to_string(seed) + ": fc2 gradient norm block 1 " +
@@ -135,6 +290,21 @@ GradNormResult run_gradnorm(const GradNormOptions& options, const Log& log) {
 
   result.figure = io::render_figure(gradnorm_figure(result.profiles, base, options.batches), dir + "/gradnorm");
   if (log) log(result.figure.drawn ? "wrote " + dir + "/gradnorm.{csv,png,svg}" : result.figure.message);
+
+  for (GradNormFamily& fam : result.families) {
+    for (GradNormProfile& prof : fam.profiles) prof.mean = mean_over_seeds(prof.per_seed);
+    fam.figure = io::render_figure(gradnorm_family_figure(fam, base, options.batches), dir + "/gradnorm_" + fam.name);
+  }
+  result.summary = gradnorm_summary(result.profiles, base, options.seeds, options.batches);
+  io::write_file_atomic(dir + "/gradnorm_summary.md", result.summary);
+  if (log) {
+    const auto undrawn = std::find_if(result.families.begin(), result.families.end(),
+                                      [](const GradNormFamily& f) { return !f.figure.drawn; });
+    log(undrawn == result.families.end()
+            ? "wrote " + std::to_string(result.families.size()) + " family figures " + dir +
+                  "/gradnorm_FAMILY.{png,svg} and " + dir + "/gradnorm_summary.md"
+            : "wrote " + dir + "/gradnorm_summary.md; family figures: " + undrawn->figure.message);
+  }
   return result;
 }
 

@@ -9,6 +9,10 @@
 //   gradnorm.csv          placement,seed,block,parameter,grad_norm   (block 1..L; empty outside the blocks)
 //   gradnorm_fc2.csv      placement,block,mean,seed_S...   the MLP second-layer weight, per block
 //   gradnorm.{png,svg,gp} that profile: seeds thin, their mean thick, one colour per placement
+//   gradnorm_FAMILY.{png,svg,gp}  one figure per parameter family (a block tensor without its block index,
+//                         e.g. gradnorm_mlp.fc2.weight, gradnorm_norm1.weight), every placement that has it;
+//                         log y axis when the values span two decades or more
+//   gradnorm_summary.md   last block / first block of the fc2 weight's gradient norm, per placement
 #include <string>
 #include <vector>
 
@@ -34,9 +38,18 @@ struct GradNormProfile {  // blocks.N.mlp.fc2.weight, N = 1..L
   double last_over_first() const { return mean.back() / mean.front(); }
 };
 
+// One parameter family: blocks.N.<name> for every block N. A block without that tensor holds NaN.
+struct GradNormFamily {
+  std::string name;                       // "mlp.fc2.weight", "norm1.weight", "attn_omega", ...
+  std::vector<GradNormProfile> profiles;  // the placements that have it, in the order asked
+  io::PlotResult figure;                  // OUT/gradnorm_<name>
+};
+
 struct GradNormResult {
   std::vector<GradNormProfile> profiles;  // one per placement, in the order asked
   io::PlotResult figure;
+  std::vector<GradNormFamily> families;   // in order of first appearance in the parameter tables
+  std::string summary;                    // the markdown of gradnorm_summary.md
 };
 
 // Per-parameter gradient norms at initialization of one config (its placement and seed), averaged over
@@ -48,5 +61,13 @@ GradNormResult run_gradnorm(const GradNormOptions& options, const Log& log = {})
 
 // The figure only (used by run_gradnorm and the report).
 io::PlotFigure gradnorm_figure(const std::vector<GradNormProfile>& profiles, const RunConfig& base, int batches);
+// One family's figure: seeds thin, mean thick, one colour per placement.
+io::PlotFigure gradnorm_family_figure(const GradNormFamily& family, const RunConfig& base, int batches);
+// The markdown table of last block / first block of the fc2 profiles.
+std::string gradnorm_summary(const std::vector<GradNormProfile>& profiles, const RunConfig& base,
+                             const std::vector<uint64_t>& seeds, int batches);
+
+// "blocks.12.mlp.fc2.weight" -> "mlp.fc2.weight"; "" for a name outside the blocks.
+std::string parameter_family(const std::string& name);
 
 }  // namespace blocklab::experiments
