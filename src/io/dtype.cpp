@@ -11,19 +11,6 @@ namespace blocklab::io {
 
 namespace {
 
-// Little-endian load from possibly unaligned memory.
-template <class U>
-U load_le(const std::byte* p) {
-  U v;
-  std::memcpy(&v, p, sizeof v);
-  if constexpr (std::endian::native == std::endian::big) {
-    U r = 0;
-    for (std::size_t i = 0; i < sizeof(U); ++i) r = static_cast<U>((r << 8) | ((v >> (8 * i)) & 0xFF));
-    v = r;
-  }
-  return v;
-}
-
 constexpr std::int64_t kParallelFrom = 1 << 16;  // values; below this a conversion runs on one thread
 
 template <class Out>

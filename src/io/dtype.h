@@ -2,8 +2,10 @@
 // Element types of stored tensors (the safetensors dtype names) and the conversions between the
 // floating-point ones and float/double. Every reader of stored floats (safetensors files, the memory-
 // mapped weights of a Hugging Face model) converts through here.
+#include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string_view>
 
 namespace blocklab::io {
@@ -19,6 +21,19 @@ bool dtype_is_integer(DType);  // I64, I32, I16, I8, U8, BOOL
 
 // fp16 / bf16 conversions. float -> half rounds to nearest, ties to even; overflow gives inf;
 // NaN stays NaN (quieted, sign and top payload bits kept).
+// Little-endian load of an unsigned integer from possibly unaligned memory.
+template <class U>
+U load_le(const std::byte* p) {
+  U v;
+  std::memcpy(&v, p, sizeof v);
+  if constexpr (std::endian::native == std::endian::big) {
+    U r = 0;
+    for (std::size_t i = 0; i < sizeof(U); ++i) r = static_cast<U>((r << 8) | ((v >> (8 * i)) & 0xFF));
+    v = r;
+  }
+  return v;
+}
+
 float bf16_to_float(uint16_t);
 uint16_t float_to_bf16(float);
 float f16_to_float(uint16_t);

@@ -126,19 +126,6 @@ bool checked_numel(const std::vector<int64_t>& shape, uint64_t& out) {
   return true;
 }
 
-// Little-endian loads from possibly unaligned memory.
-template <class U>
-U load_le(const std::byte* p) {
-  U v;
-  std::memcpy(&v, p, sizeof v);
-  if constexpr (std::endian::native == std::endian::big) {
-    U r = 0;
-    for (std::size_t i = 0; i < sizeof(U); ++i) r = static_cast<U>((r << 8) | ((v >> (8 * i)) & 0xFF));
-    v = r;
-  }
-  return v;
-}
-
 template <class U>
 void store_le(std::byte* p, U v) {
   for (std::size_t i = 0; i < sizeof(U); ++i) p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xFF);

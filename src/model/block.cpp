@@ -22,27 +22,6 @@ using namespace kernels;
 
 namespace {
 
-template <typename T>
-void zero(T* p, long n) {
-  std::fill(p, p + n, T(0));
-}
-
-// Hands out 64-byte-aligned slices of one arena: with a null base it only counts.
-template <typename T>
-class Carver {
- public:
-  explicit Carver(T* base) : base_(base) {}
-  T* take(long numel) {
-    T* p = base_ == nullptr ? nullptr : base_ + used_;
-    used_ += (numel + 15) / 16 * 16;
-    return p;
-  }
-  long used() const { return used_; }
-
- private:
-  T* base_;
-  long used_ = 0;
-};
 
 // The register-tiled causal attention of kernels/attention.h serves the fused [q | k | v] layout with
 // as many kv heads as heads and D = C/H (the seed model); everything else goes through the general

@@ -7,12 +7,39 @@
 //
 // The activations a forward saves are carved from the config (BlockActs); the backward reads them and
 // nothing else, so a second forward into another BlockActs (e.g. a probe) never disturbs a pending backward.
+#include <algorithm>
 #include <cstdint>
 
 #include "model/config.h"
 #include "model/parameters.h"
 
 namespace blocklab {
+
+// Hands out 64-byte-aligned slices of one arena: with a null base it only counts, so the same carving
+// code sizes an arena and then binds it.
+template <typename T>
+class Carver {
+ public:
+  explicit Carver(T* base) : base_(base) {}
+  T* take(long numel) {
+    T* p = next();
+    used_ += (numel + 15) / 16 * 16;
+    return p;
+  }
+  // Where the next slice starts, for a nested carving function; advance() then skips what it used.
+  T* next() const { return base_ == nullptr ? nullptr : base_ + used_; }
+  void advance(long used) { used_ += used; }
+  long used() const { return used_; }
+
+ private:
+  T* base_;
+  long used_ = 0;
+};
+
+template <typename T>
+void zero(T* p, long n) {
+  std::fill(p, p + n, T(0));
+}
 
 // Shapes of one forward: N = B*T rows of the stream, Nc = B*Tc rows of the cross-attention context.
 struct BlockDims {

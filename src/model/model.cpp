@@ -15,13 +15,6 @@ namespace blocklab {
 
 using namespace kernels;
 
-namespace {
-template <typename T>
-void zero(T* p, long n) {
-  std::fill(p, p + n, T(0));
-}
-}  // namespace
-
 template <typename T>
 Activations<T>::Activations(const ModelConfig& config, int batch, int seq_len)
     : layers_(config.layers), vocab_(config.vocab) {
@@ -33,25 +26,19 @@ Activations<T>::Activations(const ModelConfig& config, int batch, int seq_len)
   const long N = dims_.N(), C = config.width, V = config.vocab;
   // Two passes over the same carving code: size, then bind. The backward's buffers come last.
   auto carve = [&](T* base) {
-    long used = 0;
-    auto take = [&](long numel) {
-      T* p = base == nullptr ? nullptr : base + used;
-      used += (numel + 15) / 16 * 16;
-      return p;
-    };
+    Carver<T> m(base);
     blocks_.assign(config.layers, BlockActs<T>{});
-    embedded_ = take(N * C);
-    if (config.cross_attention) context_ = take(dims_.Nc() * C);
-    for (int l = 0; l < config.layers; ++l)
-      used += carve_block_acts(blocks_[l], base == nullptr ? nullptr : base + used, config, dims_, l);
-    if (config.has_final_norm()) used += carve_norm_acts(final_norm_, base == nullptr ? nullptr : base + used, config, N);
-    logits_ = take(N * V), probs_ = take(N * V), losses_ = take(N);
-    const long acts = used;
-    d_stream_ = take(N * C), d_logits_ = take(N * V);
-    used += carve_block_scratch(scratch_, base == nullptr ? nullptr : base + used, config, dims_);
+    embedded_ = m.take(N * C);
+    if (config.cross_attention) context_ = m.take(dims_.Nc() * C);
+    for (int l = 0; l < config.layers; ++l) m.advance(carve_block_acts(blocks_[l], m.next(), config, dims_, l));
+    if (config.has_final_norm()) m.advance(carve_norm_acts(final_norm_, m.next(), config, N));
+    logits_ = m.take(N * V), probs_ = m.take(N * V), losses_ = m.take(N);
+    const long acts = m.used();
+    d_stream_ = m.take(N * C), d_logits_ = m.take(N * V);
+    m.advance(carve_block_scratch(scratch_, m.next(), config, dims_));
     d_other_ = scratch_.d_other;
-    scratch_elements_ = used - acts;
-    return used;
+    scratch_elements_ = m.used() - acts;
+    return m.used();
   };
   arena_.assign(carve(nullptr), T(0));
   carve(arena_.data());
