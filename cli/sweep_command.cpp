@@ -30,7 +30,7 @@ void register_sweep(CLI::App& root, std::vector<Command>& commands) {
   app->footer(
       "Every other config flag sets the base config of all runs. Each run trains in OUT/<key>=<value>+...+seed=<S>/\n"
       "as a separate `blocklab train` process (log in train.log). Writes OUT/summary.csv (final/min loss, first\n"
-      "step below 0.01, outcome: diverged, collapsed, never-started, learned, learning) and OUT/loss.{png,svg}. Re-running\n"
+      "step below 0.01, outcome: diverged, collapsed, blew-up, never-started, learned, learning) and OUT/loss.{png,svg}. Re-running\n"
       "the same command skips finished runs and resumes interrupted ones; another sweep's directory is refused.\n"
       "Example (the source's 2x2 grid): blocklab sweep --grid norm_placement=post,pre --grid warmup=0,400 \\\n"
       "  --seeds 0,1,2 --steps 1200 --batch 32 --out runs/sweep");

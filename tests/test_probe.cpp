@@ -178,6 +178,13 @@ TEST(Outcome, LabelsSyntheticCurves) {
   EXPECT_EQ(label(concat(concat(flat(20, ln64), flat(40, 0.0104)), flat(40, 4.32))).outcome, Outcome::Collapsed);
   // Back up, but not near ln V: not collapsed; above 0.1 ln V at the end, so learning.
   EXPECT_EQ(label(concat(concat(flat(20, ln64), flat(40, 0.05)), flat(40, 1.0))).outcome, Outcome::Learning);
+  // Finite throughout, but ending worse than the uniform guess (> ln V + 0.5): blew up, whether it had left
+  // ln V on the way (a partial drop, then a climb) or not; just under the threshold it is a stuck run.
+  EXPECT_EQ(label(concat(flat(20, ln64), flat(40, 6.5))).outcome, Outcome::BlewUp);
+  EXPECT_EQ(label(concat(concat(flat(20, ln64), flat(40, 2.0)), flat(40, 9.0))).outcome, Outcome::BlewUp);
+  EXPECT_EQ(label(concat(flat(20, ln64), flat(40, ln64 + 0.49))).outcome, Outcome::NeverStarted);
+  // Learned first, then blew up past ln V: collapsed (checked before blew-up).
+  EXPECT_EQ(label(concat(concat(flat(20, ln64), flat(40, 0.05)), flat(40, 9.0))).outcome, Outcome::Collapsed);
   // Any non-finite loss: diverged, even after learning.
   std::vector<double> nan_curve = concat(flat(20, ln64), flat(20, 0.05));
   nan_curve.push_back(std::numeric_limits<double>::quiet_NaN());
@@ -187,7 +194,8 @@ TEST(Outcome, LabelsSyntheticCurves) {
   EXPECT_EQ(to_string(Outcome::Learned), "learned");
   EXPECT_EQ(to_string(Outcome::Learning), "learning");
   for (Outcome o : all_outcomes()) EXPECT_EQ(parse_outcome(to_string(o)), o);
-  EXPECT_EQ(all_outcomes().size(), 5u);
+  EXPECT_EQ(to_string(Outcome::BlewUp), "blew-up");
+  EXPECT_EQ(all_outcomes().size(), 6u);
   EXPECT_FALSE(parse_outcome("solved").has_value());
   EXPECT_EQ(to_string(Outcome::Collapsed), "collapsed");
   EXPECT_EQ(to_string(Outcome::Diverged), "diverged");

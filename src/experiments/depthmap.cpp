@@ -300,6 +300,7 @@ const char* kNeverStartedColor = "#BDBDBD";
 const char* kLearningColor = "#E69F00";
 const char* kLearnedNotSolvedColor = "#D9F0D3";  // learned, but the loss never went below 0.01
 const char* kCollapsedColor = "#CC79A7";
+const char* kBlewUpColor = "#D55E00";
 const char* kDivergedColor = "#A50026";
 const char* kNoRunColor = "#FFFFFF";
 
@@ -334,6 +335,7 @@ std::string cell_color(const DepthMapCell& cell, int steps) {
       return cell.median_steps ? steps_color(*cell.median_steps / std::max(1, steps)) : kLearnedNotSolvedColor;
     case probe::Outcome::Learning: return kLearningColor;
     case probe::Outcome::Collapsed: return kCollapsedColor;
+    case probe::Outcome::BlewUp: return kBlewUpColor;
     case probe::Outcome::Diverged: return kDivergedColor;
     case probe::Outcome::NeverStarted: return kNeverStartedColor;
   }
@@ -398,6 +400,7 @@ io::PlotFigure depthmap_figure(const DepthMapOptions& options, const std::vector
   key.key_entries.push_back({"never-started", kNeverStartedColor});
   key.key_entries.push_back({"learning (not < 0.1 ln V)", kLearningColor});
   key.key_entries.push_back({"collapsed", kCollapsedColor});
+  key.key_entries.push_back({"blew-up (ends > ln V + 0.5)", kBlewUpColor});
   key.key_entries.push_back({"diverged", kDivergedColor});
   fig.panels.push_back(key);
   return fig;

@@ -9,6 +9,7 @@
 #include "data/copy_task.h"
 #include "experiments/labels.h"
 #include "experiments/manifest.h"
+#include "experiments/reproduce_text.h"
 #include "io/atomic_file.h"
 #include "io/csv.h"
 #include "model/model.h"
@@ -25,11 +26,32 @@ bool is_fc2(const probe::ParameterGradNorm& p) {
   return p.block > 0 && p.name.size() > kFc2.size() && p.name.compare(p.name.size() - kFc2.size(), kFc2.size(), kFc2) == 0;
 }
 
+// The init the shown placements ran with: "xavier" when it is one scheme for all of them, else the base
+// scheme and the exceptions ("xavier (deepnorm: DeepNorm, tfixup: T-Fixup)"), as init = auto resolves it.
+std::string init_text(const RunConfig& base, const std::vector<NormPlacement>& placements) {
+  ModelConfig m = base.model;
+  const std::string common = to_string(m.effective_init());
+  std::vector<std::string> exceptions;
+  for (NormPlacement placement : placements) {
+    m.norm_placement = placement;
+    const std::string own = to_string(m.effective_init());
+    if (own != common) exceptions.push_back(own + ": " + placement_label(placement));
+  }
+  return exceptions.empty() ? common : common + " (" + reproduce_text::join(exceptions, ", ") + ")";
+}
+
+template <typename Profiles>
+std::vector<NormPlacement> placements_of(const Profiles& profiles) {
+  std::vector<NormPlacement> placements;
+  for (const auto& p : profiles) placements.push_back(p.placement);
+  return placements;
+}
+
 // "24 blocks x 128, 4 heads, V=64 n=32, batch 16, xavier, emb N(0, 1^2)": the second title line.
-std::string model_line(const RunConfig& base, int batches) {
+std::string model_line(const RunConfig& base, int batches, const std::vector<NormPlacement>& placements) {
   std::ostringstream line;
   line << base.model.layers << " blocks x " << base.model.width << ", " << base.model.heads << " heads, V=" << base.model.vocab
-       << " n=" << base.copy_len << ", batch " << base.batch << ", " << to_string(base.model.effective_init()) << ", emb N(0, "
+       << " n=" << base.copy_len << ", batch " << base.batch << ", " << init_text(base, placements) << ", emb N(0, "
        << base.model.embed_init_std << "^2)" << (batches > 1 ? ", " + std::to_string(batches) + " batches" : "");
   return line.str();
 }
@@ -92,7 +114,7 @@ io::PlotFigure gradnorm_figure(const std::vector<GradNormProfile>& profiles, con
   fig.width = 1050;
   fig.height = 620;
   io::PlotPanel panel;
-  panel.title = "MLP second-layer weight: gradient norm at initialization\n" + model_line(base, batches);
+  panel.title = "MLP second-layer weight: gradient norm at initialization\n" + model_line(base, batches, placements_of(profiles));
   panel.xlabel = "block";
   panel.ylabel = "|| grad of blocks.N.mlp.fc2.weight ||  (Frobenius)";
   panel.legend = "outside right top";
@@ -123,7 +145,7 @@ io::PlotFigure gradnorm_family_figure(const GradNormFamily& family, const RunCon
   fig.height = 620;
   io::PlotPanel panel;
   const size_t seeds = family.profiles.empty() ? 0 : family.profiles[0].per_seed.size();
-  panel.title = "blocks.N." + family.name + ": gradient norm at initialization\n" + model_line(base, batches) +
+  panel.title = "blocks.N." + family.name + ": gradient norm at initialization\n" + model_line(base, batches, placements_of(family.profiles)) +
                 "; thin: each seed, thick: mean of " + std::to_string(seeds) + (seeds == 1 ? " seed" : " seeds");
   panel.xlabel = "block";
   panel.ylabel = "|| grad of blocks.N." + family.name + " ||  (Frobenius)";
@@ -182,7 +204,7 @@ std::string gradnorm_summary(const std::vector<GradNormProfile>& profiles, const
   for (uint64_t s : seeds) seed_text += (seed_text.empty() ? "" : ",") + std::to_string(s);
   md << "# Gradient norm of the MLP second-layer weight at initialization: last block / first block\n\n"
      << "Does the gradient grow toward the output (Xiong et al. 2020, Fig. 3)? `blocks.N.mlp.fc2.weight`, "
-     << model_line(base, batches) << "; mean of " << seeds.size() << (seeds.size() == 1 ? " seed" : " seeds") << " ("
+     << model_line(base, batches, placements_of(profiles)) << "; mean of " << seeds.size() << (seeds.size() == 1 ? " seed" : " seeds") << " ("
      << seed_text << ").\n\n";
   md << "| placement | norm_placement | block 1 | block " << last << " | last / first |"
      << (seeds.size() > 1 ? " per seed (min - max) |" : "") << " toward the output |\n";

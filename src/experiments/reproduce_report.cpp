@@ -20,11 +20,21 @@ using namespace reproduce_text;
 
 namespace {
 
-std::string model_text(const RunConfig& c) {
+// "24 blocks x width 128, 4 heads, MLP 4x, layernorm, xavier Linear init, ..."; the depth map's runs vary the
+// depth and the placement (and with it the init under init = auto), so its line leaves the depth out and
+// names the init rule rather than one scheme.
+std::string model_text(const RunConfig& c, bool depth_and_init = true) {
   std::ostringstream s;
-  s << c.model.layers << " blocks x width " << c.model.width << ", " << c.model.heads << " heads, MLP "
-    << c.model.mlp_ratio << "x, " << to_string(c.model.norm) << ", " << to_string(c.model.effective_init())
-    << " Linear init, embeddings N(0, " << fmt(c.model.embed_init_std, "%g") << "^2); copy task V=" << c.model.vocab
+  if (depth_and_init) s << c.model.layers << " blocks x ";
+  s << "width " << c.model.width << ", " << c.model.heads << " heads, MLP " << c.model.mlp_ratio << "x, "
+    << to_string(c.model.norm) << ", ";
+  if (depth_and_init)
+    s << to_string(c.model.effective_init()) << " Linear init";
+  else if (c.model.init == InitScheme::Auto)
+    s << "each placement's own init (init = auto)";
+  else
+    s << to_string(c.model.init) << " Linear init for every placement";
+  s << ", embeddings N(0, " << fmt(c.model.embed_init_std, "%g") << "^2); copy task V=" << c.model.vocab
     << ", n=" << c.copy_len;
   return s.str();
 }
@@ -97,7 +107,7 @@ ReproduceResult write_reproduce_report(const ReproduceOptions& options, const Re
       std::string depths, warmups;
       for (int x : d.depths) depths += (depths.empty() ? "" : "/") + std::to_string(x);
       for (int x : d.warmups) warmups += (warmups.empty() ? "" : "/") + std::to_string(x);
-      rows.push_back({"Depth map", model_text(d.base) + "; " + train_text(d.base) + "; " + std::to_string(d.placements.size()) +
+      rows.push_back({"Depth map", model_text(d.base, false) + "; " + train_text(d.base) + "; " + std::to_string(d.placements.size()) +
                                        " placements x " + depths + " blocks x warm-up " + warmups + "; " +
                                        std::to_string(d.seeds.size()) + " seed(s)",
                       duration_text(timing("depth map"))});

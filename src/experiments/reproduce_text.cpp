@@ -79,6 +79,9 @@ std::string outcome_labels_text() {
   return "Outcome labels, checked in this order (the loss read as a mean of " + std::to_string(probe::kSmoothSteps) +
          " steps): `diverged` = a non-finite loss; `collapsed` = it went below " + fmt(probe::kCollapseLow, "%g") +
          " and later came back above ln V - " + fmt(probe::kCollapseBackBelowLnV, "%g") +
+         "; `blew-up` = every loss finite, but its last " + std::to_string(probe::kSmoothSteps) +
+         " steps average more than " + fmt(probe::kBlewUpAboveLnV, "%g") +
+         " above ln V (worse than guessing uniformly)"
          "; `never-started` = it never fell below ln V - " + fmt(probe::kStartedBelowLnV, "%g") +
          "; `learned` = its last " + std::to_string(probe::kSmoothSteps) + " steps average below " +
          fmt(probe::kLearnedFractionOfLnV, "%g") + " x ln V; `learning` = otherwise (it left ln V but had not "

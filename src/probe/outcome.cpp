@@ -13,13 +13,14 @@ std::string to_string(Outcome o) {
     case Outcome::Learning: return "learning";
     case Outcome::Learned: return "learned";
     case Outcome::Collapsed: return "collapsed";
+    case Outcome::BlewUp: return "blew-up";
     case Outcome::Diverged: return "diverged";
   }
   return "?";
 }
 
 const std::vector<Outcome>& all_outcomes() {
-  static const std::vector<Outcome> outcomes = {Outcome::Diverged, Outcome::Collapsed, Outcome::NeverStarted,
+  static const std::vector<Outcome> outcomes = {Outcome::Diverged, Outcome::Collapsed, Outcome::BlewUp, Outcome::NeverStarted,
                                                 Outcome::Learned, Outcome::Learning};
   return outcomes;
 }
@@ -60,8 +61,10 @@ CurveSummary summarize_curve(const std::vector<int>& steps, const std::vector<do
   }
   s.smoothed_final_loss = smooth;
   const bool reached = std::isfinite(smooth) && smooth < kLearnedFractionOfLnV * ln_vocab;
+  const bool blew_up = std::isfinite(smooth) && smooth > ln_vocab + kBlewUpAboveLnV;
   s.outcome = !finite ? Outcome::Diverged
               : came_back ? Outcome::Collapsed
+              : blew_up ? Outcome::BlewUp
               : !left ? Outcome::NeverStarted
               : reached ? Outcome::Learned
                         : Outcome::Learning;

@@ -5,6 +5,9 @@
 // this order:
 //   diverged       some loss is not finite
 //   collapsed      the loss went below 0.1 and later came back above ln V - 0.1
+//   blew-up        every loss finite, but the run ended worse than guessing uniformly: its averaged final
+//                  loss is more than kBlewUpAboveLnV above ln V (the optimizer pushed the model away from
+//                  the uniform prediction that a stuck run settles on, without overflowing)
 //   never-started  the loss never fell below ln V - 0.05 (the untrained model's first losses sit
 //                  above ln V; only a drop below the band around ln V counts as leaving it)
 //   learned        the averaged loss of the last kSmoothSteps steps is below kLearnedFractionOfLnV x ln V
@@ -17,13 +20,14 @@
 
 namespace blocklab::probe {
 
-enum class Outcome { NeverStarted, Learning, Learned, Collapsed, Diverged };
+enum class Outcome { NeverStarted, Learning, Learned, Collapsed, BlewUp, Diverged };
 std::string to_string(Outcome);
 
 constexpr double kStartedBelowLnV = 0.05;   // left ln V: loss < ln V - this
 constexpr double kCollapseLow = 0.1;        // collapsed: first below this ...
 constexpr double kCollapseBackBelowLnV = 0.1;  // ... then above ln V - this
 constexpr double kLearnedFractionOfLnV = 0.1;  // learned: final averaged loss < this x ln V
+constexpr double kBlewUpAboveLnV = 0.5;     // blew-up: final averaged loss > ln V + this
 constexpr double kSolvedLoss = 0.01;        // first_step_below is reported for this threshold (raw loss)
 constexpr int kSmoothSteps = 10;            // trailing window of the averaged loss
 
