@@ -254,7 +254,7 @@ std::vector<ExportedTensor> export_tensors(const blocklab::ModelConfig& c, Expor
     const std::span<const float> t = get(from);
     out.push_back({to, table.at(from).shape, {t.begin(), t.end()}});
   };
-  const int64_t C = c.width, Q = c.q_dim(), K = c.kv_dim(), I = c.mlp_hidden();
+  const int64_t C = c.width, I = c.mlp_hidden();
 
   if (format == ExportFormat::Blocklab) {
     for (const ParamSpec& s : table.specs()) copy(s.name, s.name);
@@ -267,22 +267,10 @@ std::vector<ExportedTensor> export_tensors(const blocklab::ModelConfig& c, Expor
     for (int l = 0; l < c.layers; ++l) {
       const std::string p = "blocks." + std::to_string(l) + ".", h = "model.layers." + std::to_string(l) + ".";
       copy(h + "input_layernorm.weight", p + "norm1.weight");
-      if (c.qkv == QkvLayout::Fused) {  // [q | k | v] rows
-        const auto w = get(p + "attn.qkv.weight");
-        out.push_back({h + "self_attn.q_proj.weight", {Q, C}, rows_of(w, C, 0, Q)});
-        out.push_back({h + "self_attn.k_proj.weight", {K, C}, rows_of(w, C, Q, K)});
-        out.push_back({h + "self_attn.v_proj.weight", {K, C}, rows_of(w, C, Q + K, K)});
-        if (c.qkv_bias) {
-          const auto b = get(p + "attn.qkv.bias");
-          out.push_back({h + "self_attn.q_proj.bias", {Q}, rows_of(b, 1, 0, Q)});
-          out.push_back({h + "self_attn.k_proj.bias", {K}, rows_of(b, 1, Q, K)});
-          out.push_back({h + "self_attn.v_proj.bias", {K}, rows_of(b, 1, Q + K, K)});
-        }
-      } else {
-        for (const char* x : {"q", "k", "v"}) {
-          copy(h + "self_attn." + x + "_proj.weight", p + "attn." + x + ".weight");
-          if (c.qkv_bias) copy(h + "self_attn." + x + "_proj.bias", p + "attn." + x + ".bias");
-        }
+      // qk_norm (which Qwen3 needs, checked above) needs separate q/k/v projections: they map one to one
+      for (const char* x : {"q", "k", "v"}) {
+        copy(h + "self_attn." + x + "_proj.weight", p + "attn." + x + ".weight");
+        if (c.qkv_bias) copy(h + "self_attn." + x + "_proj.bias", p + "attn." + x + ".bias");
       }
       copy(h + "self_attn.q_norm.weight", p + "attn.q_norm.weight");
       copy(h + "self_attn.k_norm.weight", p + "attn.k_norm.weight");
