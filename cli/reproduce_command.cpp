@@ -22,6 +22,12 @@ void register_reproduce(CLI::App& root, std::vector<Command>& commands) {
   auto no_depthmap = std::make_shared<bool>(false);
   app->add_option("--jobs", *jobs, "training runs at a time [cores]")->check(at_least(0))->type_name("N");
   app->add_flag("--no-depthmap", *no_depthmap, "skip the depth map (every placement x depth x warm-up)");
+  auto lang = std::make_shared<std::string>("en");
+  app->add_option("--lang", *lang,
+                  "language of the report and its figures: en, or ko (Korean, with the source's terms); the runs do "
+                  "not depend on it, so a finished directory can be reported again in the other")
+      ->check(CLI::IsMember({"en", "ko"}))
+      ->type_name("en|ko");
   app->footer(
       "Full version (the source's settings): experiment A on the 24 x 128 model at batch 4/8/16/32; experiment B,\n"
       "{Post-LN, Pre-LN} x {no warm-up, 400 warm-up steps} x seeds 0,1,2, 1,200 steps at batch 32; a depth sweep\n"
@@ -29,11 +35,12 @@ void register_reproduce(CLI::App& root, std::vector<Command>& commands) {
       "0/400 (width 128, 600 steps, batch 16, seed 0; --no-depthmap skips it); problems 9, 10, 11. Training\n"
       "dominates: on 2 cores expect many hours. --quick trains a 12-block, width-64 model instead and the quick\n"
       "depth map (about 10 minutes on 2 cores).");
-  commands.push_back({app, [quick, out, jobs, no_depthmap] {
+  commands.push_back({app, [quick, out, jobs, no_depthmap, lang] {
                         experiments::ReproduceOptions options = experiments::reproduce_preset(*quick);
                         options.out = *out;
                         options.jobs = *jobs;
                         options.depthmap = !*no_depthmap;
+                        options.lang = io::parse_lang(*lang);
                         ConsoleReporter console;
                         experiments::ReproduceResult result;
                         try {

@@ -289,6 +289,16 @@ TEST(ReproduceClaims, RowsComeInReportOrderWithTheSourcesValues) {
       EXPECT_FALSE(r.verdict_text.empty()) << r.id;
     }
   }
+  // In Korean: the same rows with the same verdicts, every text in the report's language.
+  x.options.lang = io::Lang::Ko;
+  const auto korean = judge_claims(x.options, x.m);
+  ASSERT_EQ(korean.size(), rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(korean[i].id, rows[i].id);
+    EXPECT_EQ(korean[i].verdict, rows[i].verdict) << rows[i].id;
+    EXPECT_NE(korean[i].claim, rows[i].claim) << rows[i].id;
+    if (rows[i].verdict == Verdict::Agrees) EXPECT_EQ(korean[i].verdict_text.rfind("맞음", 0), 0u) << rows[i].id;
+  }
 }
 
 // ---- end to end --------------------------------------------------------------------------------------
@@ -333,6 +343,36 @@ TEST(Reproduce, WritesAReportWithTheClaimsTableAndEveryFigure) {
   ReproduceOptions other = tiny_options(dir / "out");
   other.quick = false;
   EXPECT_THROW(run_reproduce(other), Error);
+
+  // The same directory reported in Korean: the runs are reused (the language is not part of the experiment),
+  // the verdicts are the same, and the report, its tables and the figures' text are Korean.
+  ReproduceOptions korean = tiny_options(dir / "out");
+  korean.lang = io::Lang::Ko;
+  const ReproduceResult k = run_reproduce(korean);
+  ASSERT_EQ(k.claims.size(), r.claims.size());
+  const std::string kmd = bt::read_text(k.report_md);
+  for (size_t i = 0; i < k.claims.size(); ++i) {
+    const ClaimRow& c = k.claims[i];
+    EXPECT_EQ(c.id, r.claims[i].id);
+    EXPECT_EQ(c.verdict, r.claims[i].verdict) << c.id;
+    EXPECT_NE(c.claim, r.claims[i].claim) << c.id;  // translated
+    const std::string row = "| " + c.claim + " | " + c.source + " | " + c.measured + " | " + c.verdict_text + " |";
+    EXPECT_NE(kmd.find(row), std::string::npos) << row;
+  }
+  for (const char* heading : {"# 트랜스포머 블록: 정규화의 자리와 워밍업", "## 실험 A: 학습을 시작할 때의 그래디언트 크기",
+                              "## 실험 B:", "## 깊이 훑기", "## 깊이 지도", "## 문제 9", "## 문제 10", "## 문제 11",
+                              "| 정규화 자리 | 블록 1벌 | 블록 2벌 |", "`blew-up`", "`never-started`"})
+    EXPECT_NE(kmd.find(heading), std::string::npos) << heading;
+  for (const char* english : {"## Experiment A", "## Depth map", "What was run", "Public anchors"})
+    EXPECT_EQ(kmd.find(english), std::string::npos) << english;
+  EXPECT_NE(bt::read_text(k.report_html).find("<html lang=\"ko\">"), std::string::npos);
+  const std::vector<std::pair<const char*, const char*>> figure_words = {
+      {"gradnorm/batch_4/gradnorm.gp", "그래디언트 크기"}, {"sweep/loss.gp", "스텝"},
+      {"sweep/loss_linear.gp", "손실"},                   {"depth_post/loss.gp", "뒤 정규화"},
+      {"depthmap/depthmap.gp", "워밍업 없음"},            {"block_forms.gp", "층 정규화"},
+      {"residual/residual_walk.gp", "무작위"},            {"residual/residual_probe.gp", "잔차 줄기"}};
+  for (const auto& [script, word] : figure_words)
+    EXPECT_NE(bt::read_text(dir / "out" / script).find(word), std::string::npos) << script << ": " << word;
 }
 
 TEST(Reproduce, CliNeedsAnOutputDirectoryAndRefusesAForeignOne) {

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "report/lang.h"
 #include "experiments/common.h"
 #include "experiments/sweep.h"
 #include "model/config.h"
@@ -37,6 +38,7 @@ struct DepthMapOptions {
   std::string worker;                     // the blocklab executable ("" = the running program)
   double poll_seconds = 0.25;
   bool quick = false;                     // for titles only
+  io::Lang lang = io::Lang::En;           // of the figure, the tables and depthmap.md (not of the results)
 };
 
 // The full map (the source's model: width 128, batch 16, Adam 1e-3; depths 6-96, warm-up 0 and 400,
@@ -123,8 +125,8 @@ std::string cell_color(const DepthMapCell& cell, int steps);
 // comes closest: {source, their task and setting, their result, our cell, our result}.
 std::vector<std::vector<std::string>> depthmap_anchor_rows(const DepthMapOptions& options,
                                                            const std::vector<DepthMapCell>& cells);
-std::vector<std::string> depthmap_anchor_header();
-extern const char* const kDepthMapTasksDiffer;  // the caveat printed with the anchors
+std::vector<std::string> depthmap_anchor_header(io::Lang lang = io::Lang::En);
+std::string depthmap_tasks_differ(io::Lang lang = io::Lang::En);  // the caveat printed with the anchors
 
 // Writes depthmap.csv, depthmap.md and the figure into options.out.
 void write_depthmap(const DepthMapOptions& options, DepthMapResult& result);

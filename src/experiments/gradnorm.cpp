@@ -28,13 +28,16 @@ bool is_fc2(const probe::ParameterGradNorm& p) {
 
 // The init the shown placements ran with: "xavier" when it is one scheme for all of them, else the base
 // scheme and the exceptions ("xavier (deepnorm: DeepNorm, tfixup: T-Fixup)"), as init = auto resolves it.
-std::string init_text(const RunConfig& base, const std::vector<NormPlacement>& placements) {
+std::string init_text(const RunConfig& base, const std::vector<NormPlacement>& placements, io::Lang lang) {
   ModelConfig m = base.model;
-  const std::string common = to_string(m.effective_init());
+  const auto name = [lang](InitScheme scheme) {
+    return scheme == InitScheme::Xavier ? io::tr(lang, "xavier", "자비에 초기화") : to_string(scheme);
+  };
+  const std::string common = name(m.effective_init());
   std::vector<std::string> exceptions;
   for (NormPlacement placement : placements) {
     m.norm_placement = placement;
-    const std::string own = to_string(m.effective_init());
+    const std::string own = name(m.effective_init());
     if (own != common) exceptions.push_back(own + ": " + placement_label(placement));
   }
   return exceptions.empty() ? common : common + " (" + reproduce_text::join(exceptions, ", ") + ")";
@@ -48,11 +51,19 @@ std::vector<NormPlacement> placements_of(const Profiles& profiles) {
 }
 
 // "24 blocks x 128, 4 heads, V=64 n=32, batch 16, xavier, emb N(0, 1^2)": the second title line.
-std::string model_line(const RunConfig& base, int batches, const std::vector<NormPlacement>& placements) {
+std::string model_line(const RunConfig& base, int batches, const std::vector<NormPlacement>& placements,
+                       io::Lang lang = io::Lang::En) {
   std::ostringstream line;
-  line << base.model.layers << " blocks x " << base.model.width << ", " << base.model.heads << " heads, V=" << base.model.vocab
-       << " n=" << base.copy_len << ", batch " << base.batch << ", " << init_text(base, placements) << ", emb N(0, "
-       << base.model.embed_init_std << "^2)" << (batches > 1 ? ", " + std::to_string(batches) + " batches" : "");
+  if (lang == io::Lang::Ko)
+    line << "블록 " << base.model.layers << "벌 x 폭 " << base.model.width << ", 머리 " << base.model.heads << "개, V="
+         << base.model.vocab << " n=" << base.copy_len << ", 배치 " << base.batch << ", " << init_text(base, placements, lang)
+         << ", 임베딩 N(0, " << base.model.embed_init_std << "^2)"
+         << (batches > 1 ? ", 배치 " + std::to_string(batches) + "개의 평균" : "");
+  else
+    line << base.model.layers << " blocks x " << base.model.width << ", " << base.model.heads << " heads, V="
+         << base.model.vocab << " n=" << base.copy_len << ", batch " << base.batch << ", "
+         << init_text(base, placements, lang) << ", emb N(0, " << base.model.embed_init_std << "^2)"
+         << (batches > 1 ? ", " + std::to_string(batches) + " batches" : "");
   return line.str();
 }
 
@@ -109,28 +120,34 @@ std::vector<probe::ParameterGradNorm> gradnorms_at_init(const RunConfig& given, 
   return mean;
 }
 
-io::PlotFigure gradnorm_figure(const std::vector<GradNormProfile>& profiles, const RunConfig& base, int batches) {
+io::PlotFigure gradnorm_figure(const std::vector<GradNormProfile>& profiles, const RunConfig& base, int batches,
+                               io::Lang lang) {
   io::PlotFigure fig;
   fig.width = 1050;
   fig.height = 620;
   io::PlotPanel panel;
-  panel.title = "MLP second-layer weight: gradient norm at initialization\n" + model_line(base, batches, placements_of(profiles));
-  panel.xlabel = "block";
-  panel.ylabel = "|| grad of blocks.N.mlp.fc2.weight ||  (Frobenius)";
+  panel.title = io::tr(lang, "MLP second-layer weight: gradient norm at initialization",
+                       "MLP 둘째 층 무게: 학습을 시작할 때의 그래디언트 크기") +
+                "\n" + model_line(base, batches, placements_of(profiles), lang);
+  panel.xlabel = io::tr(lang, "block", "블록");
+  panel.ylabel = io::tr(lang, "|| grad of blocks.N.mlp.fc2.weight ||  (Frobenius)",
+                        "|| blocks.N.mlp.fc2.weight 의 그래디언트 ||  (프로베니우스)");
   panel.legend = "outside right top";
   double hi = 0;
   for (size_t p = 0; p < profiles.size(); ++p) {
     const GradNormProfile& prof = profiles[p];
     const std::string color = placement_color(prof.placement);
-    const std::string label = placement_label(prof.placement);
+    const std::string label = placement_label(prof.placement, lang);
     std::vector<double> blocks;
     for (size_t b = 0; b < prof.mean.size(); ++b) blocks.push_back(static_cast<double>(b + 1));
     for (size_t s = 0; s < prof.per_seed.size(); ++s) {
-      io::PlotSeries ser{blocks, prof.per_seed[s], s == 0 ? label + ", each seed" : "", color, 1.0, 1, false};
+      io::PlotSeries ser{blocks, prof.per_seed[s], s == 0 ? label + io::tr(lang, ", each seed", ", 시드별") : "", color,
+                         1.0, 1, false};
       panel.series.push_back(ser);
       for (double v : prof.per_seed[s]) hi = std::max(hi, v);
     }
-    panel.series.push_back({blocks, prof.mean, label + ", mean of " + std::to_string(prof.per_seed.size()) + " seeds",
+    const std::string n = std::to_string(prof.per_seed.size());
+    panel.series.push_back({blocks, prof.mean, label + io::tr(lang, ", mean of " + n + " seeds", ", 시드 " + n + "개의 평균"),
                             color, 3.5, 1, true});
   }
   panel.x_range = std::make_pair(0.5, profiles.empty() ? 1.5 : profiles[0].mean.size() + 0.5);
@@ -310,7 +327,7 @@ GradNormResult run_gradnorm(const GradNormOptions& options, const Log& log) {
     }
   io::write_file_atomic(dir + "/gradnorm_fc2.csv", fc2csv.text());
 
-  result.figure = io::render_figure(gradnorm_figure(result.profiles, base, options.batches), dir + "/gradnorm");
+  result.figure = io::render_figure(gradnorm_figure(result.profiles, base, options.batches, options.lang), dir + "/gradnorm");
   if (log) log(result.figure.drawn ? "wrote " + dir + "/gradnorm.{csv,png,svg}" : result.figure.message);
 
   for (GradNormFamily& fam : result.families) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "report/lang.h"
 #include "experiments/common.h"
 #include "probe/grad_norms.h"
 #include "report/plot.h"
@@ -29,6 +30,7 @@ struct GradNormOptions {
   std::vector<uint64_t> seeds = {0, 1, 2};
   int batches = 1;  // K
   std::string out;
+  io::Lang lang = io::Lang::En;  // of the fc2 figure's text (numbers and files do not depend on it)
 };
 
 struct GradNormProfile {  // blocks.N.mlp.fc2.weight, N = 1..L
@@ -60,7 +62,8 @@ std::vector<probe::ParameterGradNorm> gradnorms_at_init(const RunConfig& config,
 GradNormResult run_gradnorm(const GradNormOptions& options, const Log& log = {});
 
 // The figure only (used by run_gradnorm and the report).
-io::PlotFigure gradnorm_figure(const std::vector<GradNormProfile>& profiles, const RunConfig& base, int batches);
+io::PlotFigure gradnorm_figure(const std::vector<GradNormProfile>& profiles, const RunConfig& base, int batches,
+                               io::Lang lang = io::Lang::En);
 // One family's figure: seeds thin, mean thick, one colour per placement.
 io::PlotFigure gradnorm_family_figure(const GradNormFamily& family, const RunConfig& base, int batches);
 // The markdown table of last block / first block of the fc2 profiles.

@@ -20,6 +20,12 @@ std::string placement_label(NormPlacement placement) {
   return to_string(placement);
 }
 
+std::string placement_label(NormPlacement placement, io::Lang lang) {
+  if (lang == io::Lang::Ko && placement == NormPlacement::Post) return "뒤 정규화 (Post-LN)";
+  if (lang == io::Lang::Ko && placement == NormPlacement::Pre) return "앞 정규화 (Pre-LN)";
+  return placement_label(placement);
+}
+
 std::string placement_label(const std::string& value) {
   try {
     return placement_label(parse_norm_placement(value));

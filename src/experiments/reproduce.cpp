@@ -89,15 +89,18 @@ nlohmann::json reproduce_settings(const ReproduceOptions& o) {
 
 // ---- problem 11: the block forms ------------------------------------------------------------------
 
-io::PlotFigure block_forms_figure() {
+io::PlotFigure block_forms_figure(io::Lang lang) {
+  const auto t = [lang](const std::string& en, const std::string& ko) { return io::tr(lang, en, ko); };
   io::PlotFigure fig;
   fig.rows = 1;
   fig.cols = 2;
   fig.width = 1000;
   fig.height = 640;
-  fig.title = "Problem 11: where the normalisation sits (residual stream in red)";
+  fig.title = t("Problem 11: where the normalisation sits (residual stream in red)",
+                "문제 11: 정규화의 자리 (붉은 선이 잔차 줄기)");
   const char* stream = "#a5003c";
   // Both diagrams are drawn in a 10 x 12 canvas without axes.
+  const std::string attention = t("Multi-head attention", "여러 머리 어텐션"), layernorm = t("LayerNorm", "층 정규화");
   auto add_diagram_panel = [&fig](const std::string& title, const std::string& drawing) {
     io::PlotPanel p;
     p.title = title;
@@ -131,19 +134,19 @@ io::PlotFigure block_forms_figure() {
   {
     std::ostringstream g;
     int id = 100;
-    text(g, id, 5, 0.35, "h (from the block below)", "center font \",11\"");
+    text(g, id, 5, 0.35, t("h (from the block below)", "h (아래 블록에서)"), "center font \",11\"");
     arrow(g, 5, 0.6, 5, 1.58, stream, true);
-    box(g, id, 2.0, "Multi-head attention", attn);
+    box(g, id, 2.0, attention, attn);
     arrow(g, 5, 2.42, 5, 3.18, "#333333", true);
     plus(g, id, 3.5);
     arrow(g, 5, 3.82, 5, 4.28, stream, true);
-    box(g, id, 4.7, "LayerNorm", ln);
+    box(g, id, 4.7, layernorm, ln);
     arrow(g, 5, 5.12, 5, 6.08, stream, true);
     box(g, id, 6.5, "MLP", mlp);
     arrow(g, 5, 6.92, 5, 7.68, "#333333", true);
     plus(g, id, 8.0);
     arrow(g, 5, 8.32, 5, 8.78, stream, true);
-    box(g, id, 9.2, "LayerNorm", ln);
+    box(g, id, 9.2, layernorm, ln);
     arrow(g, 5, 9.62, 5, 10.5, stream, true);
     text(g, id, 5, 10.8, "h' = LN(u + MLP(u))", "center font \",11\"");
     // skips
@@ -154,22 +157,22 @@ io::PlotFigure block_forms_figure() {
     arrow(g, 8.6, 5.6, 8.6, 8.0, stream, false);
     arrow(g, 8.6, 8.0, 5.35, 8.0, stream, true);
     text(g, id, 4.75, 5.6, "u = LN(h + Attn(h))", "right font \",10\"");
-    text(g, id, 5, 11.6, "the stream itself is normalised after every addition", "center font \",10\" textcolor rgb \"#555555\"");
-    add_diagram_panel("Post-LN (Vaswani et al. 2017): h <- LN(h + F(h))", g.str());
+    text(g, id, 5, 11.6, t("the stream itself is normalised after every addition", "더할 때마다 줄기 자체를 정규화"), "center font \",10\" textcolor rgb \"#555555\"");
+    add_diagram_panel(t("Post-LN (Vaswani et al. 2017): h <- LN(h + F(h))", "뒤 정규화 (Vaswani 외 2017): h <- LN(h + F(h))"), g.str());
   }
   // Pre-LN: h -> (LN -> Attn) + h -> (LN -> MLP) + u -> h'
   {
     std::ostringstream g;
     int id = 200;
-    text(g, id, 5, 0.35, "h (from the block below)", "center font \",11\"");
+    text(g, id, 5, 0.35, t("h (from the block below)", "h (아래 블록에서)"), "center font \",11\"");
     arrow(g, 5, 0.6, 5, 1.78, stream, true);
-    box(g, id, 2.2, "LayerNorm", ln);
+    box(g, id, 2.2, layernorm, ln);
     arrow(g, 5, 2.62, 5, 2.98, "#333333", true);
-    box(g, id, 3.4, "Multi-head attention", attn);
+    box(g, id, 3.4, attention, attn);
     arrow(g, 5, 3.82, 5, 4.28, "#333333", true);
     plus(g, id, 4.6);
     arrow(g, 5, 4.92, 5, 5.78, stream, true);
-    box(g, id, 6.2, "LayerNorm", ln);
+    box(g, id, 6.2, layernorm, ln);
     arrow(g, 5, 6.62, 5, 6.98, "#333333", true);
     box(g, id, 7.4, "MLP", mlp);
     arrow(g, 5, 7.82, 5, 8.28, "#333333", true);
@@ -183,8 +186,8 @@ io::PlotFigure block_forms_figure() {
     arrow(g, 8.6, 5.3, 8.6, 8.6, stream, false);
     arrow(g, 8.6, 8.6, 5.35, 8.6, stream, true);
     text(g, id, 4.75, 5.55, "u = h + Attn(LN(h))", "right font \",10\"");
-    text(g, id, 5, 11.6, "the stream is never normalised; one final LN after the last block", "center font \",10\" textcolor rgb \"#555555\"");
-    add_diagram_panel("Pre-LN (GPT-2 2019, Xiong et al. 2020): h <- h + F(LN(h))", g.str());
+    text(g, id, 5, 11.6, t("the stream is never normalised; one final LN after the last block", "줄기는 정규화하지 않음; 마지막 블록 뒤에 LN 하나"), "center font \",10\" textcolor rgb \"#555555\"");
+    add_diagram_panel(t("Pre-LN (GPT-2 2019, Xiong et al. 2020): h <- h + F(LN(h))", "앞 정규화 (GPT-2 2019, Xiong 외 2020): h <- h + F(LN(h))"), g.str());
   }
   return fig;
 }
@@ -207,6 +210,7 @@ ReproducePlan plan_reproduce(const ReproduceOptions& options) {
     g.seeds = options.seeds;
     g.batches = options.gradnorm_batches;
     g.out = (out / "gradnorm" / ("batch_" + std::to_string(batch))).string();
+    g.lang = options.lang;
     plan.gradnorm.push_back(g);
   }
 
@@ -219,10 +223,16 @@ ReproducePlan plan_reproduce(const ReproduceOptions& options) {
   grid.out = (out / "sweep").string();
   grid.probe_every = options.probe_every;
   grid.worker = options.worker;
-  grid.title = std::string("Experiment B") + (options.quick ? " (quick version)" : "") + ": copy-task loss, " +
-               std::to_string(options.train.model.layers) + " blocks x width " +
-               std::to_string(options.train.model.width) + ", batch " + std::to_string(options.train.batch) +
-               ", Adam " + fmt(options.train.lr, "%g") + ", " + std::to_string(options.seeds.size()) + " seeds";
+  grid.lang = options.lang;
+  const std::string layers_b = std::to_string(options.train.model.layers), width_b = std::to_string(options.train.model.width),
+                    batch_b = std::to_string(options.train.batch), seeds_b = std::to_string(options.seeds.size());
+  grid.title = io::tr(options.lang,
+                      std::string("Experiment B") + (options.quick ? " (quick version)" : "") + ": copy-task loss, " +
+                          layers_b + " blocks x width " + width_b + ", batch " + batch_b + ", Adam " +
+                          fmt(options.train.lr, "%g") + ", " + seeds_b + " seeds",
+                      std::string("실험 B") + (options.quick ? " (빠른 판)" : "") + ": 베끼기 태스크 손실, 블록 " + layers_b +
+                          "벌 x 폭 " + width_b + ", 배치 " + batch_b + ", Adam " + fmt(options.train.lr, "%g") + ", 시드 " +
+                          seeds_b + "개");
   plan_sweep(grid);
 
   // Depth sweep
@@ -239,10 +249,14 @@ ReproducePlan plan_reproduce(const ReproduceOptions& options) {
       d.jobs = options.jobs;
       d.out = (out / (std::string("depth_") + placement)).string();
       d.worker = options.worker;
+      d.lang = options.lang;
+      const std::string w = std::to_string(options.warmup);
       d.title = std::string(placement) == "post"
-                    ? "Depth sweep: Post-LN with " + std::to_string(options.warmup) + " warm-up steps"
-                    : std::string("Depth sweep: Pre-LN without warm-up");
-      d.title += ", batch " + std::to_string(d.base.batch) + ", seed " + std::to_string(d.seeds[0]);
+                    ? io::tr(options.lang, "Depth sweep: Post-LN with " + w + " warm-up steps",
+                             "깊이 훑기: 뒤 정규화, 워밍업 " + w + "스텝")
+                    : io::tr(options.lang, "Depth sweep: Pre-LN without warm-up", "깊이 훑기: 앞 정규화, 워밍업 없음");
+      d.title += io::tr(options.lang, ", batch ", ", 배치 ") + std::to_string(d.base.batch) +
+                 io::tr(options.lang, ", seed ", ", 시드 ") + std::to_string(d.seeds[0]);
       plan_sweep(d);
       plan.depth.push_back(d);
     }
@@ -254,6 +268,7 @@ ReproducePlan plan_reproduce(const ReproduceOptions& options) {
     d.out = (out / "depthmap").string();
     d.jobs = options.jobs;
     d.worker = options.worker;
+    d.lang = options.lang;
     plan_depthmap(d);
     plan.depthmap = d;
   }
@@ -263,6 +278,7 @@ ReproducePlan plan_reproduce(const ReproduceOptions& options) {
   plan.residual.base = options.residual_model;
   plan.residual.seeds = {options.seeds.front()};
   plan.residual.out = (out / "residual").string();
+  plan.residual.lang = options.lang;
 
   for (RunConfig c : {options.gradnorm_model, options.residual_model}) resolve(c);
   return plan;
@@ -309,7 +325,7 @@ ReproduceMeasurements measure_reproduce(const ReproduceOptions& options, const R
   {
     const double ln_v = std::log(static_cast<double>(options.train.model.vocab));
     const io::PlotResult linear = io::render_figure(
-        sweep_figure(plan.grid.grid, m.sweep.runs, ln_v, false, plan.grid.title), (out / "sweep" / "loss_linear").string());
+        sweep_figure(plan.grid.grid, m.sweep.runs, ln_v, false, plan.grid.title, options.lang), (out / "sweep" / "loss_linear").string());
     if (!linear.drawn) say(linear.message);
   }
   m.seconds["experiment B"] = seconds_since(t);
@@ -340,7 +356,7 @@ ReproduceMeasurements measure_reproduce(const ReproduceOptions& options, const R
   m.seconds["problem 10"] = seconds_since(t);
 
   // Problem 11
-  m.block_forms = io::render_figure(block_forms_figure(), (out / "block_forms").string());
+  m.block_forms = io::render_figure(block_forms_figure(options.lang), (out / "block_forms").string());
   if (!m.block_forms.drawn) say(m.block_forms.message);
   m.total_seconds = seconds_since(t0);
   return m;

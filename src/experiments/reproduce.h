@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "report/lang.h"
 #include "experiments/common.h"
 #include "experiments/depthmap.h"
 #include "experiments/gradnorm.h"
@@ -38,6 +39,8 @@ struct ReproduceOptions {
   std::string out;
   int jobs = 0;        // training runs at a time (0 = cores)
   std::string worker;  // the blocklab executable for training runs ("" = the running program)
+  io::Lang lang = io::Lang::En;  // of the report and its figures; not stored in experiment.json (the runs do
+                                 // not depend on it), so a finished directory can be reported in either
 
   // Experiment A
   RunConfig gradnorm_model;              // the model and task (batch is set per entry below)
@@ -186,6 +189,6 @@ ReproduceResult run_reproduce(const ReproduceOptions& options, const Log& log = 
                               const SweepProgressFn& progress = {});
 
 // Problem 11's figure of the two block forms (Post-LN and Pre-LN), drawn with gnuplot objects.
-io::PlotFigure block_forms_figure();
+io::PlotFigure block_forms_figure(io::Lang lang = io::Lang::En);
 
 }  // namespace blocklab::experiments

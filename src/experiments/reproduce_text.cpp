@@ -42,12 +42,13 @@ std::string losses_text(const Runs& runs, int step, const char* format) {
   return items.empty() ? "n/a" : join(items, " / ");
 }
 
-std::string outcomes_text(const Runs& runs) {
+std::string outcomes_text(const Runs& runs, io::Lang lang) {
   std::map<std::string, int> counts;
   for (const auto* r : runs) ++counts[probe::to_string(r->curve.outcome)];
   std::vector<std::string> items;
-  for (const auto& [label, n] : counts) items.push_back(std::to_string(n) + " " + label);
-  return items.empty() ? "no runs" : join(items, ", ");
+  for (const auto& [label, n] : counts)
+    items.push_back(lang == io::Lang::Ko ? label + " " + std::to_string(n) + "번" : std::to_string(n) + " " + label);
+  return items.empty() ? io::tr(lang, "no runs", "실행 없음") : join(items, ", ");
 }
 
 int count_outcome(const Runs& runs, probe::Outcome outcome) {
@@ -69,13 +70,24 @@ std::string pct_diff(double measured, double source) {
   return buf;
 }
 
-std::string first_steps_below_text(const Runs& runs) {
+std::string first_steps_below_text(const Runs& runs, io::Lang lang) {
   std::vector<std::string> firsts;
-  for (const auto* r : runs) firsts.push_back(r->curve.first_step_below ? std::to_string(*r->curve.first_step_below) : "never");
+  for (const auto* r : runs)
+    firsts.push_back(r->curve.first_step_below ? std::to_string(*r->curve.first_step_below) : io::tr(lang, "never", "없음"));
   return join(firsts, " / ");
 }
 
-std::string outcome_labels_text() {
+std::string outcome_labels_text(io::Lang lang) {
+  if (lang == io::Lang::Ko)
+    return "결과 꼬리표는 이 차례로 따진다 (손실은 " + std::to_string(probe::kSmoothSteps) +
+           "스텝 평균으로 읽음): `diverged` = 무한대나 NaN 손실이 나옴; `collapsed` = " + fmt(probe::kCollapseLow, "%g") +
+           " 아래로 내려갔다가 나중에 ln V - " + fmt(probe::kCollapseBackBelowLnV, "%g") +
+           " 위로 돌아감; `blew-up` = 손실은 모두 유한하지만 마지막 " + std::to_string(probe::kSmoothSteps) +
+           "스텝 평균이 ln V 보다 " + fmt(probe::kBlewUpAboveLnV, "%g") +
+           " 넘게 높음 (고르게 찍는 것보다 나쁨); `never-started` = ln V - " + fmt(probe::kStartedBelowLnV, "%g") +
+           " 아래로 한 번도 못 내려감 (출발 못 함); `learned` = 마지막 " + std::to_string(probe::kSmoothSteps) +
+           "스텝 평균이 " + fmt(probe::kLearnedFractionOfLnV, "%g") +
+           " x ln V 아래; `learning` = 그 밖 (ln V 에서 벗어났지만 마지막 스텝까지 그 기준에는 못 닿음).";
   return "Outcome labels, checked in this order (the loss read as a mean of " + std::to_string(probe::kSmoothSteps) +
          " steps): `diverged` = a non-finite loss; `collapsed` = it went below " + fmt(probe::kCollapseLow, "%g") +
          " and later came back above ln V - " + fmt(probe::kCollapseBackBelowLnV, "%g") +
@@ -88,8 +100,17 @@ std::string outcome_labels_text() {
          "reached that threshold by its last step).";
 }
 
-std::string duration_text(double s) {
+std::string duration_text(double s, io::Lang lang) {
   char buf[64];
+  if (lang == io::Lang::Ko) {
+    if (s < 60)
+      std::snprintf(buf, sizeof buf, "%.0f초", s);
+    else if (s < 3600)
+      std::snprintf(buf, sizeof buf, "%.1f분", s / 60);
+    else
+      std::snprintf(buf, sizeof buf, "%.2f시간", s / 3600);
+    return buf;
+  }
   if (s < 60)
     std::snprintf(buf, sizeof buf, "%.0f s", s);
   else if (s < 3600)

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 #include "data/copy_task.h"
 #include "experiments/labels.h"
@@ -35,19 +37,25 @@ void random_unit(Rng& rng, std::vector<double>& v) {
   for (double& x : v) x *= inv;
 }
 
-std::string run_label(const fs::path& dir) {
+// The run's label and whether it is a Pre-LN run, from its config.json.
+std::pair<std::string, bool> run_label(const fs::path& dir, io::Lang lang) {
   std::ifstream in(dir / "config.json");
-  if (!in) return dir.filename().string();
+  if (!in) return {dir.filename().string(), false};
   try {
     const auto j = nlohmann::json::parse(in);
     const std::string placement = j.value("norm_placement", std::string("?"));
     const int warmup = j.value("warmup", 0);
-    std::ostringstream s;
-    s << placement_label(placement) << " " << j.value("layers", 0)
-      << " blocks, seed " << j.value("seed", 0) << (warmup > 0 ? ", warm-up " + std::to_string(warmup) : std::string());
-    return s.str();
+    std::string name = placement;
+    try {
+      name = placement_label(parse_norm_placement(placement), lang);
+    } catch (const Error&) {
+    }
+    const std::string layers = std::to_string(j.value("layers", 0)), seed = std::to_string(j.value("seed", 0));
+    std::string s = name + io::tr(lang, " " + layers + " blocks, seed " + seed, ", 블록 " + layers + "벌, 시드 " + seed);
+    if (warmup > 0) s += io::tr(lang, ", warm-up ", ", 워밍업 ") + std::to_string(warmup);
+    return {s, placement == "pre"};
   } catch (const nlohmann::json::exception&) {
-    return dir.filename().string();
+    return {dir.filename().string(), false};
   }
 }
 
@@ -129,7 +137,7 @@ probe::ResidualNorms residual_norms_at_init(const RunConfig& given) {
   return probe::residual_norms(acts, config.model.width);
 }
 
-RunResidualProbe read_residual_probe(const std::string& run_dir) {
+RunResidualProbe read_residual_probe(const std::string& run_dir, io::Lang lang) {
   const fs::path path = fs::path(run_dir) / "residual.csv";
   if (!fs::exists(path))
     throw Error(path.string() + ": not found (train the run with --probe-every N to write it)");
@@ -149,7 +157,7 @@ RunResidualProbe read_residual_probe(const std::string& run_dir) {
   if (by_step.empty()) throw Error(path.string() + ": no probes");
   RunResidualProbe p;
   p.dir = run_dir;
-  p.label = run_label(run_dir);
+  std::tie(p.label, p.pre) = run_label(run_dir, lang);
   for (auto& [s, n] : by_step) {
     p.steps.push_back(s);
     p.norms.push_back(std::move(n));
@@ -157,19 +165,22 @@ RunResidualProbe read_residual_probe(const std::string& run_dir) {
   return p;
 }
 
-io::PlotFigure walk_figure(const RandomWalkResult& walk, const RandomWalkOptions& options) {
+io::PlotFigure walk_figure(const RandomWalkResult& walk, const RandomWalkOptions& options, io::Lang lang) {
   io::PlotFigure fig;
   fig.rows = 1;
   fig.cols = 2;
   fig.width = 1200;
   fig.height = 520;
-  fig.title = "Random-walk residual stream: start length 1, each block adds a random unit vector (D=" +
-              std::to_string(options.dim) + ", " + std::to_string(options.trials) + " trials)";
+  fig.title = io::tr(lang,
+                     "Random-walk residual stream: start length 1, each block adds a random unit vector (D=" +
+                         std::to_string(options.dim) + ", " + std::to_string(options.trials) + " trials)",
+                     "무작위 걸음 잔차 줄기: 길이 1에서 출발해 블록마다 길이 1, 무작위 방향 벡터를 더함 (D=" +
+                         std::to_string(options.dim) + ", " + std::to_string(options.trials) + "번)");
   const int max_depth = static_cast<int>(walk.mean_length.size()) - 1;
   io::PlotPanel len;
-  len.title = "stream length after L blocks";
-  len.xlabel = "blocks L";
-  len.ylabel = "mean |h^(L)|";
+  len.title = io::tr(lang, "stream length after L blocks", "블록 L개를 지난 뒤 줄기의 길이");
+  len.xlabel = io::tr(lang, "blocks L", "블록 수 L");
+  len.ylabel = io::tr(lang, "mean |h^(L)|", "|h^(L)| 의 평균");
   len.legend = "top left";
   io::PlotSeries sim, ref, marks;
   for (int l = 0; l <= max_depth; ++l) {
@@ -182,14 +193,14 @@ io::PlotFigure walk_figure(const RandomWalkResult& walk, const RandomWalkOptions
     marks.x.push_back(d);
     marks.y.push_back(walk.mean_length[d]);
   }
-  sim.title = "simulated mean length";
+  sim.title = io::tr(lang, "simulated mean length", "시뮬레이션한 평균 길이");
   sim.color = io::palette(0);
   sim.line_width = 2.5;
   ref.title = "sqrt(L+1)";
   ref.color = "#555555";
   ref.dash = 2;
   ref.line_width = 1.5;
-  marks.title = "the table's depths";
+  marks.title = io::tr(lang, "the table's depths", "문제의 깊이");
   marks.color = io::palette(1);
   marks.points = true;
   marks.no_line = true;
@@ -204,9 +215,9 @@ io::PlotFigure walk_figure(const RandomWalkResult& walk, const RandomWalkOptions
   len.series = {sim, ref, marks};
   len.x_range = std::make_pair(0.0, static_cast<double>(max_depth) + 1);
   io::PlotPanel rel;
-  rel.title = "how much block l changes the stream";
-  rel.xlabel = "block l";
-  rel.ylabel = "mean |added| / |h^(l-1)|";
+  rel.title = io::tr(lang, "how much block l changes the stream", "블록 l이 줄기를 바꾸는 비율");
+  rel.xlabel = io::tr(lang, "block l", "블록 l");
+  rel.ylabel = io::tr(lang, "mean |added| / |h^(l-1)|", "|더한 벡터| / |h^(l-1)| 의 평균");
   rel.legend = "top right";
   io::PlotSeries rs, rref;
   for (int l = 1; l <= max_depth; ++l) {
@@ -215,7 +226,7 @@ io::PlotFigure walk_figure(const RandomWalkResult& walk, const RandomWalkOptions
     rref.x.push_back(l);
     rref.y.push_back(1.0 / std::sqrt(static_cast<double>(l)));
   }
-  rs.title = "simulated";
+  rs.title = io::tr(lang, "simulated", "시뮬레이션");
   rs.color = io::palette(0);
   rs.line_width = 2.5;
   rref.title = "1/sqrt(l)";
@@ -230,22 +241,24 @@ io::PlotFigure walk_figure(const RandomWalkResult& walk, const RandomWalkOptions
 }
 
 io::PlotFigure residual_probe_figure(const std::vector<InitResidualProbe>& init,
-                                     const std::vector<RunResidualProbe>& trained, const std::string& model_text) {
+                                     const std::vector<RunResidualProbe>& trained, const std::string& model_text,
+                                     io::Lang lang) {
   io::PlotFigure fig;
   fig.rows = 2;
   fig.cols = 1;
   fig.width = 1150;
   fig.height = 1000;
-  fig.title = "Residual stream per layer (0 = embeddings, l = after block l)" +
-              (model_text.empty() ? "" : "; models at init: " + model_text);
+  fig.title = io::tr(lang, "Residual stream per layer (0 = embeddings, l = after block l)",
+                     "층마다 잔차 줄기 (0 = 임베딩, l = 블록 l을 지난 값)") +
+              (model_text.empty() ? "" : io::tr(lang, "; models at init: ", "; 초기화 직후 모델: ") + model_text);
   io::PlotPanel rel, vec;
-  rel.title = "mean per-token norm, relative to the embeddings";
-  rel.xlabel = "layer l";
-  rel.ylabel = "mean |h_t^(l)| / mean |h_t^(0)|";
+  rel.title = io::tr(lang, "mean per-token norm, relative to the embeddings", "토큰마다 크기의 평균, 임베딩에 대한 비");
+  rel.xlabel = io::tr(lang, "layer l", "층 l");
+  rel.ylabel = io::tr(lang, "mean |h_t^(l)| / mean |h_t^(0)|", "|h_t^(l)| 의 평균 / |h_t^(0)| 의 평균");
   rel.legend = "at screen 0.63, graph 1 left top";
-  vec.title = "norm of the mean token vector";
-  vec.xlabel = "layer l";
-  vec.ylabel = "| mean_t h_t^(l) |  (log scale)";
+  vec.title = io::tr(lang, "norm of the mean token vector", "토큰 평균 벡터의 크기");
+  vec.xlabel = io::tr(lang, "layer l", "층 l");
+  vec.ylabel = io::tr(lang, "| mean_t h_t^(l) |  (log scale)", "| mean_t h_t^(l) |  (로그 눈금)");
   vec.log_y = true;
   vec.legend = "at screen 0.63, graph 1 left top";
   int max_layer = 1;
@@ -268,17 +281,20 @@ io::PlotFigure residual_probe_figure(const std::vector<InitResidualProbe>& init,
   // Models at init in black/grey; each training run in one hue, lighter for earlier probes.
   for (const auto& p : init)
     add(p.norms,
-        placement_label(p.placement) + ", " + std::to_string(p.norms.mean_token_norm.size() - 1) + " blocks, at init",
+        placement_label(p.placement, lang) + ", " +
+            io::tr(lang, std::to_string(p.norms.mean_token_norm.size() - 1) + " blocks, at init",
+                   "블록 " + std::to_string(p.norms.mean_token_norm.size() - 1) + "벌, 초기화 직후"),
         p.placement == NormPlacement::Pre ? "#000000" : "#8c8c8c", 1, 3.0);
   size_t run_index = 0;
   for (const auto& run : trained) {
-    const bool pre = run.label.rfind(placement_label(NormPlacement::Pre), 0) == 0;
+    const bool pre = run.pre;
     const std::vector<size_t> picks = spread(run.steps.size(), run_index == 0 ? 4 : 2);
     for (size_t k = 0; k < picks.size(); ++k) {
       const double shade = picks.size() > 1 ? static_cast<double>(k) / (picks.size() - 1) : 1.0;
       // light -> dark: orange for Pre-LN runs, blue for Post-LN runs
       const std::string col = pre ? ramp("#fdae6b", "#a63603", shade) : ramp("#9ecae1", "#08519c", shade);
-      add(run.norms[picks[k]], run.label + ", step " + std::to_string(run.steps[picks[k]]), col, 1, 1.5 + shade);
+      add(run.norms[picks[k]], run.label + io::tr(lang, ", step ", ", 스텝 ") + std::to_string(run.steps[picks[k]]), col,
+          1, 1.5 + shade);
     }
     ++run_index;
   }
@@ -287,7 +303,7 @@ io::PlotFigure residual_probe_figure(const std::vector<InitResidualProbe>& init,
     ref.x.push_back(l);
     ref.y.push_back(std::sqrt(l + 1.0));
   }
-  ref.title = "sqrt(l+1): unit random additions";
+  ref.title = io::tr(lang, "sqrt(l+1): unit random additions", "sqrt(l+1): 길이 1 무작위 벡터를 더할 때");
   ref.color = "#555555";
   ref.dash = 2;
   rel.series.push_back(ref);
@@ -296,7 +312,7 @@ io::PlotFigure residual_probe_figure(const std::vector<InitResidualProbe>& init,
     qwen.x.push_back(p.layer);
     qwen.y.push_back(p.value);
   }
-  qwen.title = "Qwen3-VL-4B, trained (source)";
+  qwen.title = io::tr(lang, "Qwen3-VL-4B, trained (source)", "Qwen3-VL-4B, 학습 마친 모델 (원문)");
   qwen.color = "#000000";
   qwen.points = true;
   qwen.dash = 3;
@@ -321,7 +337,7 @@ ResidualResult run_residual(const ResidualOptions& options, const Log& log) {
     resolve(base);
     configs = configs_per_placement_and_seed(base, options.placements, options.seeds);
   }
-  for (const std::string& dir : options.runs) result.trained.push_back(read_residual_probe(dir));
+  for (const std::string& dir : options.runs) result.trained.push_back(read_residual_probe(dir, options.lang));
   result.walk = simulate_random_walk(options.walk);  // validates the walk options
   claim_output_dir(options.out, "residual", nlohmann::json::object(), false);
   const fs::path dir(options.out);
@@ -336,7 +352,7 @@ ResidualResult run_residual(const ResidualOptions& options, const Log& log) {
       log("random walk, " + std::to_string(d) + " blocks: mean length " + fmt(result.walk.length_at(d), "%.3f") +
           " (sqrt(" + std::to_string(d + 1) + ") = " + fmt(std::sqrt(d + 1.0), "%.3f") + "); block " +
           std::to_string(d) + " changed the stream by " + fmt(result.walk.mean_relative_change[d], "%.3f"));
-  result.walk_figure = io::render_figure(walk_figure(result.walk, options.walk), (dir / "residual_walk").string());
+  result.walk_figure = io::render_figure(walk_figure(result.walk, options.walk, options.lang), (dir / "residual_walk").string());
   if (log && !result.walk_figure.drawn) log(result.walk_figure.message);
 
   if (options.probe_init) {
@@ -360,11 +376,12 @@ ResidualResult run_residual(const ResidualOptions& options, const Log& log) {
     std::string model_text;
     if (options.probe_init) {
       std::ostringstream t;
-      t << "width " << base.model.width << ", batch " << base.batch;
+      t << io::tr(options.lang, "width ", "폭 ") << base.model.width << io::tr(options.lang, ", batch ", ", 배치 ")
+        << base.batch;
       model_text = t.str();
     }
     result.probe_figure =
-        io::render_figure(residual_probe_figure(result.init, result.trained, model_text), (dir / "residual_probe").string());
+        io::render_figure(residual_probe_figure(result.init, result.trained, model_text, options.lang), (dir / "residual_probe").string());
     if (log && !result.probe_figure.drawn) log(result.probe_figure.message);
   }
   if (log) log("wrote " + options.out + "/residual_*.csv and figures");

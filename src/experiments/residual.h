@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "report/lang.h"
 #include "experiments/common.h"
 #include "probe/residual_norms.h"
 #include "report/plot.h"
@@ -50,12 +51,13 @@ struct InitResidualProbe {
 // One training run's residual.csv: the norms per probed step.
 struct RunResidualProbe {
   std::string dir, label;  // label: "Pre-LN, no warm-up, seed 0" from the run's config.json
+  bool pre = false;        // a Pre-LN run (drawn in its own hue)
   std::vector<int> steps;
   std::vector<probe::ResidualNorms> norms;  // parallel to steps
 };
 
 // Reads RUN/residual.csv (and RUN/config.json for the label). Throws Error when missing or malformed.
-RunResidualProbe read_residual_probe(const std::string& run_dir);
+RunResidualProbe read_residual_probe(const std::string& run_dir, io::Lang lang = io::Lang::En);
 
 // The stream norms of a freshly initialised model of `config` (its placement and seed), on the first
 // batch of its data stream. config must be resolve()d.
@@ -69,6 +71,7 @@ struct ResidualOptions {
   std::vector<uint64_t> seeds = {0};
   std::vector<std::string> runs;  // training run directories holding residual.csv
   std::string out;
+  io::Lang lang = io::Lang::En;   // of the figures' text
 };
 
 struct ResidualResult {
@@ -80,9 +83,10 @@ struct ResidualResult {
 
 ResidualResult run_residual(const ResidualOptions& options, const Log& log = {});
 
-io::PlotFigure walk_figure(const RandomWalkResult& walk, const RandomWalkOptions& options);
+io::PlotFigure walk_figure(const RandomWalkResult& walk, const RandomWalkOptions& options, io::Lang lang = io::Lang::En);
 io::PlotFigure residual_probe_figure(const std::vector<InitResidualProbe>& init,
-                                     const std::vector<RunResidualProbe>& trained, const std::string& model_text);
+                                     const std::vector<RunResidualProbe>& trained, const std::string& model_text,
+                                     io::Lang lang = io::Lang::En);
 
 // The source's measurement of a trained model (Qwen3-VL-4B language model): norm of the mean prompt-token
 // vector at layers 1, 20, 35. Shown for reference; blocklab does not run that model.

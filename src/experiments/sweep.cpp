@@ -62,10 +62,17 @@ std::pair<int, double> last_metrics_row(const fs::path& path) {
   return {static_cast<int>(step), std::strtod(row[1].c_str(), nullptr)};
 }
 
-std::string pretty_value(const std::string& key, const std::string& value) {
-  if (key == "norm_placement") return placement_label(value);
-  if (key == "warmup") return value == "0" ? "no warm-up" : "warm-up " + value;
-  if (key == "layers") return value + " blocks";
+std::string pretty_value(const std::string& key, const std::string& value, io::Lang lang) {
+  if (key == "norm_placement") {
+    try {
+      return placement_label(parse_norm_placement(value), lang);
+    } catch (const Error&) {
+      return value;
+    }
+  }
+  if (key == "warmup")
+    return value == "0" ? io::tr(lang, "no warm-up", "워밍업 없음") : io::tr(lang, "warm-up ", "워밍업 ") + value;
+  if (key == "layers") return io::tr(lang, value + " blocks", "블록 " + value + "벌");
   if (key == "norm") return value == "rmsnorm" ? "RMSNorm" : value == "layernorm" ? "LayerNorm" : value;
   return key + " " + value;
 }
@@ -191,14 +198,14 @@ SweepRunResult read_run(const SweepRun& run) {
   return r;
 }
 
-std::string cell_title(const std::vector<GridAxis>& grid, const std::vector<std::string>& values) {
+std::string cell_title(const std::vector<GridAxis>& grid, const std::vector<std::string>& values, io::Lang lang) {
   std::string title;
-  for (size_t a = 0; a < grid.size(); ++a) title += (a ? ", " : "") + pretty_value(grid[a].key, values[a]);
-  return title.empty() ? "all runs" : title;
+  for (size_t a = 0; a < grid.size(); ++a) title += (a ? ", " : "") + pretty_value(grid[a].key, values[a], lang);
+  return title.empty() ? io::tr(lang, "all runs", "모든 실행") : title;
 }
 
 io::PlotFigure sweep_figure(const std::vector<GridAxis>& grid, const std::vector<SweepRunResult>& runs, double ln_vocab,
-                            bool log_loss, const std::string& title) {
+                            bool log_loss, const std::string& title, io::Lang lang) {
   io::PlotFigure fig;
   fig.title = title;
   size_t cells = 1;
@@ -236,9 +243,9 @@ io::PlotFigure sweep_figure(const std::vector<GridAxis>& grid, const std::vector
       }
       cell_values[c] = values;
     }
-    p.title = cell_title(grid, cell_values[c]);
-    p.xlabel = "step";
-    p.ylabel = log_loss ? "loss (log scale)" : "loss";
+    p.title = cell_title(grid, cell_values[c], lang);
+    p.xlabel = io::tr(lang, "step", "스텝");
+    p.ylabel = log_loss ? io::tr(lang, "loss (log scale)", "손실 (로그 눈금)") : io::tr(lang, "loss", "손실");
     p.log_y = log_loss;
     p.x_range = std::make_pair(0.0, static_cast<double>(max_step));
     // The legend sits right of the plot area, so it covers no curve and no tick (inside, it hid the curves
@@ -258,7 +265,7 @@ io::PlotFigure sweep_figure(const std::vector<GridAxis>& grid, const std::vector
       s.x.push_back(r.steps[i]);
       s.y.push_back(r.losses[i]);
     }
-    s.title = "seed " + std::to_string(r.run.seed) + " (" + probe::to_string(r.curve.outcome) + ")";
+    s.title = io::tr(lang, "seed ", "시드 ") + std::to_string(r.run.seed) + " (" + probe::to_string(r.curve.outcome) + ")";
     s.color = io::palette(seed_index[r.run.cell]++);
     s.line_width = 1.2;
     panels[r.run.cell].series.push_back(std::move(s));
@@ -425,7 +432,7 @@ SweepResult run_sweep(const SweepOptions& options, const Log& log, const SweepPr
       << " n=" << c.copy_len << ", batch " << c.batch << ", lr " << c.lr << ", " << options.seeds.size() << " seed(s)";
     title = t.str();
   }
-  result.figure = io::render_figure(sweep_figure(options.grid, result.runs, ln_vocab, options.log_loss, title),
+  result.figure = io::render_figure(sweep_figure(options.grid, result.runs, ln_vocab, options.log_loss, title, options.lang),
                                     (fs::path(options.out) / "loss").string());
   if (log) log(result.figure.drawn ? "wrote " + options.out + "/summary.csv and loss.{png,svg}" : result.figure.message);
 

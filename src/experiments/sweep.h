@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "report/lang.h"
 #include "experiments/common.h"
 #include "probe/outcome.h"
 #include "report/plot.h"
@@ -44,6 +45,7 @@ struct SweepOptions {
   bool log_loss = true;          // loss axis of the figure
   std::string title;             // figure title ("" = derived from the settings)
   double poll_seconds = 0.25;    // how often running workers are checked
+  io::Lang lang = io::Lang::En;  // of the figure's text (not part of the experiment: results do not depend on it)
 };
 
 struct SweepRun {
@@ -113,9 +115,10 @@ SweepRunResult read_run(const SweepRun& run);
 bool run_finished(const std::string& run_dir);
 
 // "Post-LN, no warm-up" style title of a grid cell.
-std::string cell_title(const std::vector<GridAxis>& grid, const std::vector<std::string>& values);
+std::string cell_title(const std::vector<GridAxis>& grid, const std::vector<std::string>& values,
+                       io::Lang lang = io::Lang::En);
 // Loss curves of finished runs, one panel per cell.
 io::PlotFigure sweep_figure(const std::vector<GridAxis>& grid, const std::vector<SweepRunResult>& runs, double ln_vocab,
-                            bool log_loss, const std::string& title);
+                            bool log_loss, const std::string& title, io::Lang lang = io::Lang::En);
 
 }  // namespace blocklab::experiments

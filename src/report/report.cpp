@@ -141,11 +141,11 @@ std::string ReportDocument::markdown() const {
   return md.str();
 }
 
-std::string ReportDocument::html(const std::string& report_dir, const std::string& title) const {
+std::string ReportDocument::html(const std::string& report_dir, const std::string& title, Lang lang) const {
   std::ostringstream h;
-  h << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" << html_escape(title)
+  h << "<!DOCTYPE html>\n<html lang=\"" << to_string(lang) << "\">\n<head>\n<meta charset=\"utf-8\">\n<title>" << html_escape(title)
     << "</title>\n<style>\n"
-       "body{font-family:-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;max-width:1200px;margin:2em auto;"
+       "body{font-family:-apple-system,'Segoe UI',Helvetica,Arial,'Noto Sans CJK KR','Apple SD Gothic Neo','Malgun Gothic',sans-serif;max-width:1200px;margin:2em auto;"
        "padding:0 1em;line-height:1.5;color:#222}\n"
        "h1,h2,h3{line-height:1.2}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}\n"
        "table{border-collapse:collapse;margin:1em 0;font-size:.92em}\n"

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "report/lang.h"
+
 namespace blocklab::io {
 
 class ReportDocument {
@@ -21,7 +23,8 @@ class ReportDocument {
 
   std::string markdown() const;
   // report_dir: where the figure paths are relative to. A missing figure becomes a note in the page.
-  std::string html(const std::string& report_dir, const std::string& title) const;
+  // lang: the page's lang attribute (and with it the browser's choice of fonts).
+  std::string html(const std::string& report_dir, const std::string& title, Lang lang = Lang::En) const;
 
  private:
   enum class Kind { Heading, Paragraph, Bullets, Table, Figure, Code };
