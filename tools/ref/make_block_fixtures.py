@@ -137,33 +137,12 @@ def compute(preset, params=None, tokens=None):
                 p.copy_(params[name])
     if tokens is None:
         tokens = seeded_tokens
-    init = {n: p.detach().clone() for n, p in model.named_parameters()}
-
-    model.zero_grad(set_to_none=True)
-    loss, logits = cm.copy_loss(model, tokens, return_logits=True)
-    loss.backward()
-    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
-
-    opt = torch.optim.Adam(model.parameters(), **ADAM)
-    losses = []
-    for _ in range(ADAM_STEPS):
-        opt.zero_grad(set_to_none=True)
-        l = cm.copy_loss(model, tokens)
-        losses.append(l.item())
-        l.backward()
-        opt.step()
-    final = {n: p.detach().clone() for n, p in model.named_parameters()}
-    return dict(names=[n for n, _ in model.named_parameters()], init=init, tokens=tokens,
-                logits=logits.detach(), loss=loss.detach().reshape(1), grads=grads,
-                adam_losses=torch.tensor(losses, dtype=torch.float64), final=final)
+    return mcf.run_fixture(model, tokens)
 
 
 # ----------------------------------------------------------------------------- self-checks
 
-def normwise(a, b):
-    scale = float(b.abs().max())
-    d = float((a - b).abs().max())
-    return d / scale if scale > 0 else d
+normwise = mcf.normwise
 
 
 def hf_layout_logits(preset, P, tokens):

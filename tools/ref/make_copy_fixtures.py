@@ -82,6 +82,13 @@ def compute(placement, norm, params=None, tokens=None):
                 p.copy_(params[name])
     if tokens is None:
         tokens = cm.copy_batch(CFG["batch"], CFG["copy_len"], CFG["vocab"])
+    return run_fixture(model, tokens)
+
+
+def run_fixture(model, tokens):
+    """What every fixture stores, from the model's current weights and one batch: the logits, the loss and
+    every gradient, then ADAM_STEPS Adam steps on that batch (the loss before each, the final weights).
+    Shared by make_block_fixtures.py and make_placement_fixtures.py."""
     init = {n: p.detach().clone() for n, p in model.named_parameters()}
 
     model.zero_grad(set_to_none=True)
@@ -101,6 +108,13 @@ def compute(placement, norm, params=None, tokens=None):
     return dict(names=[n for n, _ in model.named_parameters()], init=init, tokens=tokens,
                 logits=logits.detach(), loss=loss.detach().reshape(1), grads=grads,
                 adam_losses=torch.tensor(losses, dtype=torch.float64), final=final)
+
+
+def normwise(a, b):
+    """Largest absolute difference relative to the largest entry of b."""
+    scale = float(b.abs().max())
+    d = float((a - b).abs().max())
+    return d / scale if scale > 0 else d
 
 
 def metadata(placement, norm):
