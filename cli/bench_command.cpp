@@ -12,6 +12,7 @@
 #include "kernels/gemm.h"
 #include "kernels/sgemm.h"
 #include "model/flops.h"
+#include "train/memory.h"
 #include "train/trainer.h"
 #include "util/profiler.h"
 #include "util/rng.h"
@@ -61,6 +62,7 @@ void register_bench(CLI::App& root, std::vector<Command>& commands) {
   commands.push_back({app, [app, flags, options, profile] {
                         RunConfig config = build_config(app, *flags);
                         resolve(config);
+                        require_training_memory(config, "bench");
                         set_num_threads(config.threads);
                         const int threads = num_threads();
                         Trainer trainer(config);

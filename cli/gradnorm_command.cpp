@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "train/memory.h"
 #include "experiment_flags.h"
 #include "experiments/gradnorm.h"
 #include "experiments/labels.h"
@@ -38,6 +39,9 @@ void register_gradnorm(CLI::App& root, std::vector<Command>& commands) {
                         options.seeds = seed_list(app, *seeds, options.base, "0,1,2");
                         options.placements = placement_list(app, *placements, options.base);
                         options.batches = *batches;
+                        RunConfig sized = options.base;  // one model at a time, each of the base's size
+                        resolve(sized);
+                        require_training_memory(sized, "gradnorm");
                         ConsoleReporter console;
                         const auto result = experiments::run_gradnorm(options, console.log());
                         std::printf("MLP second-layer weight gradient norm at init, mean of %zu seed(s):\n",

@@ -4,6 +4,8 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <new>
+#include <stdexcept>
 
 #include "commands.h"
 #include "train/run.h"
@@ -61,6 +63,14 @@ int main(int argc, char** argv) {
   } catch (const Error& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "blocklab: error: %s\n", e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {  // what the memory estimates did not foresee: still the input's size
+    std::fflush(stdout);
+    std::fprintf(stderr, "blocklab: error: out of memory (the sizes asked for do not fit; try smaller ones)\n");
+    return 2;
+  } catch (const std::length_error& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "blocklab: error: out of memory (a size too large to allocate: %s)\n", e.what());
     return 2;
   } catch (const std::exception& e) {
     std::fflush(stdout);

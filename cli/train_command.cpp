@@ -53,6 +53,10 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
                           if (app->count("--out") > 0) throw Error("--resume continues the run in its own directory; drop --out");
                           if (*force) throw Error("--force cannot be combined with --resume");
                           from = find_resume_point(*resume);
+                          for (const SkippedCheckpoint& skipped : from->skipped)
+                            std::fprintf(stderr, "blocklab: skipping damaged checkpoint %s: %s\n",
+                                         skipped.path.c_str(), skipped.reason.c_str());
+                          for (const std::string& note : from->notes) std::fprintf(stderr, "blocklab: note: %s\n", note.c_str());
                           config = build_config(app, *flags, from->config);
                           resolve(config);
                           check_resume_config(*from, config);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzz smoke test with libFuzzer + ASan + UBSan, one target after the other:
-#   safetensors   the safetensors parser (src/io/safetensors.cpp), fuzz/fuzz_safetensors.cpp
+#   safetensors   the safetensors parser and its checksums (src/io/safetensors.cpp), fuzz/fuzz_safetensors.cpp
 #   config        the TOML run-config parser (src/train/run_config.cpp), fuzz/fuzz_config.cpp
 #
 #   fuzz/run-smoke.sh [SECONDS] [TARGET...]   # SECONDS per target, default 20; default: every target
@@ -86,7 +86,7 @@ build() {
   local -a sources=()
   for f in "$@"; do [[ "$f" == *.cpp ]] && sources+=("$f"); done
   echo "building $bin with $cxx"
-  "$cxx" "${common[@]}" "${flags[@]}" "${sources[@]}" -o "$bin"
+  "$cxx" "${common[@]}" "${flags[@]}" "${sources[@]}" -o "$bin" -lxxhash
 }
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}"
@@ -95,8 +95,10 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
 # --- safetensors ----------------------------------------------------------------------------------
 run_safetensors() {
   local inputs=("$root/fuzz/fuzz_safetensors.cpp" "$root/src/io/safetensors.cpp" "$root/src/io/dtype.cpp"
-                "$root/src/io/atomic_file.cpp" "$root/src/util/error.cpp" "$root/src/io/safetensors.h"
-                "$root/src/io/dtype.h" "$root/src/io/atomic_file.h" "$root/src/util/error.h")
+                "$root/src/io/atomic_file.cpp" "$root/src/io/checksum.cpp" "$root/src/util/error.cpp"
+                "$root/src/util/shape.cpp" "$root/src/util/shape.h"
+                "$root/src/io/safetensors.h" "$root/src/io/dtype.h" "$root/src/io/atomic_file.h"
+                "$root/src/io/checksum.h" "$root/src/util/error.h")
   build "$out/fuzz_safetensors" fuzz_flags "${inputs[@]}"
   build "$out/make_seeds" seedgen_flags "${inputs[@]}"
 

@@ -23,12 +23,17 @@ inline std::string read_text(const std::filesystem::path& p) {
   return ss.str();
 }
 
-inline CliResult run_cli(const std::string& args) {
+// run_cli with environment assignments ("NAME=VALUE ...") in front of the command.
+inline CliResult run_cli_env(const std::string& env, const std::string& args);
+
+inline CliResult run_cli(const std::string& args) { return run_cli_env("", args); }
+
+inline CliResult run_cli_env(const std::string& env, const std::string& args) {
   static int counter = 0;
   const auto dir = std::filesystem::temp_directory_path();
   const auto out = dir / ("blocklab_cli_out_" + std::to_string(::getpid()) + "_" + std::to_string(counter));
   const auto err = dir / ("blocklab_cli_err_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-  const std::string cmd = std::string(BLOCKLAB_CLI) + " " + args + " >" + out.string() + " 2>" + err.string();
+  const std::string cmd = env + std::string(BLOCKLAB_CLI) + " " + args + " >" + out.string() + " 2>" + err.string();
   const int raw = std::system(cmd.c_str());
   CliResult r;
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;

@@ -7,9 +7,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <sstream>
 
 #include "cli_runner.h"
 #include "io/checkpoint.h"
+#include "io/checksum.h"
 #include "io/metrics.h"
 #include "io/safetensors.h"
 #include "train/run.h"
@@ -65,7 +68,17 @@ void rewrite(const fs::path& file, Edit edit) {
     }
   }
   edit(tensors, metadata);
-  io::write_safetensors(file.string(), tensors, metadata);
+  const io::FileChecksum sum = io::write_safetensors(file.string(), tensors, metadata);
+  // A consistent but wrong checkpoint: COMPLETE records the rewritten file, so the content checks speak.
+  const fs::path marker = file.parent_path() / "COMPLETE";
+  std::istringstream lines(read_text(marker));
+  std::string line, text;
+  while (std::getline(lines, line)) {
+    if (line.starts_with(file.filename().string() + " "))
+      line = file.filename().string() + " " + std::to_string(sum.bytes) + " xxh3_64:" + io::checksum_hex(sum.checksum);
+    text += line + "\n";
+  }
+  std::ofstream(marker, std::ios::trunc) << text;
 }
 
 }  // namespace
@@ -329,4 +342,153 @@ TEST(Metrics, KeepThroughDropsLaterRowsAndAnUnfinishedLine) {
   fs::remove(path);
   io::keep_metrics_through(path, columns, 3);  // missing: a fresh file with the header
   EXPECT_EQ(read_text(path), "step,loss,lr,grad_norm,skipped\n");
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Checksums and falling back
+
+namespace {
+
+std::vector<char> bytes_of(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+void put_bytes(const fs::path& p, const std::vector<char>& b) {
+  std::ofstream(p, std::ios::binary | std::ios::trunc).write(b.data(), static_cast<std::streamsize>(b.size()));
+}
+
+}  // namespace
+
+// One flipped bit at a sample of offsets of each file (length field, header JSON, header padding, the
+// first, middle and last byte of every tensor): every flip is found, a flip in a tensor names it, and
+// loading refuses without touching the trainer.
+TEST(CheckpointChecksums, EveryFlippedByteIsFoundAndNamed) {
+  set_num_threads(1);
+  const fs::path dir = fresh_dir("ckpt_flips");
+  Trainer t(tiny());
+  for (int s = 0; s < 2; ++s) t.step();
+  const fs::path written = io::write_checkpoint(dir, t.checkpoint_state(), 0);
+  ASSERT_TRUE(io::verify_checkpoint(written).empty());
+  Trainer fresh(tiny());
+  const auto before = copy_of(fresh.model().params());
+  int flips = 0;
+  for (const char* name : {"model.safetensors", "state.safetensors"}) {
+    const fs::path file = written / name;
+    const std::vector<char> original = bytes_of(file);
+    std::vector<std::pair<uint64_t, std::string>> offsets;  // offset, tensor name ("" for the header)
+    uint64_t data_offset = 0;
+    {
+      const io::SafetensorsReader r(file.string());
+      data_offset = r.data_offset();
+      for (const auto& e : r.tensors())
+        for (uint64_t at : {e.begin, (e.begin + e.end) / 2, e.end - 1}) offsets.push_back({data_offset + at, e.name});
+    }
+    for (uint64_t at : {uint64_t{0}, uint64_t{3}, uint64_t{8}, uint64_t{20}, data_offset / 2, data_offset - 1})
+      offsets.push_back({at, ""});
+    for (const auto& [at, tensor] : offsets) {
+      std::vector<char> damaged = original;
+      damaged[at] ^= 0x10;
+      put_bytes(file, damaged);
+      ++flips;
+      try {
+        io::verify_checkpoint(written);
+        ADD_FAILURE() << name << ": flip at byte " << at << " not detected";
+      } catch (const Error& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find(name), std::string::npos) << what;
+        if (!tensor.empty()) EXPECT_NE(what.find("tensor '" + tensor + "'"), std::string::npos) << what;
+      }
+      if (at % 7 == 0) {  // loading refuses too, and changes nothing
+        EXPECT_THROW(fresh.load_checkpoint(written), Error);
+        EXPECT_TRUE(same_bytes(before, fresh.model().params()));
+        EXPECT_EQ(fresh.steps_done(), 0);
+      }
+    }
+    put_bytes(file, original);
+  }
+  EXPECT_GT(flips, 100);
+  EXPECT_TRUE(io::verify_checkpoint(written).empty());
+}
+
+// A checkpoint of the first format (COMPLETE says only "step N") still loads, with a note.
+TEST(CheckpointChecksums, MarkerWithoutChecksumsLoadsWithANote) {
+  set_num_threads(1);
+  const fs::path dir = fresh_dir("ckpt_old_marker");
+  Trainer t(tiny());
+  t.step();
+  const fs::path written = io::write_checkpoint(dir, t.checkpoint_state(), 0);
+  std::ofstream(written / "COMPLETE", std::ios::trunc) << "step 1\n";
+  const auto notes = io::verify_checkpoint(written);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("records no file checksums"), std::string::npos) << notes[0];
+  Trainer fresh(tiny());
+  EXPECT_NO_THROW(fresh.load_checkpoint(written));
+  EXPECT_EQ(fresh.steps_done(), 1);
+}
+
+struct Damage {
+  std::string name;
+  std::function<void(const fs::path& checkpoint)> apply;
+  std::string expected;
+};
+class ResumeFallback : public ::testing::TestWithParam<Damage> {};
+
+// The newest checkpoint damaged in one way: resume takes the one before and says why it skipped the newest.
+TEST_P(ResumeFallback, TakesTheNewestThatVerifies) {
+  set_num_threads(1);
+  const fs::path dir = fresh_dir("resume_fallback_" + GetParam().name);
+  RunConfig c = tiny();
+  c.out = dir.string();
+  c.steps = 6;
+  c.checkpoint_every = 2;
+  c.keep_checkpoints = 0;
+  train_run(c, false);
+  const auto all = io::list_checkpoints(dir);
+  ASSERT_EQ(all.size(), 3u);
+  GetParam().apply(all.back().path);
+  const ResumePoint p = find_resume_point(dir.string());
+  EXPECT_EQ(p.step, 4);
+  EXPECT_EQ(p.checkpoint, all[1].path);
+  ASSERT_EQ(p.skipped.size(), 1u);
+  EXPECT_EQ(p.skipped[0].path, all.back().path);
+  EXPECT_NE(p.skipped[0].reason.find(GetParam().expected), std::string::npos) << p.skipped[0].reason;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, ResumeFallback,
+    ::testing::Values(
+        Damage{"truncated_model", [](const fs::path& c) { fs::resize_file(c / "model.safetensors", 100); }, "truncated"},
+        Damage{"truncated_state", [](const fs::path& c) { fs::resize_file(c / "state.safetensors", 4000); }, "truncated"},
+        Damage{"deleted_model", [](const fs::path& c) { fs::remove(c / "model.safetensors"); }, "missing"},
+        Damage{"deleted_state", [](const fs::path& c) { fs::remove(c / "state.safetensors"); }, "missing"},
+        Damage{"deleted_marker", [](const fs::path& c) { fs::remove(c / "COMPLETE"); }, "no COMPLETE marker"},
+        Damage{"damaged_marker", [](const fs::path& c) { std::ofstream(c / "COMPLETE", std::ios::app) << "junk\n"; },
+               "damaged marker"},
+        Damage{"flipped_state", [](const fs::path& c) {
+                 auto b = bytes_of(c / "state.safetensors");
+                 b[b.size() - 9] ^= 1;
+                 put_bytes(c / "state.safetensors", b);
+               }, "tensor 'rng.data': data damaged"}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(ResumeFallback, NoneVerifiesIsAnErrorAndChangesNothing) {
+  set_num_threads(1);
+  const fs::path dir = fresh_dir("resume_fallback_none");
+  RunConfig c = tiny();
+  c.out = dir.string();
+  c.steps = 4;
+  c.checkpoint_every = 2;
+  c.keep_checkpoints = 0;
+  train_run(c, false);
+  for (const auto& ref : io::list_checkpoints(dir)) fs::resize_file(ref.path / "model.safetensors", 10);
+  const std::string metrics = read_text(dir / "metrics.csv");
+  try {
+    find_resume_point(dir.string());
+    FAIL() << "resumed from a damaged checkpoint";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no checkpoint verifies"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(io::list_checkpoint_dirs(dir).size(), 2u);
+  EXPECT_EQ(fs::file_size(dir / "checkpoints" / "step_0000004" / "model.safetensors"), 10u);
+  EXPECT_EQ(read_text(dir / "metrics.csv"), metrics);
 }

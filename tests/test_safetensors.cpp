@@ -644,11 +644,64 @@ TEST(SafetensorsRoundTrip, Metadata) {
       {"format", "pt"}, {"note", "quote \" backslash \\ newline \n unicode \xc3\xa9"}, {"empty", ""}};
   write_safetensors(path, {tensor_view("v", {1}, std::span<const float>(v))}, meta);
   SafetensorsReader r(path);
-  EXPECT_EQ(r.metadata(), meta);
-  // No metadata: no __metadata__ key at all, and an empty map when read.
+  auto read = r.metadata();
+  EXPECT_EQ(read.erase(kChecksumsKey), 1u);  // the writer adds the tensor checksums
+  EXPECT_EQ(read, meta);
+  // No metadata given: only the checksums.
   write_safetensors(path, {tensor_view("v", {1}, std::span<const float>(v))});
   SafetensorsReader r2(path);
-  EXPECT_TRUE(r2.metadata().empty());
+  EXPECT_EQ(r2.metadata().size(), 1u);
+  EXPECT_TRUE(r2.has_checksums());
+}
+
+// Every tensor's checksum goes into __metadata__; one flipped bit anywhere in a tensor's bytes is found and
+// the tensor named; a file without checksums (another tool's) still reads, and says it was not verified.
+TEST(SafetensorsChecksums, FlippedDataBitNamesTheTensor) {
+  const std::vector<float> a = {1, 2, 3, 4}, b = {5, 6};
+  const std::vector<int64_t> c = {7, 8, 9};
+  const auto image = serialize_safetensors({tensor_view("a", {2, 2}, std::span<const float>(a)),
+                                            tensor_view("b", {2}, std::span<const float>(b)),
+                                            tensor_view("c", {3}, std::span<const int64_t>(c))},
+                                           {{"format", "pt"}});
+  const auto clean = SafetensorsReader::from_bytes(image, "clean");
+  ASSERT_TRUE(clean.has_checksums());
+  EXPECT_TRUE(clean.verify_checksums());
+  for (const TensorEntry& t : clean.tensors()) {
+    for (uint64_t at : {t.begin, (t.begin + t.end) / 2, t.end - 1}) {
+      for (int bit : {0, 7}) {
+        auto damaged = image;
+        damaged[clean.data_offset() + at] ^= static_cast<std::byte>(1 << bit);
+        const auto r = SafetensorsReader::from_bytes(damaged, "damaged");
+        try {
+          r.verify_checksums();
+          ADD_FAILURE() << "flip at data byte " << at << " of " << t.name << " not detected";
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("tensor '" + t.name + "': data damaged"), std::string::npos) << e.what();
+        }
+      }
+    }
+  }
+}
+
+TEST(SafetensorsChecksums, FileWithoutChecksumsStillReads) {
+  const auto r = SafetensorsReader::from_bytes(make_raw(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 8),
+                                               "other-tool");
+  EXPECT_FALSE(r.has_checksums());
+  EXPECT_FALSE(r.verify_checksums());
+  EXPECT_EQ(r.read_f32("x").size(), 2u);
+}
+
+TEST(SafetensorsChecksums, DamagedChecksumTableIsAnError) {
+  // The table as it would sit in the header (a JSON string holding a JSON object), each one damaged.
+  for (const std::string& table : {std::string(R"("not json")"), std::string(R"("{\"a\":\"123\"}")"),
+                                   std::string(R"("{\"a\":\"0000000000000000\",\"zz\":\"0000000000000000\"}")"),
+                                   std::string(R"("{}")"), std::string(R"("{\"a\":\"0000000000000000\"}")")}) {
+    const std::string header = R"({"__metadata__":{")" + std::string(kChecksumsKey) + R"(":)" + table +
+                               R"(},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+    const auto r = SafetensorsReader::from_bytes(make_raw(header, 8), "bad");
+    EXPECT_TRUE(r.has_checksums());
+    EXPECT_THROW(r.verify_checksums(), Error) << table;
+  }
 }
 
 TEST(SafetensorsRoundTrip, HeaderPaddedWithSpacesToMultipleOf8) {

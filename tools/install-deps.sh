@@ -2,7 +2,7 @@
 # Installs the Debian packages blocklab needs to build and test, skipping those already present.
 set -euo pipefail
 packages=(build-essential cmake pkg-config libopenblas-dev nlohmann-json3-dev libcli11-dev
-          libtomlplusplus-dev libgtest-dev libgmock-dev libbenchmark-dev gnuplot-nox
+          libtomlplusplus-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev gnuplot-nox
           fonts-noto-cjk)  # Hangul in the figures of `reproduce --lang ko`
 missing=()
 for p in "${packages[@]}"; do

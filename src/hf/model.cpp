@@ -382,6 +382,19 @@ std::string Model::dtype_summary() const {
   return s;
 }
 
+double Model::forward_bytes(int tokens, LogitsFor logits) const {
+  const ModelConfig& c = config_;
+  if (tokens <= 0) return 0;
+  const BlockDims dims = BlockDims::of(block_config_, 1, tokens);
+  BlockActs<float> acts;
+  const double block = static_cast<double>(carve_block_acts<float>(acts, nullptr, block_config_, dims, 0));
+  const double scratch = static_cast<double>(block_attention_scratch_size(block_config_, dims));
+  const double T = tokens, C = c.hidden;
+  const double rows = logits == LogitsFor::All ? T : logits == LogitsFor::Last ? 1 : 0;
+  const double tiles = 16.0 * 1024 * 1024;  // LinearSource's converted tiles and partial products
+  return sizeof(float) * (block + scratch + 2 * T * C + 2 * T + T * c.head_dim + rows * c.vocab) + tiles;
+}
+
 ForwardResult Model::forward(std::span<const int32_t> tokens, const ForwardOptions& options) const {
   const ModelConfig& c = config_;
   const int Tn = static_cast<int>(tokens.size());

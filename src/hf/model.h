@@ -74,6 +74,10 @@ class Model {
   const blocklab::ModelConfig& block_config() const { return block_config_; }
 
   ForwardResult forward(std::span<const int32_t> tokens, const ForwardOptions& options = {}) const;
+  // Bytes forward() allocates for `tokens` tokens, the memory-mapped weights aside: one block's activations
+  // (every block reuses them), the attention's work space, the stream, the final norm, the logits and
+  // the 16-bit weights' conversion tiles.
+  double forward_bytes(int tokens, LogitsFor logits) const;
 
   // Elements of the tensors the forward pass reads (the tied embedding once).
   int64_t parameter_count() const { return parameter_count_; }

@@ -9,6 +9,7 @@
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "util/error.h"
+#include "util/memory.h"
 
 namespace blocklab::hf {
 
@@ -18,6 +19,13 @@ ResidualProbeResult probe_residual(const Model& model, std::span<const int32_t> 
                                    const ResidualProbeOptions& options) {
   const ModelConfig& c = model.config();
   const int T = static_cast<int>(tokens.size());
+  const double hidden_bytes = options.save_hidden ? 4.0 * (c.layers + 1) * T * c.hidden : 0.0;
+  const double forward_bytes = model.forward_bytes(T, LogitsFor::None);
+  require_memory("probe residual", forward_bytes + hidden_bytes,
+                 "activations and work space " + format_bytes(forward_bytes) +
+                     (options.save_hidden ? ", saved hidden states " + format_bytes(hidden_bytes) : "") +
+                     "; the mapped weights aside",
+                 options.save_hidden ? "; use fewer tokens or drop --save-hidden" : "; use fewer tokens");
   ResidualProbe probe(T, c.hidden);
   ResidualProbeResult result;
   if (options.save_hidden) result.hidden.reserve(static_cast<std::size_t>(c.layers + 1) * T * c.hidden);
@@ -104,6 +112,8 @@ std::vector<TokenProbability> probe_logits(const Model& model, std::span<const i
   ForwardOptions opt;
   opt.logits = LogitsFor::Last;
   opt.stream_weights = true;
+  const double bytes = model.forward_bytes(static_cast<int>(tokens.size()), LogitsFor::Last);
+  require_memory("probe logits", bytes, "activations and work space; the mapped weights aside", "; use fewer tokens");
   opt.on_hidden = [&](int layer, std::span<const float>) {
     if (options.on_layer) options.on_layer(layer);
   };

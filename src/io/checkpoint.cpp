@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <bit>
 #include <charconv>
+#include <fstream>
 #include <map>
+#include <sstream>
 
 #include "io/atomic_file.h"
+#include "io/checksum.h"
 #include "io/safetensors.h"
 #include "util/error.h"
 #include "util/shape.h"
@@ -77,9 +80,100 @@ void check_layout(const TrainingState& s) {
                  "optimizer moments and parameters differ in size");
 }
 
-void write_complete_marker(const fs::path& dir, int64_t step) {
-  write_file_atomic((dir / kCompleteFile).string(), "step " + std::to_string(step) + "\n");
+// COMPLETE: "step N", then one line per file: "<name> <bytes> xxh3_64:<16 hex digits>".
+void write_complete_marker(const fs::path& dir, int64_t step, const FileChecksum& model, const FileChecksum& state) {
+  std::string text = "step " + std::to_string(step) + "\n";
+  for (const auto& [name, sum] : {std::pair{kModelFile, model}, std::pair{kStateFile, state}})
+    text += std::string(name) + " " + std::to_string(sum.bytes) + " " + std::string(kChecksumAlgorithm) + ":" +
+            checksum_hex(sum.checksum) + "\n";
+  write_file_atomic((dir / kCompleteFile).string(), text);
 }
+
+struct RecordedFile {
+  uint64_t bytes = 0, checksum = 0;
+};
+
+// Reads COMPLETE. Markers of the first format hold only "step N" (no files); anything else that is not
+// the format above means the marker itself is damaged.
+std::map<std::string, RecordedFile> read_complete_marker(const fs::path& dir) {
+  const fs::path path = dir / kCompleteFile;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path.string() + ": cannot read");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string text = buffer.str();
+  auto damaged = [&](const std::string& why) -> Error { return Error(path.string() + ": damaged marker: " + why); };
+  if (text.size() > 4096) throw damaged("longer than any marker blocklab writes");
+  std::istringstream lines(text);
+  std::string line;
+  std::map<std::string, RecordedFile> files;
+  bool first = true;
+  while (std::getline(lines, line)) {
+    std::istringstream words(line);
+    std::string a, b, c, extra;
+    words >> a >> b >> c >> extra;
+    if (first) {
+      int64_t step = 0;
+      if (a != "step" || !c.empty() || b.empty() || std::from_chars(b.data(), b.data() + b.size(), step).ptr != b.data() + b.size())
+        throw damaged("the first line is not 'step N'");
+      first = false;
+      continue;
+    }
+    const std::string prefix = std::string(kChecksumAlgorithm) + ":";
+    RecordedFile f;
+    if ((a != kModelFile && a != kStateFile) || !extra.empty() || files.count(a) ||
+        std::from_chars(b.data(), b.data() + b.size(), f.bytes).ptr != b.data() + b.size() || b.empty() ||
+        !c.starts_with(prefix) || !parse_checksum_hex(std::string_view(c).substr(prefix.size()), f.checksum))
+      throw damaged("unexpected line '" + line.substr(0, 80) + "'");
+    files[a] = f;
+  }
+  if (first) throw damaged("empty");
+  if (!files.empty() && files.size() != 2) throw damaged("records " + std::to_string(files.size()) + " of the 2 files");
+  return files;
+}
+
+// Checksum of a whole file, read in 1 MiB pieces.
+uint64_t checksum_of_file(const fs::path& path, uint64_t& bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path.string() + ": cannot read");
+  ChecksumStream sum;
+  std::vector<char> buffer(1 << 20);
+  bytes = 0;
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    const auto got = static_cast<std::size_t>(in.gcount());
+    sum.update(std::as_bytes(std::span<const char>(buffer.data(), got)));
+    bytes += got;
+  }
+  if (in.bad()) throw Error(path.string() + ": read failed");
+  return sum.digest();
+}
+
+// One file of a checkpoint against what COMPLETE recorded (or, for a marker without checksums, its tensor
+// checksums alone).
+void verify_file(const fs::path& path, const RecordedFile* recorded, std::vector<std::string>& notes) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) throw Error(path.string() + ": missing");
+  if (recorded != nullptr) {
+    const uint64_t size = fs::file_size(path, ec);
+    if (ec) throw Error(path.string() + ": cannot stat: " + ec.message());
+    if (size != recorded->bytes)
+      throw Error(path.string() + ": " + (size < recorded->bytes ? "truncated" : "grown") + ": " + std::to_string(size) +
+                  " bytes, written with " + std::to_string(recorded->bytes));
+    uint64_t read = 0;
+    const uint64_t actual = checksum_of_file(path, read);
+    if (actual == recorded->checksum && read == recorded->bytes) return;
+    // Damaged: say where. The parser names a damaged header, the tensor checksums a damaged tensor.
+    const SafetensorsReader reader(path.string());
+    reader.verify_checksums();
+    throw Error(path.string() + ": header damaged: the file's checksum is " + checksum_hex(actual) + ", written as " +
+                checksum_hex(recorded->checksum) + " (every tensor's data is intact)");
+  }
+  const SafetensorsReader reader(path.string());
+  if (!reader.verify_checksums())
+    notes.push_back(path.string() + ": no checksums (written by another tool or an older blocklab); not verified");
+}
+
 
 }  // namespace
 
@@ -91,17 +185,23 @@ std::string checkpoint_name(int64_t step) {
   return buf;
 }
 
-std::vector<CheckpointRef> list_checkpoints(const fs::path& run_dir) {
+std::vector<CheckpointRef> list_checkpoint_dirs(const fs::path& run_dir) {
   std::vector<CheckpointRef> found;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(checkpoints_dir(run_dir), ec)) {
     int64_t step = 0;
     if (!parse_checkpoint_name(entry.path().filename().string(), step)) continue;
     std::error_code ec2;
-    if (!entry.is_directory(ec2) || !fs::is_regular_file(entry.path() / kCompleteFile, ec2)) continue;
-    found.push_back({step, entry.path()});
+    if (!entry.is_directory(ec2)) continue;
+    found.push_back({step, entry.path(), fs::is_regular_file(entry.path() / kCompleteFile, ec2)});
   }
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
+  return found;
+}
+
+std::vector<CheckpointRef> list_checkpoints(const fs::path& run_dir) {
+  std::vector<CheckpointRef> found = list_checkpoint_dirs(run_dir);
+  std::erase_if(found, [](const CheckpointRef& c) { return !c.complete; });
   return found;
 }
 
@@ -129,7 +229,8 @@ fs::path write_checkpoint(const fs::path& run_dir, const TrainingState& state, i
     moments.reserve(2 * state.layout.size() + 5);
     for (const auto& t : state.layout)
       model.push_back(tensor_view(t.name, t.shape, std::span<const float>(state.params.subspan(t.offset, t.numel))));
-    write_safetensors((tmp / kModelFile).string(), model, {{"format", "pt"}, {"step", step_text}});
+    const FileChecksum model_sum =
+        write_safetensors((tmp / kModelFile).string(), model, {{"format", "pt"}, {"step", step_text}});
 
     for (const auto& t : state.layout)
       moments.push_back(
@@ -144,12 +245,12 @@ fs::path write_checkpoint(const fs::path& run_dir, const TrainingState& state, i
     std::array<int64_t, 4> rng;
     for (int i = 0; i < 4; ++i) rng[i] = std::bit_cast<int64_t>(state.data_rng[i]);
     moments.push_back(tensor_view(kDataRng, {4}, std::span<const int64_t>(rng)));
-    write_safetensors((tmp / kStateFile).string(), moments,
-                      {{"format", kFormat},
-                       {"format_version", std::to_string(kCheckpointFormatVersion)},
-                       {"step", step_text},
-                       {"config", state.config_json}});
-    write_complete_marker(tmp, state.step);  // also fsyncs tmp, making the three entries durable
+    const FileChecksum state_sum = write_safetensors((tmp / kStateFile).string(), moments,
+                                                     {{"format", kFormat},
+                                                      {"format_version", std::to_string(kCheckpointFormatVersion)},
+                                                      {"step", step_text},
+                                                      {"config", state.config_json}});
+    write_complete_marker(tmp, state.step, model_sum, state_sum);  // also fsyncs tmp: the three entries are durable
 
     if (fs::exists(final_dir, ec)) discard(root, final_dir);
     fs::rename(tmp, final_dir, ec);
@@ -178,10 +279,25 @@ std::string read_checkpoint_config(const fs::path& checkpoint) {
   return it->second;
 }
 
-void read_checkpoint(const fs::path& checkpoint, TrainingState& out) {
-  check_layout(out);
-  if (!fs::is_regular_file(checkpoint / kCompleteFile))
+std::vector<std::string> verify_checkpoint(const fs::path& checkpoint) {
+  std::error_code ec;
+  if (!fs::is_directory(checkpoint, ec)) throw Error(checkpoint.string() + ": no such checkpoint directory");
+  if (!fs::is_regular_file(checkpoint / kCompleteFile, ec))
     throw Error(checkpoint.string() + ": not a complete checkpoint (no " + kCompleteFile + " file)");
+  const auto recorded = read_complete_marker(checkpoint);
+  std::vector<std::string> notes;
+  if (recorded.empty())
+    notes.push_back((checkpoint / kCompleteFile).string() + ": records no file checksums (an older blocklab)");
+  for (const char* name : {kModelFile, kStateFile}) {
+    const auto it = recorded.find(name);
+    verify_file(checkpoint / name, it == recorded.end() ? nullptr : &it->second, notes);
+  }
+  return notes;
+}
+
+std::vector<std::string> read_checkpoint(const fs::path& checkpoint, TrainingState& out) {
+  check_layout(out);
+  std::vector<std::string> notes = verify_checkpoint(checkpoint);
   const SafetensorsReader model((checkpoint / kModelFile).string());
   const SafetensorsReader state((checkpoint / kStateFile).string());
 
@@ -265,6 +381,7 @@ void read_checkpoint(const fs::path& checkpoint, TrainingState& out) {
   out.data_batches_drawn = batches;
   out.config_json = meta("config");
   for (int i = 0; i < 4; ++i) out.data_rng[i] = std::bit_cast<uint64_t>(rng[i]);
+  return notes;
 }
 
 }  // namespace blocklab::io

@@ -8,7 +8,11 @@
 //                         step, adam.step, skipped_steps, data.batches_drawn (I64 scalars);
 //                         rng.data (the data stream's xoshiro256** state, 4 words stored as I64 bit patterns);
 //                         __metadata__: format "blocklab-checkpoint", format_version, step, config (resolved JSON)
-//     COMPLETE            written last
+//     COMPLETE            written last: "step N", then per file "<name> <bytes> xxh3_64:<16 hex digits>"
+//
+// Both safetensors files carry the XXH3-64 of every tensor in their __metadata__ (io/safetensors.h), and
+// COMPLETE records each file's size and whole-file checksum, so any changed byte (header, padding or data),
+// a truncated or a missing file is found before a checkpoint is used (verify_checkpoint).
 //
 // A checkpoint is written into a hidden temporary directory beside the others (every file fsynced),
 // which is then renamed into place and the parent fsynced. A directory named step_* therefore exists only
@@ -49,6 +53,7 @@ struct TrainingState {
 struct CheckpointRef {
   int64_t step = 0;
   std::filesystem::path path;
+  bool complete = true;  // holds a COMPLETE marker
 };
 
 std::filesystem::path checkpoints_dir(const std::filesystem::path& run_dir);  // RUN/checkpoints
@@ -56,6 +61,9 @@ std::string checkpoint_name(int64_t step);                                    //
 
 // The complete checkpoints of a run, oldest first (empty when there are none).
 std::vector<CheckpointRef> list_checkpoints(const std::filesystem::path& run_dir);
+// Every step_* directory, oldest first, also those without COMPLETE (which the writer never leaves behind:
+// such a directory was damaged afterwards).
+std::vector<CheckpointRef> list_checkpoint_dirs(const std::filesystem::path& run_dir);
 
 // Writes RUN/checkpoints/step_N (N = state.step), replacing one already there, then deletes all but the
 // newest `keep` checkpoints (keep 0: delete none) and stale temporary directories. Returns its path.
@@ -65,9 +73,17 @@ std::filesystem::path write_checkpoint(const std::filesystem::path& run_dir, con
 // The resolved config JSON stored in a checkpoint. Throws Error when the checkpoint is not readable.
 std::string read_checkpoint_config(const std::filesystem::path& checkpoint);
 
+// Checks that a checkpoint is what was written: COMPLETE is present and well formed, both files are there
+// with the recorded size and checksum; on a mismatch, the error names the damaged tensor (from the
+// tensor checksums) or the header. Throws Error at the first problem. Returns notes on what could not be
+// verified (checkpoints of an older blocklab, whose COMPLETE records no checksums: then the tensor
+// checksums, if any, are checked instead).
+std::vector<std::string> verify_checkpoint(const std::filesystem::path& checkpoint);
+
 // Loads a checkpoint into `state`, whose layout and arena sizes describe the model it must match.
-// Every file, tensor name, dtype, shape and counter is checked before anything is copied; a mismatch or
-// a malformed file throws Error naming the file and the problem, and leaves `state` untouched.
-void read_checkpoint(const std::filesystem::path& checkpoint, TrainingState& state);
+// The checkpoint is verified (verify_checkpoint) and every file, tensor name, dtype, shape and counter is
+// checked before anything is copied; a mismatch, a damaged or malformed file throws Error naming the file
+// and the problem, and leaves `state` untouched. Returns verify_checkpoint's notes.
+std::vector<std::string> read_checkpoint(const std::filesystem::path& checkpoint, TrainingState& state);
 
 }  // namespace blocklab::io

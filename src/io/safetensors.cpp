@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "io/atomic_file.h"
+#include "io/checksum.h"
 #include "util/error.h"
 #include "util/shape.h"
 
@@ -254,11 +255,8 @@ struct PreparedHeader {
 PreparedHeader prepare_header(const std::vector<TensorToWrite>& tensors,
                               const std::map<std::string, std::string>& metadata, const std::string& where) {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
-  if (!metadata.empty()) {
-    nlohmann::ordered_json m = nlohmann::ordered_json::object();
-    for (const auto& [k, v] : metadata) m[k] = v;
-    j["__metadata__"] = std::move(m);
-  }
+  j["__metadata__"] = nlohmann::ordered_json::object();  // filled below, once the checksums are known
+  nlohmann::ordered_json checksums = nlohmann::ordered_json::object();
   std::set<std::string_view> names;
   uint64_t offset = 0;
   for (const TensorToWrite& t : tensors) {
@@ -278,7 +276,16 @@ PreparedHeader prepare_header(const std::vector<TensorToWrite>& tensors,
     uint64_t end = 0;
     if (add_overflow(offset, nbytes, end)) throw Error(where + ": total data size overflows");
     j[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, end}}};
+    checksums[t.name] = checksum_hex(checksum(t.data));
     offset = end;
+  }
+  nlohmann::ordered_json& m = j["__metadata__"];
+  for (const auto& [k, v] : metadata)
+    if (k != kChecksumsKey) m[k] = v;
+  try {
+    m[kChecksumsKey] = checksums.dump();
+  } catch (const nlohmann::ordered_json::exception& e) {
+    throw Error(where + ": cannot encode header (names and metadata must be valid UTF-8): " + e.what());
   }
   PreparedHeader p;
   try {
@@ -474,6 +481,41 @@ SafetensorsReader& SafetensorsReader::operator=(SafetensorsReader&& o) noexcept 
   return *this;
 }
 
+bool SafetensorsReader::verify_checksums() const {
+  const auto it = header_.metadata.find(kChecksumsKey);
+  if (it == header_.metadata.end()) return false;
+  const std::string where = path_ + ": __metadata__ " + kChecksumsKey;
+  json table;
+  try {
+    table = json::parse(it->second);
+  } catch (const json::exception&) {
+    throw Error(where + " is not a JSON object (header damaged?)");
+  }
+  if (!table.is_object()) throw Error(where + " is not a JSON object (header damaged?)");
+  for (const auto& [name, value] : table.items()) {
+    uint64_t ignored = 0;
+    if (!value.is_string() || !parse_checksum_hex(value.get_ref<const std::string&>(), ignored))
+      throw Error(where + ": the checksum of tensor " + quote(name) + " is not 16 hex digits (header damaged?)");
+    if (find(name) == nullptr)
+      throw Error(where + " names tensor " + quote(name) + ", which the file does not hold (header damaged?)");
+  }
+  for (const TensorEntry& t : header_.tensors) {
+    const auto entry = table.find(t.name);
+    if (entry == table.end())
+      throw Error(path_ + ": tensor " + quote(t.name) + " has no checksum in " + kChecksumsKey + " (header damaged?)");
+    uint64_t stored = 0;
+    parse_checksum_hex(entry->get_ref<const std::string&>(), stored);
+    const uint64_t actual = checksum(bytes(t));
+    if (actual != stored)
+      throw Error(path_ + ": tensor " + quote(t.name) + ": data damaged: bytes " +
+                  range_text(header_.data_offset + t.begin, header_.data_offset + t.end) + " of the file give checksum " +
+                  checksum_hex(actual) + ", written as " + checksum_hex(stored));
+  }
+  return true;
+}
+
+uint64_t SafetensorsReader::file_checksum() const { return checksum({base_, size_}); }
+
 const TensorEntry* SafetensorsReader::find(std::string_view name) const {
   auto it = index_.find(name);
   return it == index_.end() ? nullptr : &header_.tensors[it->second];
@@ -616,8 +658,8 @@ std::vector<std::byte> serialize_safetensors(const std::vector<TensorToWrite>& t
   return out;
 }
 
-void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+FileChecksum write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                               const std::map<std::string, std::string>& metadata) {
   if (path.empty()) throw Error("write_safetensors: empty path");
   const PreparedHeader p = prepare_header(tensors, metadata, path);
 
@@ -626,7 +668,15 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
   std::vector<std::span<const std::byte>> pieces = {length, std::as_bytes(std::span(p.header))};
   for (const TensorToWrite& t : tensors)
     if (!t.data.empty()) pieces.push_back(t.data);
+  ChecksumStream whole;
+  FileChecksum result;
+  for (const auto& piece : pieces) {
+    whole.update(piece);
+    result.bytes += piece.size();
+  }
+  result.checksum = whole.digest();
   write_file_atomic(path, pieces);
+  return result;
 }
 
 }  // namespace blocklab::io

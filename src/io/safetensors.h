@@ -24,6 +24,11 @@
 
 namespace blocklab::io {
 
+// The checksums blocklab's writer stores in "__metadata__" (a string -> string map, so the file stays valid
+// for every other reader): under this key, a JSON object mapping every tensor name to the XXH3-64 of its
+// data bytes as 16 hex digits (io/checksum.h). Files from other tools have none and still load.
+inline constexpr const char* kChecksumsKey = "checksums.xxh3_64";
+
 // Largest header length accepted (same limit as the reference Rust implementation).
 inline constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
 
@@ -68,6 +73,17 @@ class SafetensorsReader {
   const std::vector<TensorEntry>& tensors() const { return header_.tensors; }
   const std::map<std::string, std::string>& metadata() const { return header_.metadata; }
   uint64_t data_offset() const { return header_.data_offset; }
+
+  // True when the metadata holds tensor checksums (kChecksumsKey), whether or not they match.
+  bool has_checksums() const { return header_.metadata.count(kChecksumsKey) > 0; }
+  // Checks every tensor's bytes against its checksum, in file order. Returns false, checking nothing, when
+  // the file holds no checksums (written by another tool). Throws Error naming the first tensor whose bytes
+  // differ from what was written ("<path>: tensor 'x': data damaged: checksum ... but the bytes give ..."),
+  // and for a malformed checksum table, a tensor without a checksum, or a checksum of an absent tensor.
+  bool verify_checksums() const;
+  // The whole file's checksum (io/checksum.h), header and data.
+  uint64_t file_checksum() const;
+  uint64_t file_size() const { return size_; }
 
   const TensorEntry* find(std::string_view name) const;  // nullptr when absent
   const TensorEntry& at(std::string_view name) const;    // throws Error naming file and tensor
@@ -115,13 +131,20 @@ TensorToWrite tensor_view(std::string name, std::vector<int64_t> shape, std::spa
 // Raw 16-bit payloads (use with float_to_bf16 / float_to_f16 of io/dtype.h); dtype must be BF16, F16 or I16.
 TensorToWrite tensor_view(std::string name, DType dtype, std::vector<int64_t> shape, std::span<const uint16_t> data);
 
+// Size and checksum of a whole file as written.
+struct FileChecksum {
+  uint64_t bytes = 0;
+  uint64_t checksum = 0;  // io/checksum.h over every byte of the file
+};
+
 // Writes atomically (io/atomic_file.h: "<path>.tmp.<pid>", write, fsync, rename over path, fsync the directory).
 // Tensors are laid out in the given order; the header is padded with spaces to a multiple of 8
-// bytes (so the data buffer starts 8-byte aligned). Validates names (non-empty, unique, not
+// bytes (so the data buffer starts 8-byte aligned). Every tensor's checksum goes into the metadata under
+// kChecksumsKey (replacing one given there). Returns the size and checksum of the file. Validates names (non-empty, unique, not
 // "__metadata__"), shapes (non-negative dims) and data sizes (== numel * dtype_size). Throws Error
 // on any invalid input or I/O failure; the temp file is removed and an existing file at `path` is
 // left untouched.
-void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+FileChecksum write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
 // The same file image in memory (the writer's exact bytes). Same validation as write_safetensors.

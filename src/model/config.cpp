@@ -77,7 +77,11 @@ void ModelConfig::validate() const {
     throw Error("heads (" + text(heads) + ") must divide width (" + text(width) + ") unless head_dim is set");
   if (heads % kv_head_count() != 0)
     throw Error("kv_heads (" + text(kv_head_count()) + ") must divide heads (" + text(heads) + ")");
-  // Sizes whose products must fit the int indices of the kernels.
+  // Sizes whose products must fit the int indices of the kernels; the int products themselves first.
+  const double head = head_dim > 0 ? head_dim : static_cast<double>(width) / heads;
+  if (static_cast<double>(mlp_ratio) * width > 1e9 || mlp_width > 1e9 || head * heads > 1e9)
+    throw Error("model too large for 32-bit indices (width " + text(width) + ", mlp_ratio " + text(mlp_ratio) +
+                ", heads " + text(heads) + ", head_dim " + text(head_dim) + ")");
   const double per_token = static_cast<double>(q_dim()) + 2.0 * kv_dim() + mlp_in_width() + width;
   if (per_token * seq_len > 2e9 || static_cast<double>(vocab) * width > 2e9 ||
       static_cast<double>(mlp_in_width()) * width > 2e9)

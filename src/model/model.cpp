@@ -23,25 +23,44 @@ Activations<T>::Activations(const ModelConfig& config, int batch, int seq_len)
   if (seq_len <= 0 || seq_len > config.seq_len)
     throw Error("sequence length " + std::to_string(seq_len) + " outside 1.." + std::to_string(config.seq_len));
   dims_ = BlockDims::of(config, batch, seq_len);
+  // Two passes over the same carving code: size, then bind.
+  arena_.assign(carve(nullptr, config), T(0));
+  carve(arena_.data(), config);
+}
+
+template <typename T>
+long Activations<T>::carve(T* base, const ModelConfig& config) {
   const long N = dims_.N(), C = config.width, V = config.vocab;
-  // Two passes over the same carving code: size, then bind. The backward's buffers come last.
-  auto carve = [&](T* base) {
-    Carver<T> m(base);
-    blocks_.assign(config.layers, BlockActs<T>{});
-    embedded_ = m.take(N * C);
-    if (config.cross_attention) context_ = m.take(dims_.Nc() * C);
-    for (int l = 0; l < config.layers; ++l) m.advance(carve_block_acts(blocks_[l], m.next(), config, dims_, l));
-    if (config.has_final_norm()) m.advance(carve_norm_acts(final_norm_, m.next(), config, N));
-    logits_ = m.take(N * V), probs_ = m.take(N * V), losses_ = m.take(N);
-    const long acts = m.used();
-    d_stream_ = m.take(N * C), d_logits_ = m.take(N * V);
-    m.advance(carve_block_scratch(scratch_, m.next(), config, dims_));
-    d_other_ = scratch_.d_other;
-    scratch_elements_ = m.used() - acts;
-    return m.used();
-  };
-  arena_.assign(carve(nullptr), T(0));
-  carve(arena_.data());
+  Carver<T> m(base);
+  // Sizing (base null) carves every block into one throw-away BlockActs: no memory per block.
+  BlockActs<T> sizing;
+  if (base != nullptr) blocks_.assign(config.layers, BlockActs<T>{});
+  embedded_ = m.take(N * C);
+  if (config.cross_attention) context_ = m.take(dims_.Nc() * C);
+  for (int l = 0; l < config.layers; ++l)
+    m.advance(carve_block_acts(base != nullptr ? blocks_[l] : sizing, m.next(), config, dims_, l));
+  if (config.has_final_norm()) m.advance(carve_norm_acts(final_norm_, m.next(), config, N));
+  logits_ = m.take(N * V), probs_ = m.take(N * V), losses_ = m.take(N);
+  const long acts = m.used();
+  // The backward's buffers come last.
+  d_stream_ = m.take(N * C), d_logits_ = m.take(N * V);
+  m.advance(carve_block_scratch(scratch_, m.next(), config, dims_));
+  d_other_ = scratch_.d_other;
+  scratch_elements_ = m.used() - acts;
+  return m.used();
+}
+
+template <typename T>
+typename Activations<T>::Sizes Activations<T>::sizes(const ModelConfig& config, int batch, int seq_len) {
+  config.validate();
+  if (batch <= 0) throw Error("batch must be positive, got " + std::to_string(batch));
+  if (seq_len <= 0 || seq_len > config.seq_len)
+    throw Error("sequence length " + std::to_string(seq_len) + " outside 1.." + std::to_string(config.seq_len));
+  Activations<T> counter;
+  counter.dims_ = BlockDims::of(config, batch, seq_len);
+  const long total = counter.carve(nullptr, config);
+  return {static_cast<size_t>(total - counter.scratch_elements_) * sizeof(T),
+          static_cast<size_t>(counter.scratch_elements_) * sizeof(T)};
 }
 
 template <typename T>

@@ -47,21 +47,29 @@ class Activations {
   bool has_loss() const { return targets_ != nullptr; }
 
   // Bytes of the saved activations, and of the backward's working buffers.
+  struct Sizes {
+    size_t activation_bytes = 0, scratch_bytes = 0;
+  };
+  // The same two sizes for a (config, batch, seq_len) without allocating them (O(layers) time, no memory
+  // per block). The caller keeps the products in range (model/memory.h checks a lower bound first).
+  static Sizes sizes(const ModelConfig& config, int batch, int seq_len);
   size_t activation_bytes() const { return (arena_.size() - scratch_elements_) * sizeof(T); }
   size_t scratch_bytes() const { return scratch_elements_ * sizeof(T); }
 
  private:
   friend class Model<T>;
+  Activations() = default;  // for sizes()
+  long carve(T* base, const ModelConfig& config);  // base null: count only; returns the arena's elements
   BlockDims dims_;
-  int layers_, vocab_;
+  int layers_ = 0, vocab_ = 0;
   std::vector<T> arena_;
   long scratch_elements_ = 0;
   std::vector<BlockActs<T>> blocks_;
   BlockScratch<T> scratch_;
-  T *embedded_, *context_ = nullptr;
+  T *embedded_ = nullptr, *context_ = nullptr;
   NormActs<T> final_norm_;  // [final norm]
-  T *logits_, *probs_, *losses_;
-  T *d_stream_, *d_logits_;  // backward: the stream's gradient, the logits' gradient
+  T *logits_ = nullptr, *probs_ = nullptr, *losses_ = nullptr;
+  T *d_stream_ = nullptr, *d_logits_ = nullptr;  // backward: the stream's gradient, the logits' gradient
   T* d_other_ = nullptr;     // the second stream-gradient buffer (block_backward swaps scratch_.d_other)
   const int32_t* inputs_ = nullptr;
   const int32_t* targets_ = nullptr;

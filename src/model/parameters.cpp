@@ -1,10 +1,19 @@
 #include "model/parameters.h"
 
+#include <cmath>
+
 #include "util/error.h"
 
 namespace blocklab {
 
-ParameterTable::ParameterTable(const ModelConfig& config) {
+namespace {
+
+// Every parameter of a config, in table order: add(name, shape, role, block[, part]). One list serves the
+// table and the allocation-free count.
+template <typename Add>
+void for_each_parameter(const ModelConfig& config, Add&& put) {
+  auto add = [&](std::string name, std::vector<int64_t> shape, ParamRole role, int block,
+                 LinearPart part = LinearPart::None) { put(std::move(name), std::move(shape), role, block, part); };
   const int64_t C = config.width, V = config.vocab, T = config.seq_len, D = config.head_size();
   const int64_t Q = config.q_dim(), K = config.kv_dim(), I = config.mlp_hidden();
   auto add_norm = [&](const std::string& prefix, int block) {
@@ -55,6 +64,24 @@ ParameterTable::ParameterTable(const ModelConfig& config) {
   }
   if (config.has_final_norm()) add_norm("final_norm", -1);
   if (!config.tie_head) add("head.weight", {V, C}, ParamRole::LinearWeight, -1, LinearPart::Head);  // no bias
+}
+
+}  // namespace
+
+ParameterTable::ParameterTable(const ModelConfig& config) {
+  for_each_parameter(config, [&](std::string name, std::vector<int64_t> shape, ParamRole role, int block,
+                                 LinearPart part) { add(std::move(name), std::move(shape), role, block, part); });
+}
+
+ParameterTable::Count ParameterTable::count(const ModelConfig& config) {
+  Count c;
+  for_each_parameter(config, [&](const std::string&, const std::vector<int64_t>& shape, ParamRole, int, LinearPart) {
+    double numel = 1;
+    for (int64_t d : shape) numel *= static_cast<double>(d);
+    c.tensors += 1;
+    c.elements += std::ceil(numel / 16) * 16;  // as add() aligns each tensor
+  });
+  return c;
 }
 
 void ParameterTable::add(std::string name, std::vector<int64_t> shape, ParamRole role, int block, LinearPart part) {

@@ -54,6 +54,11 @@ struct ParamSpec {
 class ParameterTable {
  public:
   explicit ParameterTable(const ModelConfig& config);
+  // How many tensors and (aligned) elements the table of a config has, without building it.
+  struct Count {
+    double tensors = 0, elements = 0;
+  };
+  static Count count(const ModelConfig& config);
 
   const std::vector<ParamSpec>& specs() const { return specs_; }
   long total() const { return total_; }

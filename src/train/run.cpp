@@ -11,6 +11,7 @@
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "io/metrics.h"
+#include "train/memory.h"
 #include "util/error.h"
 #include "util/signals.h"
 #include "util/threads.h"
@@ -115,6 +116,18 @@ RunSummary run_steps(Trainer& trainer, const RunConfig& config, io::MetricsWrite
   return summary;
 }
 
+// Renames damaged checkpoints to step_NNNNNNN.damaged[.K]: kept for inspection, but no longer a checkpoint
+// that the run would replace, prune or try to resume from.
+void set_aside_damaged(const std::vector<SkippedCheckpoint>& skipped) {
+  for (const SkippedCheckpoint& s : skipped) {
+    std::error_code ec;
+    fs::path target = s.path.string() + ".damaged";
+    for (int k = 2; fs::exists(target, ec); ++k) target = s.path.string() + ".damaged." + std::to_string(k);
+    fs::rename(s.path, target, ec);
+    if (ec) throw Error(s.path.string() + ": cannot set the damaged checkpoint aside: " + ec.message());
+  }
+}
+
 }  // namespace
 
 Interrupted::Interrupted(int signal, int step, std::string checkpoint)
@@ -163,6 +176,7 @@ void prepare_run_dir(const std::string& dir, bool overwrite) {
 
 RunSummary train_run(RunConfig config, bool overwrite, const StepObserver& observer, const TrainerHook& hook) {
   resolve(config);
+  require_training_memory(config, "train");  // refuses before anything is allocated
   set_num_threads(config.threads);
   Trainer trainer(config);  // allocates everything before any file is touched
   apply_fault_injection(trainer);
@@ -175,24 +189,39 @@ RunSummary train_run(RunConfig config, bool overwrite, const StepObserver& obser
 
 ResumePoint find_resume_point(const std::string& run_dir) {
   if (!fs::is_directory(run_dir)) throw Error(run_dir + ": no such run directory");
-  const auto checkpoints = io::list_checkpoints(run_dir);
+  const auto checkpoints = io::list_checkpoint_dirs(run_dir);
   if (checkpoints.empty())
     throw Error(run_dir + ": no complete checkpoint in " + io::checkpoints_dir(run_dir).string() +
                 " (runs write them with --checkpoint-every N, and when stopped by SIGINT/SIGTERM)");
-  const io::CheckpointRef& newest = checkpoints.back();
   ResumePoint p;
-  p.checkpoint = newest.path;
-  p.step = static_cast<int>(std::min<int64_t>(newest.step, INT32_MAX));
-  const std::string text = io::read_checkpoint_config(newest.path);
-  try {
-    apply_json(p.config, nlohmann::json::parse(text));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error((newest.path / "state.safetensors").string() + ": config in __metadata__ is not valid JSON: " + e.what());
-  } catch (const Error& e) {
-    throw Error((newest.path / "state.safetensors").string() + ": config in __metadata__: " + e.what());
+  for (auto it = checkpoints.rbegin(); it != checkpoints.rend(); ++it) {
+    const io::CheckpointRef& c = *it;
+    const fs::path state_file = c.path / "state.safetensors";
+    try {
+      if (!c.complete) throw Error(c.path.string() + ": no COMPLETE marker");
+      std::vector<std::string> notes = io::verify_checkpoint(c.path);
+      RunConfig config;
+      const std::string text = io::read_checkpoint_config(c.path);
+      try {
+        apply_json(config, nlohmann::json::parse(text));
+      } catch (const nlohmann::json::exception& e) {
+        throw Error(state_file.string() + ": config in __metadata__ is not valid JSON: " + e.what());
+      } catch (const Error& e) {
+        throw Error(state_file.string() + ": config in __metadata__: " + e.what());
+      }
+      p.checkpoint = c.path;
+      p.step = static_cast<int>(std::min<int64_t>(c.step, INT32_MAX));
+      p.config = std::move(config);
+      p.config.out = run_dir;
+      p.notes = std::move(notes);
+      return p;
+    } catch (const Error& e) {
+      p.skipped.push_back({c.path, e.what()});
+    }
   }
-  p.config.out = run_dir;
-  return p;
+  std::string reasons;
+  for (const SkippedCheckpoint& s : p.skipped) reasons += (reasons.empty() ? "" : "; ") + s.reason;
+  throw Error(run_dir + ": no checkpoint verifies, nothing changed (" + reasons + ")");
 }
 
 const std::vector<std::string>& keys_changeable_on_resume() {
@@ -220,12 +249,14 @@ RunSummary resume_run(RunConfig config, const ResumePoint& from, const StepObser
                       const TrainerHook& hook) {
   resolve(config);
   check_resume_config(from, config);
+  require_training_memory(config, "train");
   set_num_threads(config.threads);
   Trainer trainer(config);
   trainer.load_checkpoint(from.checkpoint);
   apply_fault_injection(trainer);
   const fs::path dir(config.out);
   if (::access(dir.c_str(), W_OK | X_OK) != 0) throw Error(config.out + ": directory is not writable");
+  set_aside_damaged(from.skipped);
   const std::string metrics_path = (dir / "metrics.csv").string();
   io::keep_metrics_through(metrics_path, metric_columns(), from.step);
   write_config_json((dir / "config.json").string(), config);

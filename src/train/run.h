@@ -66,12 +66,20 @@ using TrainerHook = std::function<void(Trainer&)>;
 RunSummary train_run(RunConfig config, bool overwrite, const StepObserver& observer = {},
                      const TrainerHook& hook = {});
 
-// The newest complete checkpoint of a run directory and the config it was written with (out set to
-// run_dir). Throws Error when there is none or it cannot be read.
+// The newest checkpoint of a run directory that verifies (io::verify_checkpoint) and the config it was
+// written with (out set to run_dir). Newer checkpoints that are damaged (a changed byte, a truncated or
+// missing file, no COMPLETE marker) are passed over and listed in `skipped`. Throws Error when there is no
+// checkpoint or none verifies; nothing on disk is changed.
+struct SkippedCheckpoint {
+  std::filesystem::path path;
+  std::string reason;
+};
 struct ResumePoint {
   std::filesystem::path checkpoint;
   int step = 0;
   RunConfig config;
+  std::vector<SkippedCheckpoint> skipped;  // newest first
+  std::vector<std::string> notes;          // what could not be verified (io::verify_checkpoint)
 };
 ResumePoint find_resume_point(const std::string& run_dir);
 
@@ -84,7 +92,8 @@ void check_resume_config(const ResumePoint& from, const RunConfig& requested);
 // Continues the run in from.config.out from the checkpoint: weights, moments, counters and the data
 // stream are restored, metrics.csv keeps the rows up to the checkpoint's step and goes on from there,
 // config.json is rewritten with `config` (which may extend steps). Steps from.step+1 .. config.steps give
-// bit-identical numbers to a run that never stopped.
+// bit-identical numbers to a run that never stopped. The damaged checkpoints in from.skipped are first
+// renamed to step_NNNNNNN.damaged (kept for inspection; no longer taken for checkpoints or pruned).
 RunSummary resume_run(RunConfig config, const ResumePoint& from, const StepObserver& observer = {},
                       const TrainerHook& hook = {});
 

@@ -383,6 +383,7 @@ void resolve(RunConfig& config) {
     throw Error("weight_decay needs optimizer = adamw");
   if (config.clip_grad_norm < 0) throw Error("clip_grad_norm must be >= 0");
   if (config.threads < 0) throw Error("threads must be >= 0");
+  if (config.threads > 4096) throw Error("threads must be at most 4096, got " + std::to_string(config.threads));
   if (config.log_every < 0) throw Error("log_every must be >= 0");
   if (config.out.empty()) throw Error("out must not be empty");
   if (config.checkpoint_every < 0) throw Error("checkpoint_every must be >= 0");
