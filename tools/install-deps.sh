@@ -2,7 +2,8 @@
 # Installs the Debian packages blocklab needs to build and test, skipping those already present.
 set -euo pipefail
 packages=(build-essential cmake pkg-config libopenblas-dev nlohmann-json3-dev libcli11-dev
-          libtomlplusplus-dev libgtest-dev libgmock-dev libbenchmark-dev gnuplot-nox)
+          libtomlplusplus-dev libgtest-dev libgmock-dev libbenchmark-dev gnuplot-nox
+          libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
