@@ -9,7 +9,10 @@
 #include "probe/residual_probe.h"
 #include "progress.h"
 #include "train/run.h"
+#include "train/shard_reduce.h"
 #include "util/error.h"
+#include "util/mpi.h"
+#include "util/threads.h"
 
 namespace blocklab::cli {
 
@@ -47,6 +50,25 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
       "  blocklab train --norm-placement pre --layers 24 --width 128 --heads 4 --vocab 64 --copy-len 32 \\\n"
       "                 --batch 16 --steps 400 --lr 1e-3 --warmup 0 --seed 0 --out runs/pre24");
   commands.push_back({app, [app, flags, force, resume, config_json, probe_every] {
+                        // Under mpirun: data-parallel over the ranks (train/shard_reduce.h); rank 0 prints and writes.
+                        std::optional<mpi::World> world;
+                        std::optional<MpiShardExchange> exchange;
+                        if (mpi::launched_by_mpi()) {
+                          if (mpi::built_with_mpi()) {
+                            world.emplace();
+                            exchange.emplace();
+                          } else {
+                            for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
+                              if (const char* v = std::getenv(name); v != nullptr && std::atoi(v) > 1)
+                                throw Error("started by mpirun with " + std::string(v) +
+                                            " ranks, but this blocklab was built without MPI (install libopenmpi-dev "
+                                            "and openmpi-bin, then rebuild)");
+                          }
+                        }
+                        const bool ranks = exchange && exchange->size() > 1;
+                        if (exchange && exchange->rank() != 0) {  // quiet ranks: rank 0 reports for all
+                          if (std::freopen("/dev/null", "w", stdout) == nullptr) std::fclose(stdout);
+                        }
                         std::optional<ResumePoint> from;
                         RunConfig config;
                         if (!resume->empty()) {
@@ -67,6 +89,12 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
                                                 config_json->empty() ? RunConfig{} : read_config_json(*config_json));
                           resolve(config);
                         }
+                        if (ranks && app->count("--threads") == 0)  // the machine's cores shared by its ranks
+                          config.threads = std::max(1, hardware_threads() / mpi::local_ranks());
+                        if (exchange)
+                          std::printf("data-parallel over %d rank(s) x %d thread(s), %d micro-shard(s) of %d sequences\n",
+                                      exchange->size(), config.threads, config.micro_shards,
+                                      config.batch / config.micro_shards);
                         std::printf("training %s-LN %s, %d blocks x width %d, %d heads, copy task V=%d n=%d, batch %d, "
                                     "%d steps, lr %g, warm-up %d, seed %llu -> %s\n",
                                     to_string(config.model.norm_placement).c_str(), to_string(config.model.norm).c_str(),
@@ -75,7 +103,9 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
                                     static_cast<unsigned long long>(config.seed), config.out.c_str());
                         std::fflush(stdout);
                         Progress progress("step", config.steps, config.log_every);
+                        const bool quiet = exchange && exchange->rank() != 0;
                         const StepObserver observer = [&](const StepResult& r) {
+                          if (quiet) return;
                           char detail[128];
                           std::snprintf(detail, sizeof detail, "loss %.4f  lr %.2e  |g| %.3g  %.1f ms/step%s", r.loss,
                                         r.lr, r.grad_norm, 1000.0 * r.seconds, r.nonfinite ? "  (skipped: non-finite)" : "");
@@ -83,13 +113,15 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
                         };
                         std::optional<probe::ResidualProbeWriter> probe;
                         TrainerHook hook;
-                        if (*probe_every > 0) {
+                        if (*probe_every > 0 && (!exchange || exchange->rank() == 0)) {
                           probe.emplace(config.out + "/residual.csv", *probe_every);
                           hook = [&](Trainer& trainer) { (*probe)(trainer); };
                         }
                         RunSummary s;
                         try {
-                          s = from ? resume_run(config, *from, observer, hook) : train_run(config, *force, observer, hook);
+                          ShardExchange* x = exchange ? &*exchange : nullptr;
+                          s = from ? resume_run(config, *from, observer, hook, x)
+                                   : train_run(config, *force, observer, hook, x);
                         } catch (const Interrupted& e) {
                           progress.finish();
                           std::fflush(stdout);

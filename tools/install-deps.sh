@@ -3,6 +3,7 @@
 set -euo pipefail
 packages=(build-essential cmake pkg-config libopenblas-dev nlohmann-json3-dev libcli11-dev
           libtomlplusplus-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev gnuplot-nox
+          libopenmpi-dev openmpi-bin
           fonts-noto-cjk)  # Hangul in the figures of `reproduce --lang ko`
 missing=()
 for p in "${packages[@]}"; do

@@ -275,14 +275,14 @@ io::PlotFigure sweep_figure(const std::vector<GridAxis>& grid, const std::vector
 }
 
 SweepResult run_sweep(const SweepOptions& options, const Log& log, const SweepProgressFn& progress) {
-  const std::vector<SweepRun> runs = plan_sweep(options);
   // Workers run this very program: /proc/self/exe names the running image even if its file has since
   // been replaced (a rebuild during a long sweep), so every run of one sweep uses the same code.
   const std::string worker = options.worker.empty() ? std::string("/proc/self/exe") : options.worker;
   const int cores = hardware_threads();
   const int jobs = options.jobs > 0 ? options.jobs : cores;
   const int threads = jobs > 1 ? std::max(1, cores / jobs) : options.base.threads;
-  claim_output_dir(options.out, "sweep", sweep_settings(options), true);
+  const SweepPlan plan = write_sweep_plan(options);  // Error before anything is written
+  const std::vector<SweepRun>& runs = plan.runs;
 
   struct Active {
     size_t index;
@@ -296,7 +296,7 @@ SweepResult run_sweep(const SweepOptions& options, const Log& log, const SweepPr
   state.runs_total = static_cast<int>(runs.size());
   for (size_t i = 0; i < runs.size(); ++i) {
     state.steps_total += runs[i].config.steps;
-    if (run_finished(runs[i].config.out)) {
+    if (run_done(plan, i)) {
       done[i] = reused[i] = true;
       ++state.runs_reused;
       ++state.runs_finished;
@@ -315,23 +315,14 @@ SweepResult run_sweep(const SweepOptions& options, const Log& log, const SweepPr
   StopSignals signals;  // SIGINT/SIGTERM: ask the workers to checkpoint and exit, then stop
   bool stopping = false;
   size_t next = 0;
-  auto start_run = [&](size_t index) {
+  auto start_run = [&](size_t index) {  // the worker: blocklab sweep run OUT --index I
     const SweepRun& run = runs[index];
     const fs::path dir(run.config.out);
     fs::create_directories(dir);
-    std::vector<std::string> argv = {worker, "train"};
-    int start_step = 0;
-    if (!io::list_checkpoints(dir).empty()) {  // an interrupted run: continue it bit-exactly
-      argv.insert(argv.end(), {"--resume", dir.string(), "--threads", std::to_string(threads)});
-      start_step = static_cast<int>(io::list_checkpoints(dir).back().step);
-    } else {  // a new run: the worker trains exactly the resolved config written here
-      RunConfig config = run.config;
-      config.threads = threads;
-      const fs::path config_file = dir / "config.json";
-      write_config_json(config_file.string(), config);
-      argv.insert(argv.end(), {"--config-json", config_file.string(), "--force"});
-    }
-    if (options.probe_every > 0) argv.insert(argv.end(), {"--probe-every", std::to_string(options.probe_every)});
+    const auto checkpoints = io::list_checkpoints(dir);
+    const int start_step = checkpoints.empty() ? 0 : static_cast<int>(checkpoints.back().step);
+    const std::vector<std::string> argv = {worker, "sweep", "run", options.out, "--index", std::to_string(index),
+                                           "--threads", std::to_string(threads)};
     ProcessSpec spec{argv, "", (dir / "train.log").string(), true, true};
     start_steps[index] = start_step;
     active.push_back({index, spawn_process(spec), start_step});
@@ -354,7 +345,7 @@ SweepResult run_sweep(const SweepOptions& options, const Log& log, const SweepPr
         continue;
       }
       const SweepRun& run = runs[active[k].index];
-      if (run_finished(run.config.out)) {
+      if (run_done(plan, active[k].index)) {
         done[active[k].index] = true;
         ++state.runs_finished;
         if (log) {
@@ -399,42 +390,14 @@ SweepResult run_sweep(const SweepOptions& options, const Log& log, const SweepPr
     if (progress) progress(state);
   }
 
-  for (size_t i = 0; i < runs.size(); ++i)
-    if (done[i]) {
-      result.runs.push_back(read_run(runs[i]));
-      result.runs.back().reused = reused[i];
-    }
-
-  // summary.csv
-  std::vector<std::string> header = {"run"};
-  for (const GridAxis& axis : options.grid) header.push_back(axis.key);
-  for (const char* column : {"seed", "steps", "final_loss", "min_loss", "min_loss_step", "first_step_below_0.01",
-                             "outcome", "seconds"})
-    header.push_back(column);
-  io::CsvWriter csv(header);
-  for (const auto& r : result.runs) {
-    std::vector<std::string> row = {r.run.name};
-    row.insert(row.end(), r.run.cell_values.begin(), r.run.cell_values.end());
-    row.insert(row.end(), {std::to_string(r.run.seed), std::to_string(r.curve.steps), io::csv_number(r.curve.final_loss),
-                           io::csv_number(r.curve.min_loss), std::to_string(r.curve.min_loss_step),
-                           r.curve.first_step_below ? std::to_string(*r.curve.first_step_below) : "",
-                           probe::to_string(r.curve.outcome), io::csv_number(r.seconds, "%.1f")});
-    csv.row(row);
-  }
-  io::write_file_atomic((fs::path(options.out) / "summary.csv").string(), csv.text());
-
-  const double ln_vocab = std::log(static_cast<double>(runs.front().config.model.vocab));
-  std::string title = options.title;
-  if (title.empty()) {
-    const RunConfig& c = runs.front().config;
-    std::ostringstream t;
-    t << "Copy task loss, " << c.model.layers << " blocks x width " << c.model.width << ", V=" << c.model.vocab
-      << " n=" << c.copy_len << ", batch " << c.batch << ", lr " << c.lr << ", " << options.seeds.size() << " seed(s)";
-    title = t.str();
-  }
-  result.figure = io::render_figure(sweep_figure(options.grid, result.runs, ln_vocab, options.log_loss, title, options.lang),
-                                    (fs::path(options.out) / "loss").string());
-  if (log) log(result.figure.drawn ? "wrote " + options.out + "/summary.csv and loss.{png,svg}" : result.figure.message);
+  // summary.csv and the figure over the finished runs (merge reads them back from disk)
+  SweepResult merged = merge_sweep(plan, options.log_loss, options.title, log, options.lang);
+  result.runs = std::move(merged.runs);
+  result.figure = std::move(merged.figure);
+  result.unfinished = std::move(merged.unfinished);
+  for (auto& r : result.runs)
+    for (size_t i = 0; i < runs.size(); ++i)
+      if (runs[i].name == r.run.name) r.reused = reused[i];
 
   if (stopping) {
     int unfinished = 0;

@@ -1,14 +1,20 @@
 #pragma once
-// A grid of training runs over any config keys, times a list of seeds. Each run is a separate
-// `blocklab train` process in its own sub-directory OUT/<key>=<value>+...+seed=<S>/ (config.json,
+// A grid of training runs over any config keys, times a list of seeds, in three steps that any batch
+// scheduler can drive: plan (write the ordered list of runs), run (one planned run by index, in this
+// process, idempotently), merge (summary and figures of whatever has finished). The one-command sweep
+// is the three of them with local workers: each run is a separate process in its own sub-directory OUT/<key>=<value>+...+seed=<S>/ (config.json,
 // metrics.csv, summary.json, train.log), so runs share nothing and up to `jobs` of them run at once
 // without changing any run's numbers (each run's results do not depend on its thread count). The
-// sweep writes each new run's resolved config.json first and the worker trains exactly that
-// (`blocklab train --config-json RUN/config.json`); an interrupted run continues with --resume.
+// worker is `blocklab sweep run OUT --index I`, which trains exactly the planned config; an interrupted
+// run continues from its newest checkpoint.
 //
 //   OUT/experiment.json   the sweep's settings; a re-run with the same settings continues the sweep
 //                         (finished runs are skipped, interrupted ones resume from their checkpoint),
 //                         different settings are refused
+//   OUT/plan.jsonl        the plan: one line per run, in grid order: {"index", "name", "cell", "values",
+//                         "seed", "fingerprint", "config"}; the fingerprint hashes the keys that change
+//                         results, so a run directory trained with another config is recognised
+//   OUT/<run>/result.json written last, atomically, when the run has ended: the run is done
 //   OUT/summary.csv       one row per finished run: final/min loss, first step below 0.01, outcome
 //   OUT/loss.{png,svg,gp} one panel per grid cell, seeds as thin lines, a dashed line at ln V
 #include <functional>
@@ -20,6 +26,7 @@
 #include "experiments/common.h"
 #include "probe/outcome.h"
 #include "report/plot.h"
+#include "train/run.h"
 #include "train/run_config.h"
 
 namespace blocklab::experiments {
@@ -83,6 +90,7 @@ using SweepProgressFn = std::function<void(const SweepProgress&)>;
 struct SweepResult {
   std::vector<SweepRunResult> runs;  // finished runs, in plan order
   std::vector<std::string> failed;   // "name (exit N)" of runs that did not finish
+  std::vector<std::string> unfinished;  // merge: "index name (state)" of planned runs not done yet
   io::PlotResult figure;
 };
 
@@ -113,6 +121,62 @@ SweepResult run_sweep(const SweepOptions& options, const Log& log = {}, const Sw
 SweepRunResult read_run(const SweepRun& run);
 // True when run_dir holds a run that ended (summary.json with a status other than "interrupted").
 bool run_finished(const std::string& run_dir);
+
+// ---- plan / run / merge ----
+
+inline constexpr const char* kPlanName = "plan.jsonl";
+inline constexpr const char* kResultName = "result.json";
+
+// 16 hex digits: a stable hash (FNV-1a, 64 bits) of results_json(config) as compact JSON. Two configs
+// with the same fingerprint compute the same numbers; execution keys (out, threads, ...) do not count.
+std::string config_fingerprint(const RunConfig& config);
+
+// A plan read back from OUT: the grid and seeds from experiment.json, the runs from plan.jsonl (each
+// config's out set to OUT/<name>).
+struct SweepPlan {
+  std::string out;
+  std::vector<GridAxis> grid;
+  std::vector<uint64_t> seeds;
+  int probe_every = 0;
+  std::vector<SweepRun> runs;
+  std::vector<std::string> fingerprints;  // one per run
+};
+
+// Validates the options, claims OUT (refusing another experiment or other settings) and writes
+// plan.jsonl; planning the same sweep again leaves the files as they are. Returns the plan.
+SweepPlan write_sweep_plan(const SweepOptions& options);
+// Reads OUT's plan. Throws Error when OUT holds no sweep plan, or a line is malformed or its fingerprint
+// does not match its config.
+SweepPlan read_sweep_plan(const std::string& out);
+
+// True when the run's directory holds its result record with the planned fingerprint and a summary of
+// a run that ended.
+bool run_done(const SweepPlan& plan, size_t index);
+
+enum class PlannedRunOutcome { AlreadyDone, Trained, Resumed };
+std::string to_string(PlannedRunOutcome);
+
+// Runs planned run `index` in this process: nothing when it is done; from its newest checkpoint when it
+// was interrupted; else from the start. The run directory must hold nothing or a run with the planned
+// fingerprint (Error otherwise, before anything is written), and only one process may run it at a time
+// (a lock file; Error when another holds it). threads >= 0 overrides the planned config's (0 = all
+// cores). The result record is written last. SIGINT/SIGTERM: Interrupted (train/run.h) after a checkpoint.
+PlannedRunOutcome run_planned(const SweepPlan& plan, size_t index, int threads, const StepObserver& observer = {});
+
+// Under mpirun: every run of the plan, as a dynamic task farm. Rank 0 hands out the next index not done to
+// each rank that asks (and, when the MPI library allows a second thread, runs runs itself in between);
+// a run's numbers do not depend on which rank ran it, so the results do not depend on the number of
+// ranks or on the order. threads < 0: the cores of a machine shared among its ranks. Rank 0 merges at
+// the end. Returns the exit status: 0 when every run is done. Throws Error when built without MPI.
+int run_sweep_mpi(const SweepPlan& plan, int threads, const Log& log = {});
+
+// "I", "A:B" (A <= i < B) -> indices; Error when malformed or outside [0, runs).
+std::vector<size_t> parse_run_indices(const std::string& index, const std::string& range, size_t runs);
+
+// Reads every finished run of the plan, writes OUT/summary.csv and OUT/loss.{png,svg}, and lists the
+// runs that are not done in result.unfinished. title "" = derived from the settings.
+SweepResult merge_sweep(const SweepPlan& plan, bool log_loss = true, const std::string& title = "",
+                        const Log& log = {}, io::Lang lang = io::Lang::En);
 
 // "Post-LN, no warm-up" style title of a grid cell.
 std::string cell_title(const std::vector<GridAxis>& grid, const std::vector<std::string>& values,

@@ -46,7 +46,7 @@ void ResidualProbeWriter::operator()(Trainer& trainer) {
   if (file_ == nullptr) open(step);
   if (!have_batch_) {
     CopyTask probe_task(config.model.vocab, config.copy_len, probe_seed(config.seed));
-    probe_task.next(batch_, config.batch);
+    probe_task.next(batch_, trainer.shard_batch());  // the size of the trainer's activations
     have_batch_ = true;
   }
   // The trainer's own activations: its step has run its backward, so they are free until the next step.

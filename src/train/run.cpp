@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
@@ -76,15 +77,39 @@ std::string format_number(double v) {
   return buf;
 }
 
+bool is_writer(const ShardExchange* exchange) { return exchange == nullptr || exchange->rank() == 0; }
+
+// Runs `prepare` on every rank; when it throws on any rank, every rank throws (the others a short note
+// pointing at the rank that failed), so that no rank waits for the others in the step loop.
+template <class F>
+void on_every_rank(ShardExchange* exchange, F&& prepare) {
+  if (exchange == nullptr || exchange->size() == 1) {
+    prepare();
+    return;
+  }
+  std::string error;
+  try {
+    prepare();
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  const int failed = exchange->max_over_ranks(error.empty() ? -1 : exchange->rank());
+  if (!error.empty()) throw Error(error);
+  if (failed >= 0) throw Error("rank " + std::to_string(failed) + " could not start the run (see its message)");
+}
+
 // The step loop shared by new and resumed runs; `summary` holds what came before (resumed runs).
-RunSummary run_steps(Trainer& trainer, const RunConfig& config, io::MetricsWriter& metrics, RunSummary summary,
+// metrics is null on the ranks that do not write.
+RunSummary run_steps(Trainer& trainer, const RunConfig& config, io::MetricsWriter* metrics, RunSummary summary,
                      bool have_loss, const StepObserver& observer, const TrainerHook& hook) {
   const fs::path dir(config.out);
+  ShardExchange* exchange = trainer.exchange();
+  const bool writer = is_writer(exchange), agree = exchange != nullptr && exchange->size() > 1;
   StopSignals signals;  // SIGINT/SIGTERM: finish this step, write a checkpoint, stop
   if (hook) hook(trainer);
   while (trainer.steps_done() < config.steps) {
     const StepResult r = trainer.step();
-    metrics.row(r.step, {r.loss, r.lr, r.grad_norm, static_cast<double>(trainer.skipped_steps())});
+    if (metrics) metrics->row(r.step, {r.loss, r.lr, r.grad_norm, static_cast<double>(trainer.skipped_steps())});
     summary.steps = r.step;
     summary.seconds += r.seconds;
     if (r.nonfinite && config.on_nonfinite == NonFinitePolicy::Abort) {
@@ -94,25 +119,29 @@ RunSummary run_steps(Trainer& trainer, const RunConfig& config, io::MetricsWrite
                                 format_number(r.loss) + ", gradient norm " + format_number(r.grad_norm) +
                                 "); stopped (on_nonfinite = abort)";
       summary.skipped_steps = trainer.skipped_steps();
-      write_summary(dir, summary, "nonfinite");
+      if (writer) write_summary(dir, summary, "nonfinite");
       return summary;
     }
     summary.skipped_steps = trainer.skipped_steps();
     note_loss(summary, r.step, r.loss, have_loss);
     if (observer) observer(r);
     if (hook) hook(trainer);
-    const int signal = signals.pending();
+    // every rank stops after the same step: the largest signal number any rank saw
+    const int signal = agree ? exchange->max_over_ranks(signals.pending()) : signals.pending();
     const bool periodic =
         config.checkpoint_every > 0 && (r.step % config.checkpoint_every == 0 || r.step == config.steps);
     if (signal == 0 && !periodic) continue;
-    metrics.sync();  // the rows up to this step are durable before the checkpoint that relies on them
-    const fs::path checkpoint = io::write_checkpoint(dir, trainer.checkpoint_state(), config.keep_checkpoints);
+    fs::path checkpoint = io::checkpoints_dir(dir);
+    if (writer) {
+      metrics->sync();  // the rows up to this step are durable before the checkpoint that relies on them
+      checkpoint = io::write_checkpoint(dir, trainer.checkpoint_state(), config.keep_checkpoints);
+    }
     if (signal != 0) {
-      write_summary(dir, summary, "interrupted");
+      if (writer) write_summary(dir, summary, "interrupted");
       throw Interrupted(signal, r.step, checkpoint.string());
     }
   }
-  write_summary(dir, summary, "completed");
+  if (writer) write_summary(dir, summary, "completed");
   return summary;
 }
 
@@ -174,17 +203,23 @@ void prepare_run_dir(const std::string& dir, bool overwrite) {
   }
 }
 
-RunSummary train_run(RunConfig config, bool overwrite, const StepObserver& observer, const TrainerHook& hook) {
-  resolve(config);
-  require_training_memory(config, "train");  // refuses before anything is allocated
-  set_num_threads(config.threads);
-  Trainer trainer(config);  // allocates everything before any file is touched
-  apply_fault_injection(trainer);
-  prepare_run_dir(config.out, overwrite);
-  const fs::path dir(config.out);
-  write_config_json((dir / "config.json").string(), config);
-  io::MetricsWriter metrics((dir / "metrics.csv").string(), metric_columns());
-  return run_steps(trainer, config, metrics, RunSummary{}, false, observer, hook);
+RunSummary train_run(RunConfig config, bool overwrite, const StepObserver& observer, const TrainerHook& hook,
+                     ShardExchange* exchange) {
+  std::optional<Trainer> trainer;
+  std::optional<io::MetricsWriter> metrics;
+  on_every_rank(exchange, [&] {
+    resolve(config);
+    require_training_memory(config, "train");  // refuses before anything is allocated
+    set_num_threads(config.threads);
+    trainer.emplace(config, exchange);  // allocates everything before any file is touched
+    apply_fault_injection(*trainer);
+    if (!is_writer(exchange)) return;
+    prepare_run_dir(config.out, overwrite);
+    const fs::path dir(config.out);
+    write_config_json((dir / "config.json").string(), config);
+    metrics.emplace((dir / "metrics.csv").string(), metric_columns());
+  });
+  return run_steps(*trainer, config, metrics ? &*metrics : nullptr, RunSummary{}, false, observer, hook);
 }
 
 ResumePoint find_resume_point(const std::string& run_dir) {
@@ -246,30 +281,34 @@ void check_resume_config(const ResumePoint& from, const RunConfig& requested) {
 }
 
 RunSummary resume_run(RunConfig config, const ResumePoint& from, const StepObserver& observer,
-                      const TrainerHook& hook) {
-  resolve(config);
-  check_resume_config(from, config);
-  require_training_memory(config, "train");
-  set_num_threads(config.threads);
-  Trainer trainer(config);
-  trainer.load_checkpoint(from.checkpoint);
-  apply_fault_injection(trainer);
-  const fs::path dir(config.out);
-  if (::access(dir.c_str(), W_OK | X_OK) != 0) throw Error(config.out + ": directory is not writable");
-  set_aside_damaged(from.skipped);
-  const std::string metrics_path = (dir / "metrics.csv").string();
-  io::keep_metrics_through(metrics_path, metric_columns(), from.step);
-  write_config_json((dir / "config.json").string(), config);
-
-  // The summary continues from the rows kept (losses of the steps before the checkpoint).
+                      const TrainerHook& hook, ShardExchange* exchange) {
+  std::optional<Trainer> trainer;
+  std::optional<io::MetricsWriter> metrics;
   RunSummary summary;
   bool have_loss = false;
-  const io::MetricsTable kept = io::read_metrics(metrics_path);
-  for (const auto& row : kept.rows) note_loss(summary, static_cast<int>(row[0]), row[1], have_loss);
-  summary.steps = summary.start_step = from.step;
-  summary.skipped_steps = trainer.skipped_steps();
-  io::MetricsWriter metrics(metrics_path, metric_columns(), /*append=*/true);
-  return run_steps(trainer, config, metrics, summary, have_loss, observer, hook);
+  on_every_rank(exchange, [&] {
+    resolve(config);
+    check_resume_config(from, config);
+    require_training_memory(config, "train");
+    set_num_threads(config.threads);
+    trainer.emplace(config, exchange);
+    trainer->load_checkpoint(from.checkpoint);
+    apply_fault_injection(*trainer);
+    summary.steps = summary.start_step = from.step;
+    summary.skipped_steps = trainer->skipped_steps();
+    if (!is_writer(exchange)) return;
+    const fs::path dir(config.out);
+    if (::access(dir.c_str(), W_OK | X_OK) != 0) throw Error(config.out + ": directory is not writable");
+    set_aside_damaged(from.skipped);
+    const std::string metrics_path = (dir / "metrics.csv").string();
+    io::keep_metrics_through(metrics_path, metric_columns(), from.step);
+    write_config_json((dir / "config.json").string(), config);
+    // The summary continues from the rows kept (losses of the steps before the checkpoint).
+    const io::MetricsTable kept = io::read_metrics(metrics_path);
+    for (const auto& row : kept.rows) note_loss(summary, static_cast<int>(row[0]), row[1], have_loss);
+    metrics.emplace(metrics_path, metric_columns(), /*append=*/true);
+  });
+  return run_steps(*trainer, config, metrics ? &*metrics : nullptr, summary, have_loss, observer, hook);
 }
 
 }  // namespace blocklab

@@ -63,8 +63,14 @@ using TrainerHook = std::function<void(Trainer&)>;
 // SIGTERM make it finish the current step, write a checkpoint and throw Interrupted (a second signal
 // kills at once). The environment variable BLOCKLAB_INJECT_NONFINITE=STEP[,STEP...][:TENSOR] poisons
 // one gradient value of TENSOR (default: the last parameter) with NaN at those steps, for tests.
+//
+// Data-parallel (exchange not null, from an MPI job): every rank trains the same run (Trainer above);
+// rank 0 alone writes the directory (config, metrics, summary, checkpoints), which is then the same,
+// byte for byte, whatever the number of ranks. The ranks agree after every step whether a signal
+// arrived, so that all of them stop after the same step; an error while preparing (e.g. rank 0 finds
+// a run in the directory) stops every rank.
 RunSummary train_run(RunConfig config, bool overwrite, const StepObserver& observer = {},
-                     const TrainerHook& hook = {});
+                     const TrainerHook& hook = {}, ShardExchange* exchange = nullptr);
 
 // The newest checkpoint of a run directory that verifies (io::verify_checkpoint) and the config it was
 // written with (out set to run_dir). Newer checkpoints that are damaged (a changed byte, a truncated or
@@ -94,7 +100,8 @@ void check_resume_config(const ResumePoint& from, const RunConfig& requested);
 // config.json is rewritten with `config` (which may extend steps). Steps from.step+1 .. config.steps give
 // bit-identical numbers to a run that never stopped. The damaged checkpoints in from.skipped are first
 // renamed to step_NNNNNNN.damaged (kept for inspection; no longer taken for checkpoints or pruned).
+// Checkpoints do not depend on the number of ranks: a run may continue with another one.
 RunSummary resume_run(RunConfig config, const ResumePoint& from, const StepObserver& observer = {},
-                      const TrainerHook& hook = {});
+                      const TrainerHook& hook = {}, ShardExchange* exchange = nullptr);
 
 }  // namespace blocklab

@@ -132,6 +132,10 @@ std::vector<ConfigKey> make_keys() {
   add_float("norm_eps", "epsilon of LayerNorm/RMSNorm", [](RunConfig& c) -> double& { return c.model.norm_eps; });
   add_int("batch", "sequences per step", [](RunConfig& c) -> int& { return c.batch; });
   add_int("steps", "optimizer steps", [](RunConfig& c) -> int& { return c.steps; });
+  add_int("micro_shards",
+          "split every batch into this many equal micro-shards whose gradients are summed in one fixed tree order; "
+          "under mpirun each of K ranks (K dividing it) computes micro_shards/K of them, with the same numbers",
+          [](RunConfig& c) -> int& { return c.micro_shards; });
   add_float("lr", "peak learning rate", [](RunConfig& c) -> double& { return c.lr; });
   add_int("warmup", "linear warm-up steps from 0 to lr (0: none)", [](RunConfig& c) -> int& { return c.warmup; });
   add_enum("schedule", "after warm-up: constant or cosine (to min_lr at the last step)",
@@ -361,6 +365,10 @@ void resolve(RunConfig& config) {
   positive("copy_len", config.copy_len);
   positive("batch", config.batch);
   positive("steps", config.steps);
+  positive("micro_shards", config.micro_shards);
+  if (config.batch % config.micro_shards != 0)
+    throw Error("batch " + std::to_string(config.batch) + " is not a multiple of micro_shards " +
+                std::to_string(config.micro_shards));
   if (config.copy_len < 1 || config.model.vocab < 2)
     throw Error("the copy task needs vocab >= 2 and copy_len >= 1");
   if (config.copy_len > INT32_MAX / 2) throw Error("copy_len " + std::to_string(config.copy_len) + " is too large");
@@ -394,6 +402,9 @@ nlohmann::json results_json(const RunConfig& config) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& k : config_keys())
     if (k.changes_results) j[k.name] = k.get(config);
+  // One micro-shard is the training step as it always was: configs (and sweep directories) written before the
+  // key existed keep comparing equal.
+  if (config.micro_shards == 1) j.erase("micro_shards");
   return j;
 }
 

@@ -29,6 +29,7 @@ struct RunConfig {
   int copy_len = 32;  // n: the model reads 2n-1 tokens
   int batch = 32;
   int steps = 1200;
+  int micro_shards = 1;  // M: the batch splits into M equal shards; 1 = the plain step
   double lr = 1e-3;
   int warmup = 0;
   ScheduleKind schedule = ScheduleKind::Constant;

@@ -9,15 +9,48 @@
 
 namespace blocklab {
 
-Trainer::Trainer(const RunConfig& config)
+Trainer::Trainer(const RunConfig& config, ShardExchange* exchange)
     : config_(config),
+      exchange_(exchange),
       model_(config.model),
-      acts_(model_.make_activations(config.batch, config.model.seq_len)),
+      acts_(model_.make_activations(config.batch / config.micro_shards, config.model.seq_len)),
       optimizer_(config.adam, model_.params().size()),
       task_(config.model.vocab, config.copy_len, data_seed(config.seed)),
       schedule_(config.make_schedule()) {
   model_.init_weights(config.seed);
   norm_partials_.assign(global_norm_chunks(model_.grads().size()), 0.0);
+  const int ranks = exchange != nullptr ? exchange->size() : 1;
+  if (config.micro_shards > 1 || ranks > 1) {
+    // Each node of the tree carries a shard's gradient and, in its last float, the shard's loss.
+    const size_t n = model_.grads().size() + 1;
+    reducer_.emplace(config.micro_shards, ranks, exchange != nullptr ? exchange->rank() : 0, n);
+    shard_values_.assign(n, 0.0f);
+    sum_.assign(n, 0.0f);
+  }
+}
+
+double Trainer::sharded_forward_backward() {
+  const int rows = shard_batch(), T = config_.model.seq_len, M = config_.micro_shards;
+  const size_t P = model_.grads().size();
+  reducer_->begin();
+  for (int k = 0; k < reducer_->shard_count(); ++k) {
+    // shard s = rows s*rows .. (s+1)*rows - 1 of the step's batch; it draws nothing of its own, so its data
+    // depends on (seed, step, s) only
+    const size_t offset = static_cast<size_t>(reducer_->first_shard() + k) * rows * T;
+    const float loss = model_.forward(acts_, batch_.inputs.data() + offset, batch_.targets.data() + offset,
+                                      batch_.loss_mask.data() + offset);
+    model_.backward(acts_);
+    std::copy(model_.grads().begin(), model_.grads().end(), shard_values_.begin());
+    shard_values_[P] = loss;
+    reducer_->add(shard_values_);
+  }
+  reducer_->finish(sum_, exchange_);
+  // Every shard has the same number of loss positions (the copy task's n per sequence), so the batch's
+  // mean loss and its gradient are the mean over shards.
+  const float scale = 1.0f / static_cast<float>(M);
+  std::span<float> g = model_.grads();
+  for (size_t i = 0; i < P; ++i) g[i] = sum_[i] * scale;
+  return static_cast<double>(sum_[P] * scale);
 }
 
 StepResult Trainer::step() {
@@ -25,8 +58,12 @@ StepResult Trainer::step() {
   StepResult r;
   r.step = steps_done_ + 1;
   task_.next(batch_, config_.batch);
-  r.loss = model_.forward(acts_, batch_.inputs.data(), batch_.targets.data(), batch_.loss_mask.data());
-  model_.backward(acts_);
+  if (reducer_) {
+    r.loss = sharded_forward_backward();
+  } else {  // one shard, one process: the plain step
+    r.loss = model_.forward(acts_, batch_.inputs.data(), batch_.targets.data(), batch_.loss_mask.data());
+    model_.backward(acts_);
+  }
   if (std::find(inject_steps_.begin(), inject_steps_.end(), r.step) != inject_steps_.end())
     model_.grads()[inject_offset_] = std::numeric_limits<float>::quiet_NaN();
   r.grad_norm = global_norm<float>(model_.grads(), norm_partials_);

@@ -2,6 +2,7 @@
 // One training run in memory: model, optimizer, data stream and schedule, advanced one step at a time.
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "model/model.h"
 #include "train/optimizer.h"
 #include "train/run_config.h"
+#include "train/shard_reduce.h"
 
 namespace blocklab {
 
@@ -25,7 +27,11 @@ struct StepResult {
 class Trainer {
  public:
   // config must have been resolve()d. Initialises the weights from config.seed.
-  explicit Trainer(const RunConfig& config);
+  // With config.micro_shards M > 1, a step splits its batch into M shards and sums their gradients in the
+  // fixed tree of train/shard_reduce.h. exchange (may be null: one process) spreads the shards over its
+  // ranks; every rank draws the same batches and ends each step with the same weights, bit for bit, as
+  // one process with the same M. Throws Error when the number of ranks does not divide M.
+  explicit Trainer(const RunConfig& config, ShardExchange* exchange = nullptr);
 
   // One step: next batch, forward, backward, gradient norm, clipping, update. When the loss or the
   // gradient norm is not finite the update is skipped (weights, moments and the optimizer's step count
@@ -57,11 +63,22 @@ class Trainer {
   Adam<float>& optimizer() { return optimizer_; }
   CopyTask& task() { return task_; }
 
+  // Sequences per forward pass: batch / micro_shards.
+  int shard_batch() const { return config_.batch / config_.micro_shards; }
+  ShardExchange* exchange() const { return exchange_; }
+  // Gradient bytes this rank sent and received in the last step.
+  size_t bytes_sent() const { return reducer_ ? reducer_->bytes_sent() : 0; }
+  size_t bytes_received() const { return reducer_ ? reducer_->bytes_received() : 0; }
+
   // The data stream's seed, derived from the run seed so that init and data never share a stream.
   static uint64_t data_seed(uint64_t seed) { return seed ^ 0x5eed'da7a'5eed'da7aULL; }
 
  private:
+  // The micro-shard step: this rank's shards' forward and backward, then the tree sum; returns the loss.
+  double sharded_forward_backward();
+
   RunConfig config_;
+  ShardExchange* exchange_ = nullptr;
   Model<float> model_;
   Activations<float> acts_;
   std::vector<double> norm_partials_;  // global_norm's work space, sized once
@@ -73,6 +90,8 @@ class Trainer {
   int64_t skipped_steps_ = 0;
   std::vector<int> inject_steps_;
   long inject_offset_ = -1;
+  std::optional<ShardReducer> reducer_;  // micro_shards > 1 or several ranks
+  std::vector<float> shard_values_, sum_;  // a shard's gradient + its loss; the tree's sum
 };
 
 }  // namespace blocklab
