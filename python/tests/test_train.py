@@ -125,3 +125,22 @@ def test_dataframe_when_pandas_is_installed(tmp_path):
     pytest.importorskip("pandas")
     frame = blocklab.train(LEARNS, steps=4, out=tmp_path / "run", progress=False).dataframe()
     assert list(frame.columns) == ["loss", "lr", "grad_norm", "skipped"] and list(frame.index) == [1, 2, 3, 4]
+
+
+def test_ctrl_c_finishes_the_step_writes_a_checkpoint_and_raises_keyboard_interrupt(tmp_path, monkeypatch):
+    import signal
+
+    handler = signal.getsignal(signal.SIGINT)
+    update = blocklab._Progress.update
+
+    def interrupt_at_step_3(self, step, loss, grad_norm):
+        update(self, step, loss, grad_norm)
+        if step == 3:
+            os.kill(os.getpid(), signal.SIGINT)  # as Ctrl-C (or a notebook's interrupt) would
+
+    monkeypatch.setattr(blocklab._Progress, "update", interrupt_at_step_3)
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+    with pytest.raises(KeyboardInterrupt, match="after step 3"):
+        blocklab.train(LEARNS, steps=1000, out=tmp_path / "run", progress=True)
+    assert os.listdir(tmp_path / "run" / "checkpoints") == ["step_0000003"]
+    assert signal.getsignal(signal.SIGINT) is handler  # Python's own handler is back
