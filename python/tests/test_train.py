@@ -1,5 +1,6 @@
 import math
 import os
+import shutil
 import sys
 
 import numpy as np
@@ -94,8 +95,11 @@ def test_an_existing_run_is_refused_unless_overwrite(tmp_path):
 def test_without_out_each_run_gets_its_own_directory():
     a = blocklab.train(LEARNS, steps=2, progress=False)
     b = blocklab.train(LEARNS, steps=2, progress=False)
-    assert a.out != b.out and os.path.isdir(a.out) and os.path.isdir(b.out)
-    assert np.array_equal(a.metrics["loss"], b.metrics["loss"])
+    try:
+        assert a.out != b.out and os.path.isdir(a.out) and os.path.isdir(b.out)
+        assert np.array_equal(a.metrics["loss"], b.metrics["loss"])
+    finally:
+        shutil.rmtree(a.out), shutil.rmtree(b.out)
 
 
 def test_text_progress_prints_about_twenty_lines(tmp_path, capsys, monkeypatch):
