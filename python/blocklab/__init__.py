@@ -368,6 +368,7 @@ def sweep(config: Any = None, *, grid: Mapping[str, Any], seeds=(0,), jobs: int 
 
     Returns one dict per finished run: name, out, cell ({key: value}), seed, steps, loss (arrays),
     outcome, final_loss, min_loss, first_step_below, seconds. Re-running with the same out continues.
+    ``log``: called with each progress line (None: quiet).
     """
     specs = []
     for key, values in grid.items():
@@ -379,7 +380,7 @@ def sweep(config: Any = None, *, grid: Mapping[str, Any], seeds=(0,), jobs: int 
     if out is None:
         out = tempfile.mkdtemp(prefix="blocklab-sweep-")
     return _core.sweep(*_config_args(config, kwargs), specs, [int(s) for s in seeds], jobs, os.fspath(out),
-                       probe_every, _cli_path(), log)
+                       probe_every, _cli_path(), log if log is not None else (lambda line: None))
 
 
 def _with_layers(norms: dict[str, Any]) -> dict[str, Any]:

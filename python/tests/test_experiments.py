@@ -83,10 +83,11 @@ def test_sweep_runs_equal_single_training_runs(tmp_path):
     runs = blocklab.sweep(config, grid={"norm_placement": ["post", "pre"]}, seeds=[0], jobs=2, out=tmp_path / "sweep",
                           log=lines.append)
     assert [r["cell"] for r in runs] == [{"norm_placement": "post"}, {"norm_placement": "pre"}]
+    assert lines  # the sweep's progress lines went to log
     for r in runs:
         assert np.array_equal(r["steps"], [1, 2, 3, 4])
         single = blocklab.train(config, norm_placement=r["cell"]["norm_placement"], out=tmp_path / r["name"] / "py",
                                 progress=False)
         assert np.array_equal(r["loss"].astype(np.float32), single.metrics["loss"].astype(np.float32))
     with pytest.raises(ValueError, match="colour"):
-        blocklab.sweep(config, grid={"colour": ["red"]}, out=tmp_path / "bad")
+        blocklab.sweep(config, grid={"colour": ["red"]}, out=tmp_path / "bad", log=None)
