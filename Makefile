@@ -7,7 +7,7 @@ FUZZ_SECONDS ?= 20
 # Left out of the sanitizer pass: long numeric loops whose code paths faster tests already run there.
 SANITIZE_SKIP ?= KernelGrad.CausalAttentionTiled|Learnability.SmallModelLearnsTheCopyTask
 
-.PHONY: all deps build test test-sanitize fuzz-smoke demo bench clean
+.PHONY: all deps build test test-python test-sanitize fuzz-smoke demo bench clean
 
 all: build
 
@@ -20,6 +20,12 @@ build: deps
 
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+	@JOBS=$(JOBS) ./tools/python-tests.sh $(BUILD_DIR)
+
+# The Python package (python/): built with `pip install .` into $(BUILD_DIR)/venv, tested with pytest, the
+# notebooks in docs/notebooks executed. Part of `make test`.
+test-python: build
+	@JOBS=$(JOBS) ./tools/python-tests.sh $(BUILD_DIR)
 
 # The test suite built with AddressSanitizer + UndefinedBehaviorSanitizer (-fno-sanitize-recover=all), at -O1
 # with line tables, without the benchmarks and the tests matching SANITIZE_SKIP.

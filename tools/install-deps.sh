@@ -4,7 +4,8 @@ set -euo pipefail
 packages=(build-essential cmake pkg-config libopenblas-dev nlohmann-json3-dev libcli11-dev
           libtomlplusplus-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev gnuplot-nox
           libopenmpi-dev openmpi-bin
-          fonts-noto-cjk)  # Hangul in the figures of `reproduce --lang ko`
+          fonts-noto-cjk  # Hangul in the figures of `reproduce --lang ko`
+          python3-venv python3-dev)  # the Python package's build and tests (tools/python-tests.sh)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
