@@ -246,7 +246,7 @@ Dispatch detect() {
                     __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
   const std::string amx = cpuid_amx_bf16() ? "AMX-BF16 present, no AMX kernel in this build" : "no AMX on this CPU";
   if (choice == "fp32" || choice == "blas" || choice == "avx2") {
-    d.description = "fp32 (BLOCKLAB_GEMM=" + choice + ")";
+    d.description = "fp32 (BLOCKLAB_GEMM=" + choice + "; " + amx + ")";
   } else if (!bf16) {
     d.description = "fp32 (no AVX512-BF16 on this CPU; " + amx + ")";
   } else {
