@@ -3,6 +3,7 @@
 // bf16 steps alternate with fp32 steps of the same model, so that the ratio of the two is measured under
 // the same machine conditions.
 #include <sys/resource.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -48,6 +49,14 @@ double measure_gemm_peak(int M, int N, int K, Precision precision) {
   return best;
 }
 
+// CPU seconds of the whole process (all threads): with one thread, a cross-check of wall times that does not
+// count time spent waiting for the CPU on a busy machine.
+double process_cpu_seconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -85,9 +94,12 @@ void register_bench(CLI::App& root, std::vector<Command>& commands) {
                         std::fflush(stdout);
                         Model<float>& model = trainer.model();
                         // bf16: each timed bf16 step is followed by an fp32 step (and each warm-up step too)
+                        std::vector<double> cpu_seconds, fp32_cpu_seconds;
                         auto fp32_step = [&] {
                           model.set_precision(Precision::Fp32);
+                          const double cpu = process_cpu_seconds();
                           const double secs = trainer.step().seconds;
+                          fp32_cpu_seconds.push_back(process_cpu_seconds() - cpu);
                           model.set_precision(precision);
                           return secs;
                         };
@@ -99,7 +111,9 @@ void register_bench(CLI::App& root, std::vector<Command>& commands) {
                         std::vector<double> seconds, fp32_seconds;
                         for (int s = 0; s < options->first; ++s) {
                           if (*profile) Profiler::install(&profiler);
+                          const double cpu = process_cpu_seconds();
                           seconds.push_back(trainer.step().seconds);
+                          cpu_seconds.push_back(process_cpu_seconds() - cpu);
                           Profiler::install(nullptr);
                           if (bf16) fp32_seconds.push_back(fp32_step());
                         }
@@ -115,6 +129,12 @@ void register_bench(CLI::App& root, std::vector<Command>& commands) {
                           const double fp32 = median(fp32_seconds);
                           std::printf("fp32 step: %.1f ms (median of %d, interleaved) -> bf16 %.2fx faster than fp32\n",
                                       1e3 * fp32, options->first, fp32 / step);
+                          // the first entries of fp32_cpu_seconds are the warm-up's fp32 steps: drop them
+                          fp32_cpu_seconds.erase(fp32_cpu_seconds.begin(),
+                                                 fp32_cpu_seconds.end() - static_cast<long>(cpu_seconds.size()));
+                          const double cpu = median(cpu_seconds), fp32_cpu = median(fp32_cpu_seconds);
+                          std::printf("process CPU time per step (all threads): bf16 %.1f ms, fp32 %.1f ms -> %.2fx\n",
+                                      1e3 * cpu, 1e3 * fp32_cpu, fp32_cpu / cpu);
                         }
                         std::printf("model: %.2f GFLOP/step -> %.1f GFLOP/s\n", flops / 1e9, flops / step / 1e9);
                         std::printf("%s peak (%dx%dx%d, %d threads): %.1f GFLOP/s -> MFU %.0f%%\n",

@@ -17,7 +17,7 @@ namespace {
 #define BLOCKLAB_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 // Register tile 12 x 32 floats (24 accumulators), K-chunks of 256 (128 bf16 pairs), row blocks of 96.
-constexpr int kMr = 12, kNr = 32, kKc = 256, kMc = 96;
+constexpr int kMr = 12, kNr = 32, kKc = 512, kMc = 96;
 constexpr int kPairsPerChunk = kKc / 2;
 static_assert(kKc % 32 == 0 && kMc % kMr == 0);
 
