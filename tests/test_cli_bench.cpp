@@ -50,10 +50,18 @@ TEST(CliBench, PrintsTimingMfuMemoryAndProfile) {
 // --precision bf16 names the path that ran and times fp32 steps of the same model in between; without a
 // bf16 kernel (here forced with BLOCKLAB_GEMM=fp32) it says so and runs fp32.
 TEST(CliBench, Bf16NamesThePathAndTheRatioToFp32) {
+  const char* outer = std::getenv("BLOCKLAB_GEMM");  // the test run's own setting, restored below
+  const std::string saved = outer == nullptr ? "" : outer;
   for (const bool forced : {false, true}) {
-    if (forced) ::setenv("BLOCKLAB_GEMM", "fp32", 1);
+    if (forced)
+      ::setenv("BLOCKLAB_GEMM", "fp32", 1);
+    else
+      ::unsetenv("BLOCKLAB_GEMM");
     const auto r = run_cli(std::string("bench") + kTiny + "--threads 1 --bench-steps 2 --warmup-steps 1 --precision bf16");
-    if (forced) ::unsetenv("BLOCKLAB_GEMM");
+    if (outer != nullptr)
+      ::setenv("BLOCKLAB_GEMM", saved.c_str(), 1);
+    else
+      ::unsetenv("BLOCKLAB_GEMM");
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_GT(captured_number(r.out, R"(step: ([0-9.]+) ms)"), 0.0) << r.out;
     EXPECT_GT(captured_number(r.out, R"(fp32 step: ([0-9.]+) ms)"), 0.0) << r.out;
