@@ -1,6 +1,9 @@
 // blocklab bench: time training steps of any config (no files written), with model FLOP/s, MFU against
-// the sgemm peak measured in the same run, and an optional per-kernel profile.
+// the GEMM peak measured in the same run, and an optional per-kernel profile. With --precision bf16 the
+// bf16 steps alternate with fp32 steps of the same model, so that the ratio of the two is measured under
+// the same machine conditions.
 #include <sys/resource.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -9,6 +12,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "kernels/bf16_gemm.h"
 #include "kernels/gemm.h"
 #include "kernels/sgemm.h"
 #include "model/flops.h"
@@ -22,8 +26,9 @@ namespace blocklab::cli {
 
 namespace {
 
-// GFLOP/s of the GEMM the model uses (blocklab's sgemm, or BLAS), on a forward-pass-sized shape.
-double measure_sgemm_peak(int M, int N, int K) {
+// GFLOP/s of the GEMM the model uses (blocklab's sgemm, or BLAS; the bf16 GEMM for bf16), on a
+// forward-pass-sized shape.
+double measure_gemm_peak(int M, int N, int K, Precision precision) {
   Rng rng(1);
   std::vector<float> A(static_cast<size_t>(M) * K), B(static_cast<size_t>(N) * K), C(static_cast<size_t>(M) * N);
   for (auto& x : A) x = static_cast<float>(rng.normal());
@@ -34,13 +39,23 @@ double measure_sgemm_peak(int M, int N, int K) {
     int calls = 0;
     double elapsed = 0;
     do {
-      kernels::gemm<float>(false, true, M, N, K, 1.f, A.data(), K, B.data(), K, 0.f, C.data(), N);
+      if (precision != Precision::Bf16 ||
+          !kernels::bf16_gemm(false, true, M, N, K, A.data(), K, B.data(), K, 0.f, C.data(), N))
+        kernels::gemm<float>(false, true, M, N, K, 1.f, A.data(), K, B.data(), K, 0.f, C.data(), N);
       ++calls;
       elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     } while (elapsed < 0.1);
     best = std::max(best, 2.0 * M * N * K * calls / elapsed / 1e9);
   }
   return best;
+}
+
+// CPU seconds of the whole process (all threads): with one thread, a cross-check of wall times that does not
+// count time spent waiting for the CPU on a busy machine.
+double process_cpu_seconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
 double median(std::vector<double> v) {
@@ -67,31 +82,66 @@ void register_bench(CLI::App& root, std::vector<Command>& commands) {
                         const int threads = num_threads();
                         Trainer trainer(config);
                         const int T = config.model.seq_len;  // resolved: 2n-1 for the copy task
+                        const Precision precision = config.model.precision;
+                        const bool bf16 = precision == Precision::Bf16;
                         std::printf("%s-LN %s, %d blocks x width %d, %d heads, V %d, T %d, batch %d (%d tokens/step), "
                                     "threads %d, gemm %s\n",
                                     to_string(config.model.norm_placement).c_str(), to_string(config.model.norm).c_str(),
                                     config.model.layers, config.model.width, config.model.heads, config.model.vocab, T,
                                     config.batch, config.batch * T, threads,
                                     kernels::sgemm_isa_name(kernels::sgemm_isa()));
+                        if (bf16)
+                          std::printf("precision bf16: %s; fp32 steps of the same model interleaved\n",
+                                      kernels::bf16_isa_description());
                         std::fflush(stdout);
-                        for (int s = 0; s < options->second; ++s) trainer.step();
+                        Model<float>& model = trainer.model();
+                        // bf16: each timed bf16 step is followed by an fp32 step (and each warm-up step too)
+                        std::vector<double> cpu_seconds, fp32_cpu_seconds;
+                        auto fp32_step = [&] {
+                          model.set_precision(Precision::Fp32);
+                          const double cpu = process_cpu_seconds();
+                          const double secs = trainer.step().seconds;
+                          fp32_cpu_seconds.push_back(process_cpu_seconds() - cpu);
+                          model.set_precision(precision);
+                          return secs;
+                        };
+                        for (int s = 0; s < options->second; ++s) {
+                          trainer.step();
+                          if (bf16) fp32_step();
+                        }
                         Profiler profiler;
-                        if (*profile) Profiler::install(&profiler);
-                        std::vector<double> seconds;
-                        for (int s = 0; s < options->first; ++s) seconds.push_back(trainer.step().seconds);
-                        Profiler::install(nullptr);
+                        std::vector<double> seconds, fp32_seconds;
+                        for (int s = 0; s < options->first; ++s) {
+                          if (*profile) Profiler::install(&profiler);
+                          const double cpu = process_cpu_seconds();
+                          seconds.push_back(trainer.step().seconds);
+                          cpu_seconds.push_back(process_cpu_seconds() - cpu);
+                          Profiler::install(nullptr);
+                          if (bf16) fp32_seconds.push_back(fp32_step());
+                        }
                         double total = 0;
                         for (double x : seconds) total += x;
                         const double step = median(seconds);
                         const double flops = training_flops_per_step(config.model, config.batch, T);
-                        const double peak = measure_sgemm_peak(config.batch * T, 4 * config.model.width,
-                                                               config.model.width);
+                        const double peak = measure_gemm_peak(config.batch * T, 4 * config.model.width,
+                                                              config.model.width, precision);
                         std::printf("step: %.1f ms (median of %d; mean %.1f)  %.0f tokens/s\n", 1e3 * step,
                                     options->first, 1e3 * total / options->first, config.batch * T / step);
+                        if (bf16) {
+                          const double fp32 = median(fp32_seconds);
+                          std::printf("fp32 step: %.1f ms (median of %d, interleaved) -> bf16 %.2fx faster than fp32\n",
+                                      1e3 * fp32, options->first, fp32 / step);
+                          // the first entries of fp32_cpu_seconds are the warm-up's fp32 steps: drop them
+                          fp32_cpu_seconds.erase(fp32_cpu_seconds.begin(),
+                                                 fp32_cpu_seconds.end() - static_cast<long>(cpu_seconds.size()));
+                          const double cpu = median(cpu_seconds), fp32_cpu = median(fp32_cpu_seconds);
+                          std::printf("process CPU time per step (all threads): bf16 %.1f ms, fp32 %.1f ms -> %.2fx\n",
+                                      1e3 * cpu, 1e3 * fp32_cpu, fp32_cpu / cpu);
+                        }
                         std::printf("model: %.2f GFLOP/step -> %.1f GFLOP/s\n", flops / 1e9, flops / step / 1e9);
-                        std::printf("sgemm peak (%dx%dx%d, %d threads): %.1f GFLOP/s -> MFU %.0f%%\n", config.batch * T,
-                                    4 * config.model.width, config.model.width, threads, peak,
-                                    100.0 * flops / step / 1e9 / peak);
+                        std::printf("%s peak (%dx%dx%d, %d threads): %.1f GFLOP/s -> MFU %.0f%%\n",
+                                    bf16 ? "bf16 gemm" : "sgemm", config.batch * T, 4 * config.model.width,
+                                    config.model.width, threads, peak, 100.0 * flops / step / 1e9 / peak);
                         // Peak RSS (the whole process: program, libraries, threads, the peak measurement's
                         // buffers) against the training state proper.
                         const double mib = 1024.0 * 1024.0;

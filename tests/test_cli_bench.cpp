@@ -2,6 +2,7 @@
 // clear error on bad input.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <regex>
 #include <string>
 
@@ -16,6 +17,11 @@ double captured_number(const std::string& text, const std::string& pattern) {
   std::smatch m;
   if (!std::regex_search(text, m, std::regex(pattern))) return -1;
   return std::stod(m[1].str());
+}
+
+std::string captured_text(const std::string& text, const std::string& pattern) {
+  std::smatch m;
+  return std::regex_search(text, m, std::regex(pattern)) ? m[1].str() : std::string();
 }
 }  // namespace
 
@@ -37,6 +43,36 @@ TEST(CliBench, PrintsTimingMfuMemoryAndProfile) {
     if (r.out.find("gemm blas") == std::string::npos) {
       for (const char* kernel : {"linear_gelu_forward", "gelu_linear_backward"})
         EXPECT_NE(r.out.find(kernel), std::string::npos) << kernel << "\n" << r.out;
+    }
+  }
+}
+
+// --precision bf16 names the path that ran and times fp32 steps of the same model in between; without a
+// bf16 kernel (here forced with BLOCKLAB_GEMM=fp32) it says so and runs fp32.
+TEST(CliBench, Bf16NamesThePathAndTheRatioToFp32) {
+  const char* outer = std::getenv("BLOCKLAB_GEMM");  // the test run's own setting, restored below
+  const std::string saved = outer == nullptr ? "" : outer;
+  for (const bool forced : {false, true}) {
+    if (forced)
+      ::setenv("BLOCKLAB_GEMM", "fp32", 1);
+    else
+      ::unsetenv("BLOCKLAB_GEMM");
+    const auto r = run_cli(std::string("bench") + kTiny + "--threads 1 --bench-steps 2 --warmup-steps 1 --precision bf16");
+    if (outer != nullptr)
+      ::setenv("BLOCKLAB_GEMM", saved.c_str(), 1);
+    else
+      ::unsetenv("BLOCKLAB_GEMM");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_GT(captured_number(r.out, R"(step: ([0-9.]+) ms)"), 0.0) << r.out;
+    EXPECT_GT(captured_number(r.out, R"(fp32 step: ([0-9.]+) ms)"), 0.0) << r.out;
+    EXPECT_GT(captured_number(r.out, R"(bf16 ([0-9.]+)x faster than fp32)"), 0.0) << r.out;
+    EXPECT_GT(captured_number(r.out, R"(bf16 gemm peak .* MFU ([0-9.]+)%)"), 0.0) << r.out;
+    const std::string path = captured_text(r.out, R"(precision bf16: ([^;\n]+);)");
+    if (forced) {
+      EXPECT_EQ(path.rfind("fp32 (BLOCKLAB_GEMM=fp32", 0), 0u) << r.out;
+      EXPECT_NE(r.err.find("GEMMs run in fp32"), std::string::npos) << r.err;  // the one-line notice
+    } else {
+      EXPECT_TRUE(path.rfind("avx512_bf16 (", 0) == 0 || path.rfind("fp32 (no AVX512-BF16", 0) == 0) << r.out;
     }
   }
 }

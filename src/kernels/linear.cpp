@@ -43,11 +43,12 @@ void add_column_sums(T* dbias, const T* dout, int N, int OC) {
 }  // namespace
 
 template <typename T>
-void linear_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC) {
+void linear_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC,
+                    GemmPrecision precision) {
   BLOCKLAB_PROFILE("linear_forward");
   // out (N,OC) = inp (N,C) @ weight^T (C,OC) + bias, the bias added in the GEMM's last store
   if constexpr (std::is_same_v<T, float>) {
-    if (sgemm(false, true, N, OC, C, inp, C, weight, C, 0.f, out, OC, {.bias = bias})) return;
+    if (sgemm_in(precision, false, true, N, OC, C, inp, C, weight, C, 0.f, out, OC, {.bias = bias})) return;
   }
   gemm<T>(false, true, N, OC, C, T(1), inp, C, weight, C, T(0), out, OC);
   if (bias != nullptr) add_bias_to_rows(out, bias, N, OC);
@@ -55,27 +56,32 @@ void linear_forward(T* out, const T* inp, const T* weight, const T* bias, int N,
 
 template <typename T>
 void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, int N,
-                     int C, int OC, GradWrite dinp_write) {
+                     int C, int OC, GradWrite dinp_write, GemmPrecision precision) {
   BLOCKLAB_PROFILE("linear_backward");
   // forward: out = inp @ weight^T + bias
   // dinp (N,C) (+)= dout (N,OC) @ weight (OC,C)
   const T beta = dinp_write == GradWrite::Accumulate ? T(1) : T(0);
+  if constexpr (std::is_same_v<T, float>) {
+    if (dinp != nullptr && sgemm_in(precision, false, false, N, C, OC, dout, OC, weight, C, beta, dinp, C)) dinp = nullptr;
+  }
   if (dinp != nullptr) gemm<T>(false, false, N, C, OC, T(1), dout, OC, weight, C, beta, dinp, C);
   // dweight (OC,C) += dout^T (OC,N) @ inp (N,C); dbias (OC) += column sums of dout = row sums of
   // dout^T, which the sgemm takes while it packs dout^T.
   if constexpr (std::is_same_v<T, float>) {
-    if (dweight != nullptr && sgemm(true, false, OC, C, N, dout, OC, inp, C, 1.f, dweight, C, {.a_row_sums = dbias}))
+    if (dweight != nullptr &&
+        sgemm_in(precision, true, false, OC, C, N, dout, OC, inp, C, 1.f, dweight, C, {.a_row_sums = dbias}))
       return;
   }
   if (dweight != nullptr) gemm<T>(true, false, OC, C, N, T(1), dout, OC, inp, C, T(1), dweight, C);
   if (dbias != nullptr) add_column_sums(dbias, dout, N, OC);
 }
 
-template void linear_forward<float>(float*, const float*, const float*, const float*, int, int, int);
-template void linear_forward<double>(double*, const double*, const double*, const double*, int, int, int);
+template void linear_forward<float>(float*, const float*, const float*, const float*, int, int, int, GemmPrecision);
+template void linear_forward<double>(double*, const double*, const double*, const double*, int, int, int,
+                                     GemmPrecision);
 template void linear_backward<float>(float*, float*, float*, const float*, const float*, const float*, int,
-                                     int, int, GradWrite);
+                                     int, int, GradWrite, GemmPrecision);
 template void linear_backward<double>(double*, double*, double*, const double*, const double*, const double*,
-                                      int, int, int, GradWrite);
+                                      int, int, int, GradWrite, GemmPrecision);
 
 }  // namespace blocklab::kernels

@@ -1,10 +1,15 @@
 #pragma once
 // Linear layer (PyTorch nn.Linear layout): out = inp @ weight^T + bias.
+// precision (float only; double always runs in double): the products' operands in fp32, or rounded to bf16
+// with float accumulation (bf16_gemm.h). Bias and bias gradient are float either way.
+#include "kernels/bf16_gemm.h"
+
 namespace blocklab::kernels {
 
 // inp (N,C), weight (OC,C), bias (OC) or nullptr -> out (N,OC), overwritten.
 template <typename T>
-void linear_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC);
+void linear_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC,
+                    GemmPrecision precision = GemmPrecision::Fp32);
 
 // How a backward kernel writes an input gradient: added to what the buffer holds (a residual stream's
 // gradient gathers several terms), or written over it (a fresh buffer: no zeroing pass needed).
@@ -14,6 +19,7 @@ enum class GradWrite { Accumulate, Overwrite };
 // Any of the three may be nullptr to skip it. dout (N,OC) is the gradient of the loss w.r.t. out.
 template <typename T>
 void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, int N,
-                     int C, int OC, GradWrite dinp_write = GradWrite::Accumulate);
+                     int C, int OC, GradWrite dinp_write = GradWrite::Accumulate,
+                     GemmPrecision precision = GemmPrecision::Fp32);
 
 }  // namespace blocklab::kernels

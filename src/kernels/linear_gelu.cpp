@@ -40,48 +40,51 @@ BLOCKLAB_MULTIVERSION void gelu_derivative_times_block(void* context, int i0, in
 }  // namespace
 
 template <typename T>
-void linear_gelu_forward(T* act, T* pre, const T* inp, const T* weight, const T* bias, int N, int C, int OC) {
+void linear_gelu_forward(T* act, T* pre, const T* inp, const T* weight, const T* bias, int N, int C, int OC,
+                         GemmPrecision precision) {
   if constexpr (std::is_same_v<T, float>) {
     BLOCKLAB_PROFILE("linear_gelu_forward");
     GeluBlock block{act, pre, OC};
-    if (sgemm(false, true, N, OC, C, inp, C, weight, C, 0.f, pre, OC,
-              {.bias = bias, .on_block_done = gelu_of_block, .context = &block}))
+    if (sgemm_in(precision, false, true, N, OC, C, inp, C, weight, C, 0.f, pre, OC,
+                 {.bias = bias, .on_block_done = gelu_of_block, .context = &block}))
       return;
   }
-  linear_forward(pre, inp, weight, bias, N, C, OC);
+  linear_forward(pre, inp, weight, bias, N, C, OC, precision);
   gelu_forward(act, pre, static_cast<long>(N) * OC);
 }
 
 template <typename T>
 void gelu_linear_backward(T* dpre, T* dweight, T* dbias, const T* dout, const T* pre, const T* act, const T* weight,
-                          int N, int C, int OC) {
+                          int N, int C, int OC, GemmPrecision precision) {
   if constexpr (std::is_same_v<T, float>) {
     bool fused = false;
     {
       BLOCKLAB_PROFILE("gelu_linear_backward");
       // dpre = (dout (N,OC) @ weight (OC,C)) * gelu'(pre), the product turned into dpre block by block
       GeluBlock block{dpre, pre, C};
-      fused = sgemm(false, false, N, C, OC, dout, OC, weight, C, 0.f, dpre, C,
-                    {.on_block_done = gelu_derivative_times_block, .context = &block});
+      fused = sgemm_in(precision, false, false, N, C, OC, dout, OC, weight, C, 0.f, dpre, C,
+                       {.on_block_done = gelu_derivative_times_block, .context = &block});
     }
     if (fused) {
-      linear_backward<T>(nullptr, dweight, dbias, dout, act, weight, N, C, OC);  // the weight and bias terms
+      // the weight and bias terms
+      linear_backward<T>(nullptr, dweight, dbias, dout, act, weight, N, C, OC, GradWrite::Accumulate, precision);
       return;
     }
   }
-  linear_backward<T>(dpre, dweight, dbias, dout, act, weight, N, C, OC, GradWrite::Overwrite);
+  linear_backward<T>(dpre, dweight, dbias, dout, act, weight, N, C, OC, GradWrite::Overwrite, precision);
   BLOCKLAB_PROFILE("gelu_backward");
   const long n = static_cast<long>(N) * C;
 #pragma omp parallel for schedule(static)
   for (long i = 0; i < n; ++i) dpre[i] = dpre[i] * gelu_derivative(pre[i]);
 }
 
-template void linear_gelu_forward<float>(float*, float*, const float*, const float*, const float*, int, int, int);
+template void linear_gelu_forward<float>(float*, float*, const float*, const float*, const float*, int, int, int,
+                                         GemmPrecision);
 template void linear_gelu_forward<double>(double*, double*, const double*, const double*, const double*, int, int,
-                                          int);
+                                          int, GemmPrecision);
 template void gelu_linear_backward<float>(float*, float*, float*, const float*, const float*, const float*,
-                                          const float*, int, int, int);
+                                          const float*, int, int, int, GemmPrecision);
 template void gelu_linear_backward<double>(double*, double*, double*, const double*, const double*, const double*,
-                                           const double*, int, int, int);
+                                           const double*, int, int, int, GemmPrecision);
 
 }  // namespace blocklab::kernels

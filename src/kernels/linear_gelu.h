@@ -13,13 +13,14 @@ namespace blocklab::kernels {
 
 // inp (N,C), weight (OC,C), bias (OC) -> pre (N,OC) and act = gelu(pre) (N,OC), both overwritten.
 template <typename T>
-void linear_gelu_forward(T* act, T* pre, const T* inp, const T* weight, const T* bias, int N, int C, int OC);
+void linear_gelu_forward(T* act, T* pre, const T* inp, const T* weight, const T* bias, int N, int C, int OC,
+                         GemmPrecision precision = GemmPrecision::Fp32);
 
 // Backward of out = gelu(pre) @ weight^T + bias (the second MLP layer applied to the GELU output), with
 // weight (OC,C), pre and act = gelu(pre) (N,C) from the forward, dout (N,OC):
 //   dpre (N,C) = (dout @ weight) * gelu'(pre), overwritten;  dweight += dout^T @ act;  dbias += sum_n dout.
 template <typename T>
 void gelu_linear_backward(T* dpre, T* dweight, T* dbias, const T* dout, const T* pre, const T* act, const T* weight,
-                          int N, int C, int OC);
+                          int N, int C, int OC, GemmPrecision precision = GemmPrecision::Fp32);
 
 }  // namespace blocklab::kernels

@@ -62,7 +62,8 @@ void carve_attention(AttentionActs<T>& a, Carver<T>& m, const ModelConfig& c, co
 template <typename T>
 void apply_linear(T* out, const T* inp, const LinearTensors<T>& l, int N, int C, int OC, const BlockInputs<T>& in) {
   if (l.source == nullptr) {
-    linear_forward(out, inp, static_cast<const T*>(l.weight), static_cast<const T*>(l.bias), N, C, OC);
+    linear_forward(out, inp, static_cast<const T*>(l.weight), static_cast<const T*>(l.bias), N, C, OC,
+                   gemm_precision(*in.config));
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
@@ -156,7 +157,9 @@ void attention_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, c
   const bool rope = !cross && c.positions == Positions::RoPE;
   const T scale = T(1) / std::sqrt(static_cast<T>(d.D));
   // out = y Wo^T + bo
-  linear_backward(s.d_y, g.proj.weight, g.proj.bias, dout, a.y, w.proj.weight, N, d.Q, d.C, GradWrite::Overwrite);
+  const GemmPrecision precision = gemm_precision(c);
+  linear_backward(s.d_y, g.proj.weight, g.proj.bias, dout, a.y, w.proj.weight, N, d.Q, d.C, GradWrite::Overwrite,
+                  precision);
   if (a.qkv != nullptr) {
     const long stride = d.Q + 2L * d.K;
     if (!cross && fast_attention(c)) {
@@ -172,7 +175,8 @@ void attention_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, c
       rope_backward(s.d_qkv + d.Q, in.rope_cos, in.rope_sin, d.B, d.T, d.Hkv, d.D / 2, stride);
     }
     // qkv = inp @ W^T + b
-    linear_backward(dinp, g.qkv.weight, g.qkv.bias, s.d_qkv, inp, w.qkv.weight, N, d.C, d.Q + 2 * d.K, write);
+    linear_backward(dinp, g.qkv.weight, g.qkv.bias, s.d_qkv, inp, w.qkv.weight, N, d.C, d.Q + 2 * d.K, write,
+                    precision);
     return;
   }
   const int Nk = cross ? static_cast<int>(d.Nc()) : N;
@@ -200,14 +204,16 @@ void attention_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, c
     dk_pre = dkp;
   }
   // q = inp Wq^T + bq;  k, v = kv_inp Wk^T + bk, kv_inp Wv^T + bv
-  linear_backward(dinp, g.q.weight, g.q.bias, dq_pre, inp, w.q.weight, N, d.C, d.Q, write);
+  linear_backward(dinp, g.q.weight, g.q.bias, dq_pre, inp, w.q.weight, N, d.C, d.Q, write, precision);
+  const GradWrite add = GradWrite::Accumulate;
   if (cross) {
-    linear_backward(s.d_context, g.k.weight, g.k.bias, dk_pre, in.context, w.k.weight, Nk, d.C, d.K);
+    linear_backward(s.d_context, g.k.weight, g.k.bias, dk_pre, in.context, w.k.weight, Nk, d.C, d.K, add, precision);
     linear_backward(s.d_context, g.v.weight, g.v.bias, static_cast<const T*>(dv), in.context, w.v.weight, Nk, d.C,
-                    d.K);
+                    d.K, add, precision);
   } else {
-    linear_backward(dinp, g.k.weight, g.k.bias, dk_pre, inp, w.k.weight, N, d.C, d.K);
-    linear_backward(dinp, g.v.weight, g.v.bias, static_cast<const T*>(dv), inp, w.v.weight, N, d.C, d.K);
+    linear_backward(dinp, g.k.weight, g.k.bias, dk_pre, inp, w.k.weight, N, d.C, d.K, add, precision);
+    linear_backward(dinp, g.v.weight, g.v.bias, static_cast<const T*>(dv), inp, w.v.weight, N, d.C, d.K, add,
+                    precision);
   }
 }
 
@@ -220,7 +226,8 @@ void mlp_forward_sublayer(MlpActs<T>& a, const T* inp, const MlpTensors<T>& w, c
   switch (c.mlp) {
     case MlpKind::Gelu:  // act = gelu(inp W1^T + b1), fused when the weight is in the arena
       if (w.fc1.source == nullptr) {
-        linear_gelu_forward(a.act, a.pre, inp, w.fc1.weight, static_cast<const T*>(w.fc1.bias), N, d.C, d.I);
+        linear_gelu_forward(a.act, a.pre, inp, w.fc1.weight, static_cast<const T*>(w.fc1.bias), N, d.C, d.I,
+                            gemm_precision(c));
       } else {
         apply_linear(a.pre, inp, w.fc1, N, d.C, d.I, in);
         gelu_forward(a.act, static_cast<const T*>(a.pre), static_cast<long>(N) * d.I);
@@ -246,11 +253,13 @@ void mlp_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, const M
   const ModelConfig& c = *in.config;
   const BlockDims& d = in.dims;
   const int N = static_cast<int>(d.N());
+  const GemmPrecision precision = gemm_precision(c);
   if (c.mlp == MlpKind::Gelu) {
     // d_pre from fc2 and GELU' in one pass
-    gelu_linear_backward(s.d_pre, g.fc2.weight, g.fc2.bias, dout, a.pre, a.act, w.fc2.weight, N, d.I, d.C);
+    gelu_linear_backward(s.d_pre, g.fc2.weight, g.fc2.bias, dout, a.pre, a.act, w.fc2.weight, N, d.I, d.C, precision);
   } else {
-    linear_backward(s.d_act, g.fc2.weight, g.fc2.bias, dout, a.act, w.fc2.weight, N, d.I, d.C, GradWrite::Overwrite);
+    linear_backward(s.d_act, g.fc2.weight, g.fc2.bias, dout, a.act, w.fc2.weight, N, d.I, d.C, GradWrite::Overwrite,
+                    precision);
     if (c.mlp == MlpKind::GeluTanh)
       gelu_tanh_backward(s.d_pre, static_cast<const T*>(s.d_act), static_cast<const T*>(a.pre), static_cast<long>(N) * d.I);
     else
@@ -258,7 +267,7 @@ void mlp_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, const M
                    c.mlp == MlpKind::SwiGLU ? GluKind::SwiGLU : GluKind::GeGLU);
   }
   linear_backward(dinp, g.fc1.weight, g.fc1.bias, static_cast<const T*>(s.d_pre), inp, w.fc1.weight, N, d.C, d.I_in,
-                  write);
+                  write, precision);
 }
 
 // The learned per-block and per-sub-layer terms of a sub-layer's residual, as pointers (nullptr: absent).

@@ -10,10 +10,16 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/bf16_gemm.h"
 #include "model/config.h"
 #include "model/parameters.h"
 
 namespace blocklab {
+
+// The kernels' precision for the config's linear layers.
+inline kernels::GemmPrecision gemm_precision(const ModelConfig& c) {
+  return c.precision == Precision::Bf16 ? kernels::GemmPrecision::Bf16 : kernels::GemmPrecision::Fp32;
+}
 
 // Hands out 64-byte-aligned slices of one arena: with a null base it only counts, so the same carving
 // code sizes an arena and then binds it.

@@ -57,6 +57,7 @@ constexpr EnumNames<MlpKind, 4> kMlps{"mlp",
                                         {MlpKind::SwiGLU, "swiglu"},
                                         {MlpKind::GeGLU, "geglu"}}}};
 constexpr EnumNames<QkvLayout, 2> kQkv{"qkv", {{{QkvLayout::Fused, "fused"}, {QkvLayout::Separate, "separate"}}}};
+constexpr EnumNames<Precision, 2> kPrecisions{"precision", {{{Precision::Fp32, "fp32"}, {Precision::Bf16, "bf16"}}}};
 
 }  // namespace
 
@@ -226,6 +227,7 @@ std::string to_string(InitScheme s) { return kInits.show(s); }
 std::string to_string(Positions p) { return kPositions.show(p); }
 std::string to_string(MlpKind m) { return kMlps.show(m); }
 std::string to_string(QkvLayout q) { return kQkv.show(q); }
+std::string to_string(Precision p) { return kPrecisions.show(p); }
 
 NormPlacement parse_norm_placement(const std::string& s) { return kPlacements.parse(s); }
 NormKind parse_norm_kind(const std::string& s) { return kNorms.parse(s); }
@@ -233,5 +235,6 @@ InitScheme parse_init_scheme(const std::string& s) { return kInits.parse(s); }
 Positions parse_positions(const std::string& s) { return kPositions.parse(s); }
 MlpKind parse_mlp_kind(const std::string& s) { return kMlps.parse(s); }
 QkvLayout parse_qkv_layout(const std::string& s) { return kQkv.parse(s); }
+Precision parse_precision(const std::string& s) { return kPrecisions.parse(s); }
 
 }  // namespace blocklab

@@ -33,6 +33,11 @@ enum class InitScheme { Auto, Xavier, GPT2, DeepNorm, TFixup };
 enum class Positions { Learned, RoPE };  // a learned (T, C) table added to the embeddings, or rotary q/k
 enum class MlpKind { Gelu, GeluTanh, SwiGLU, GeGLU };  // exact-erf GELU, tanh GELU, gated SiLU, gated GELU
 enum class QkvLayout { Fused, Separate };  // one (Q+2K, C) projection [q | k | v], or three
+// The precision of the linear layers' products (not an architecture key: no preset sets it). bf16 is mixed
+// precision: GEMM operands rounded to bf16, float accumulation; weights, gradients, optimizer state, the
+// residual stream, norms, attention, softmax and loss stay float (kernels/bf16_gemm.h). Double-precision
+// models ignore it.
+enum class Precision { Fp32, Bf16 };
 
 struct BlockConfig {
   NormPlacement norm_placement = NormPlacement::Pre;
@@ -87,6 +92,7 @@ struct ModelConfig : BlockConfig {
   InitScheme init = InitScheme::Auto;
   InitScheme base_init = InitScheme::Xavier;  // what auto means for placements without a scheme of their own
   double embed_init_std = 1.0;  // token/position embeddings ~ N(0, embed_init_std^2); 1.0 = nn.Embedding
+  Precision precision = Precision::Fp32;
 
   bool has_final_norm() const;
   // The sub-layer table of block `index` (0-based; Mix-LN and LNS depend on it).
@@ -124,6 +130,7 @@ std::string to_string(InitScheme);
 std::string to_string(Positions);
 std::string to_string(MlpKind);
 std::string to_string(QkvLayout);
+std::string to_string(Precision);
 // Parse from the names above; throw Error listing the accepted names otherwise.
 NormPlacement parse_norm_placement(const std::string&);
 NormKind parse_norm_kind(const std::string&);
@@ -131,5 +138,6 @@ InitScheme parse_init_scheme(const std::string&);
 Positions parse_positions(const std::string&);
 MlpKind parse_mlp_kind(const std::string&);
 QkvLayout parse_qkv_layout(const std::string&);
+Precision parse_precision(const std::string&);
 
 }  // namespace blocklab

@@ -237,7 +237,8 @@ void Model<T>::run_blocks(Activations<T>& acts) const {
     norm_forward(acts.final_norm_, h, w_.final_norm, config_, N);
     top = acts.final_norm_.out;
   }
-  linear_forward(acts.logits_, top, static_cast<const T*>(w_.head_weight), static_cast<const T*>(nullptr), N, C, V);
+  linear_forward(acts.logits_, top, static_cast<const T*>(w_.head_weight), static_cast<const T*>(nullptr), N, C, V,
+                 gemm_precision(config_));
 }
 
 template <typename T>
@@ -293,12 +294,12 @@ void Model<T>::backward(Activations<T>& acts) {
     // top = Norm_f(h_L)
     linear_backward(s.d_in, g_.head_weight, static_cast<T*>(nullptr), static_cast<const T*>(acts.d_logits_),
                     static_cast<const T*>(acts.final_norm_.out), static_cast<const T*>(w_.head_weight), N, C, V,
-                    GradWrite::Overwrite);
+                    GradWrite::Overwrite, gemm_precision(config_));
     norm_backward(d_stream, g_.final_norm, static_cast<const T*>(s.d_in), h_top, w_.final_norm, acts.final_norm_,
                   config_, N);
   } else {
     linear_backward(d_stream, g_.head_weight, static_cast<T*>(nullptr), static_cast<const T*>(acts.d_logits_), h_top,
-                    static_cast<const T*>(w_.head_weight), N, C, V);
+                    static_cast<const T*>(w_.head_weight), N, C, V, GradWrite::Accumulate, gemm_precision(config_));
   }
 
   // d_stream holds d loss / d (output of block l); each block turns it into d loss / d (its input).

@@ -82,6 +82,9 @@ class Model {
   explicit Model(const ModelConfig& config);
 
   const ModelConfig& config() const { return config_; }
+  // The precision of the linear layers' products for the next forward/backward. It changes which kernels
+  // run, not the parameters' layout: `blocklab bench --precision bf16` times both in one run with one model.
+  void set_precision(Precision precision) { config_.precision = precision; }
   const ParameterTable& table() const { return table_; }
 
   std::span<T> params() { return params_; }

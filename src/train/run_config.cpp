@@ -130,6 +130,10 @@ std::vector<ConfigKey> make_keys() {
   add_float("embed_init_std", "token/position embedding init std (1.0 = nn.Embedding's N(0,1))",
             [](RunConfig& c) -> double& { return c.model.embed_init_std; });
   add_float("norm_eps", "epsilon of LayerNorm/RMSNorm", [](RunConfig& c) -> double& { return c.model.norm_eps; });
+  add_model_enum("precision",
+                 "linear layers' products: fp32, or bf16 mixed precision (bf16 operands, float accumulation, "
+                 "float weights, gradients, optimizer, norms, softmax, loss); bf16 needs AVX512-BF16, else runs fp32",
+                 parse_precision, [](RunConfig& c) -> Precision& { return c.model.precision; });
   add_int("batch", "sequences per step", [](RunConfig& c) -> int& { return c.batch; });
   add_int("steps", "optimizer steps", [](RunConfig& c) -> int& { return c.steps; });
   add_int("micro_shards",

@@ -42,6 +42,9 @@ def parse_args(argv=None):
     ap.add_argument("--init", choices=["xavier", "gpt2"], default="xavier")
     ap.add_argument("--embed-std", type=float, default=1.0)
     ap.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    ap.add_argument("--autocast", choices=["none", "bf16"], default="none",
+                    help="bf16: forward and loss under torch.autocast('cpu', dtype=torch.bfloat16)\n"
+                         "(PyTorch's own mixed precision; weights, grads and Adam stay float32)")
     ap.add_argument("--log-every", type=int, default=1,
                     help="print a CSV line every N steps (plus step 1 and the last step)")
     return ap.parse_args(argv)
@@ -87,7 +90,11 @@ def main(argv=None):
             g["lr"] = lr
         tokens = cm.copy_batch(a.batch, a.copy_len, a.vocab, generator=gen)
         opt.zero_grad(set_to_none=True)
-        loss = cm.copy_loss(model, tokens)
+        if a.autocast == "bf16":
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = cm.copy_loss(model, tokens)
+        else:
+            loss = cm.copy_loss(model, tokens)
         loss.backward()
         grad_norm = torch.linalg.vector_norm(
             torch.stack(torch._foreach_norm([p.grad for p in params])))

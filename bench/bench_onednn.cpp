@@ -1,0 +1,90 @@
+// blocklab's bf16 GEMM against oneDNN's bf16 matmul (the library PyTorch's CPU bf16 autocast runs), on the
+// GEMM shapes of one training step of the source model. Three rows per shape:
+//   blocklab_bf16      float operands in, rounded to bf16 while packed, float out (what the step calls)
+//   onednn_bf16        operands already bf16 in memory, float out (oneDNN's best case: no conversion)
+//   onednn_bf16_cvt    float operands converted to bf16 by oneDNN reorders on every call, then the matmul
+//                      (what a drop-in replacement in blocklab's float step would pay)
+// Built only where oneDNN's headers are installed (Debian: libdnnl-dev). Run: build/bench_onednn
+#include <benchmark/benchmark.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
+#include <vector>
+
+#include "kernels/bf16_gemm.h"
+#include "util/rng.h"
+#include "util/threads.h"
+
+using namespace blocklab;
+using dnnl::memory;
+
+namespace {
+
+enum class Impl { Blocklab, OneDnn, OneDnnConvert };
+
+void run(benchmark::State& state, Impl impl) {
+  const bool ta = state.range(0), tb = state.range(1);
+  const int M = state.range(2), N = state.range(3), K = state.range(4);
+  set_num_threads(static_cast<int>(state.range(5)));
+  if (impl == Impl::Blocklab && kernels::bf16_isa() == kernels::Bf16Isa::None) {
+    state.SkipWithError(kernels::bf16_isa_description());
+    return;
+  }
+  Rng rng(1);
+  std::vector<float> A(static_cast<size_t>(M) * K), B(static_cast<size_t>(K) * N), C(static_cast<size_t>(M) * N);
+  for (auto& x : A) x = static_cast<float>(rng.normal());
+  for (auto& x : B) x = static_cast<float>(rng.normal());
+  const int lda = ta ? M : K, ldb = tb ? K : N;
+  if (impl == Impl::Blocklab) {
+    for (auto _ : state) {
+      kernels::bf16_gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, 0.f, C.data(), N);
+      benchmark::ClobberMemory();
+    }
+  } else {
+    dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+    dnnl::stream stream(engine);
+    // op(A) (M,K) and op(B) (K,N) as strided views of the row-major storage
+    const memory::dims a_strides = ta ? memory::dims{1, lda} : memory::dims{lda, 1};
+    const memory::dims b_strides = tb ? memory::dims{1, ldb} : memory::dims{ldb, 1};
+    const memory::desc a_f32({M, K}, memory::data_type::f32, a_strides), b_f32({K, N}, memory::data_type::f32, b_strides);
+    const memory::desc a_bf16({M, K}, memory::data_type::bf16, a_strides), b_bf16({K, N}, memory::data_type::bf16, b_strides);
+    const memory::desc c_f32({M, N}, memory::data_type::f32, memory::dims{N, 1});
+    memory a_src(a_f32, engine, A.data()), b_src(b_f32, engine, B.data()), c_mem(c_f32, engine, C.data());
+    memory a_mem(a_bf16, engine), b_mem(b_bf16, engine);
+    dnnl::reorder convert_a(a_src, a_mem), convert_b(b_src, b_mem);
+    convert_a.execute(stream, a_src, a_mem);
+    convert_b.execute(stream, b_src, b_mem);
+    dnnl::matmul matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_bf16, b_bf16, c_f32), engine));
+    for (auto _ : state) {
+      if (impl == Impl::OneDnnConvert) {
+        convert_a.execute(stream, a_src, a_mem);
+        convert_b.execute(stream, b_src, b_mem);
+      }
+      matmul.execute(stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}});
+      stream.wait();
+      benchmark::ClobberMemory();
+    }
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * M * N * K * state.iterations(), benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+
+void shapes(benchmark::internal::Benchmark* b) {
+  for (int threads : {1, 2}) {
+    b->Args({0, 1, 2016, 384, 128, threads});  // qkv forward
+    b->Args({0, 1, 2016, 512, 128, threads});  // fc1 forward
+    b->Args({0, 1, 2016, 128, 512, threads});  // fc2 forward
+    b->Args({0, 0, 2016, 128, 512, threads});  // fc1 backward dX
+    b->Args({1, 0, 512, 128, 2016, threads});  // fc1 backward dW
+    b->Args({1, 0, 128, 512, 2016, threads});  // fc2 backward dW
+  }
+  b->ArgNames({"ta", "tb", "M", "N", "K", "threads"})->UseRealTime();
+}
+}  // namespace
+
+static void BM_blocklab_bf16(benchmark::State& s) { run(s, Impl::Blocklab); }
+static void BM_onednn_bf16(benchmark::State& s) { run(s, Impl::OneDnn); }
+static void BM_onednn_bf16_cvt(benchmark::State& s) { run(s, Impl::OneDnnConvert); }
+BENCHMARK(BM_blocklab_bf16)->Apply(shapes);
+BENCHMARK(BM_onednn_bf16)->Apply(shapes);
+BENCHMARK(BM_onednn_bf16_cvt)->Apply(shapes);
+BENCHMARK_MAIN();

@@ -1,0 +1,289 @@
+#include "kernels/bf16_gemm.h"
+
+#include <cpuid.h>
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace blocklab::kernels {
+
+namespace {
+
+#define BLOCKLAB_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+// Register tile 12 x 32 floats (24 accumulators), K-chunks of 256 (128 bf16 pairs), row blocks of 96.
+constexpr int kMr = 12, kNr = 32, kKc = 512, kMc = 96;
+constexpr int kPairsPerChunk = kKc / 2;
+static_assert(kKc % 32 == 0 && kMc % kMr == 0);
+
+// Packed operands hold bf16 pairs along k as 32-bit words: (x[k], x[k+1]) with x[k] in the low half, the
+// layout vdpbf16ps multiplies pairwise. An odd K gets a zero partner.
+//   A, not transposed: rows of the block as they are, pairs along each row: Ab[r][kp], kPairsPerChunk words a row.
+//   A, transposed:     MR-row panels, Ap[p][kp][r] (an MR-word column of pairs per kp), as sgemm's packed A.
+//   B:                 NR-column panels, Bp[q][kp][j].
+
+// (lo[t], hi[t]) for t = 0..15 as 32-bit words.
+BLOCKLAB_BF16_TARGET inline __m512i interleave_rows(__m512 lo, __m512 hi) {
+  alignas(64) static const uint16_t order[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                                 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  // cvtne2ps(hi, lo): words 0..15 = bf16(lo), words 16..31 = bf16(hi)
+  const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+  return _mm512_permutexvar_epi16(_mm512_load_si512(order), both);
+}
+
+// 32 consecutive floats as 16 pairs, in order (n < 32: the first n, zero-padded).
+BLOCKLAB_BF16_TARGET inline __m512i pairs_of(const float* src, int n) {
+  if (n >= 32) return (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + 16), _mm512_loadu_ps(src));
+  const __mmask16 m0 = static_cast<__mmask16>(n >= 16 ? 0xFFFF : (1u << n) - 1);
+  const __mmask16 m1 = static_cast<__mmask16>(n <= 16 ? 0 : (1u << (n - 16)) - 1);
+  return (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, src + 16), _mm512_maskz_loadu_ps(m0, src));
+}
+
+// Not transposed: Ab[r][kp] for rows i0 .. i0+rows of op(A) = A, over k0 .. k0+kc; rows up to the next
+// multiple of MR are zero (a partial panel reads them).
+BLOCKLAB_BF16_TARGET void pack_a_rows(uint32_t* Ab, const float* A, int lda, int i0, int rows, int k0, int kc) {
+  const int kpc = (kc + 1) / 2;
+  for (int r = 0; r < rows; ++r) {
+    const float* src = A + static_cast<long>(i0 + r) * lda + k0;
+    uint32_t* dst = Ab + static_cast<long>(r) * kPairsPerChunk;
+    for (int k = 0; k < kc; k += 32) _mm512_storeu_si512(dst + k / 2, pairs_of(src + k, kc - k));
+  }
+  const int padded = (rows + kMr - 1) / kMr * kMr;
+  for (int r = rows; r < padded; ++r) std::fill_n(Ab + static_cast<long>(r) * kPairsPerChunk, kpc, 0u);
+}
+
+// Transposed (A stored (K, M), op(A)[i][k] = A[k][i]): Ap[p][kp][r]. With row_sums, also
+// row_sums[i - i0] += op(A)[i][k] in k order, in float (the caller keeps the sums across K-chunks).
+BLOCKLAB_BF16_TARGET void pack_a_panels(uint32_t* Ap, const float* A, int lda, int i0, int rows, int k0, int kc,
+                                        float* row_sums) {
+  const int kpc = (kc + 1) / 2;
+  for (int p = 0; p * kMr < rows; ++p) {
+    const int r_end = std::min(kMr, rows - p * kMr);
+    const __mmask16 mask = static_cast<__mmask16>((1u << r_end) - 1);
+    uint32_t* dst = Ap + static_cast<long>(p) * kMr * kpc;
+    const float* col = A + i0 + p * kMr;
+    __m512 sums = row_sums == nullptr ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask, row_sums + p * kMr);
+    for (int kp = 0; kp < kpc; ++kp) {
+      const int k = k0 + 2 * kp;
+      const __m512 x0 = _mm512_maskz_loadu_ps(mask, col + static_cast<long>(k) * lda);
+      const bool second = 2 * kp + 1 < kc;
+      const __m512 x1 = second ? _mm512_maskz_loadu_ps(mask, col + static_cast<long>(k + 1) * lda) : _mm512_setzero_ps();
+      if (row_sums != nullptr) {
+        sums = _mm512_add_ps(sums, x0);
+        if (second) sums = _mm512_add_ps(sums, x1);
+      }
+      _mm512_mask_storeu_epi32(dst + static_cast<long>(kp) * kMr, static_cast<__mmask16>((1u << kMr) - 1),
+                               interleave_rows(x0, x1));
+    }
+    if (row_sums != nullptr) _mm512_mask_storeu_ps(row_sums + p * kMr, mask, sums);
+  }
+}
+
+// Bp[kp][j] = (op(B)[k0+2kp][j0+j], op(B)[k0+2kp+1][j0+j]) for one NR-column panel, zero beyond cols.
+BLOCKLAB_BF16_TARGET void pack_b_panel(uint32_t* dst, const float* B, int ldb, bool trans, int j0, int cols, int k0,
+                                       int kc) {
+  const int kpc = (kc + 1) / 2;
+  if (trans) {  // B stored (N, K): the pairs of column j are consecutive in row j of B
+    alignas(64) uint32_t row[kPairsPerChunk + 16];
+    for (int j = 0; j < cols; ++j) {
+      const float* src = B + static_cast<long>(j0 + j) * ldb + k0;
+      for (int k = 0; k < kc; k += 32) _mm512_storeu_si512(row + k / 2, pairs_of(src + k, kc - k));
+      for (int kp = 0; kp < kpc; ++kp) dst[kp * kNr + j] = row[kp];
+    }
+    for (int j = cols; j < kNr; ++j)
+      for (int kp = 0; kp < kpc; ++kp) dst[kp * kNr + j] = 0;
+    return;
+  }
+  const __mmask16 m0 = static_cast<__mmask16>(cols >= 16 ? 0xFFFF : (1u << cols) - 1);
+  const __mmask16 m1 = static_cast<__mmask16>(cols <= 16 ? 0 : cols >= 32 ? 0xFFFF : (1u << (cols - 16)) - 1);
+  for (int kp = 0; kp < kpc; ++kp) {
+    const float* r0 = B + static_cast<long>(k0 + 2 * kp) * ldb + j0;
+    const bool second = 2 * kp + 1 < kc;
+    const float* r1 = r0 + ldb;
+    uint32_t* d = dst + kp * kNr;
+    const __m512 z = _mm512_setzero_ps();
+    _mm512_storeu_si512(d, interleave_rows(_mm512_maskz_loadu_ps(m0, r0), second ? _mm512_maskz_loadu_ps(m0, r1) : z));
+    _mm512_storeu_si512(d + 16,
+                        interleave_rows(_mm512_maskz_loadu_ps(m1, r0 + 16), second ? _mm512_maskz_loadu_ps(m1, r1 + 16) : z));
+  }
+}
+
+// C[0:mr, 0:nr] = (accumulate ? C : 0) + A (MR x 2kpc) @ B (2kpc x NR), then + bias[0:nr] when bias is not
+// null. A: element pair (r, kp) at A[kp * MR + r] (a panel) or A[r * lda + kp] (kRowsA: rows of pairs).
+template <bool kRowsA>
+BLOCKLAB_BF16_TARGET void kernel_bf16(int kpc, const uint32_t* A, long lda, const uint32_t* Bp, float* C, int ldc,
+                                      int mr, int nr, bool accumulate, const float* bias) {
+  __m512 acc[kMr][2];
+  for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  for (int kp = 0; kp < kpc; ++kp) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(Bp + kp * kNr);
+    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(Bp + kp * kNr + 16);
+#pragma GCC unroll 12
+    for (int r = 0; r < kMr; ++r) {
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(kRowsA ? A[r * lda + kp] : A[kp * kMr + r]));
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
+      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
+    }
+  }
+  const __mmask16 m0 = static_cast<__mmask16>(nr >= 16 ? 0xFFFF : (1u << nr) - 1);
+  const __mmask16 m1 = static_cast<__mmask16>(nr <= 16 ? 0 : nr >= 32 ? 0xFFFF : (1u << (nr - 16)) - 1);
+  const __m512 bias0 = bias == nullptr ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, bias);
+  const __m512 bias1 = bias == nullptr ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, bias + 16);
+  for (int r = 0; r < mr; ++r) {
+    float* c = C + static_cast<long>(r) * ldc;
+    if (accumulate) {
+      acc[r][0] = _mm512_add_ps(acc[r][0], _mm512_maskz_loadu_ps(m0, c));
+      acc[r][1] = _mm512_add_ps(acc[r][1], _mm512_maskz_loadu_ps(m1, c + 16));
+    }
+    if (bias != nullptr) {
+      acc[r][0] = _mm512_add_ps(acc[r][0], bias0);
+      acc[r][1] = _mm512_add_ps(acc[r][1], bias1);
+    }
+    _mm512_mask_storeu_ps(c, m0, acc[r][0]);
+    _mm512_mask_storeu_ps(c + 16, m1, acc[r][1]);
+  }
+}
+
+uint32_t* aligned_words(std::vector<uint32_t>& v, size_t words) {
+  if (v.size() < words + 16) v.resize(words + 16);
+  auto addr = reinterpret_cast<uintptr_t>(v.data());
+  return reinterpret_cast<uint32_t*>((addr + 63) & ~static_cast<uintptr_t>(63));
+}
+
+// The driver of sgemm (sgemm.cpp: run) with both operands always packed, as bf16 pairs.
+void run(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb, float beta,
+         float* C, int ldc, const SgemmExtras& extras) {
+  const int n_panels = (N + kNr - 1) / kNr;
+  const int row_panels = (M + kMr - 1) / kMr;
+  const bool nested = omp_in_parallel() != 0;
+  const int threads = nested ? 1 : omp_get_max_threads();
+  // Split C along the larger dimension (see sgemm.cpp); the split never changes what any C element sums.
+  const bool split_columns = row_panels < threads || (N > M && n_panels >= threads);
+
+#pragma omp parallel if (!nested)
+  {
+    static thread_local std::vector<uint32_t> a_storage, b_storage;
+    static thread_local std::vector<float> sums_storage;
+    const int thread = omp_get_thread_num(), team = omp_get_num_threads();
+    const auto share = [&](int total, int t) { return static_cast<int>(static_cast<long>(total) * t / team); };
+    const int q_lo = split_columns ? share(n_panels, thread) : 0;
+    const int q_hi = split_columns ? share(n_panels, thread + 1) : n_panels;
+    const int p_lo = split_columns ? 0 : share(row_panels, thread);
+    const int p_hi = split_columns ? row_panels : share(row_panels, thread + 1);
+    const int i_begin = p_lo * kMr, i_end = std::min(p_hi * kMr, M);
+    if (q_lo < q_hi && i_begin < i_end) {
+      uint32_t* Ap = aligned_words(a_storage, static_cast<size_t>(kMc) * kPairsPerChunk);
+      uint32_t* Bp = aligned_words(b_storage, static_cast<size_t>(q_hi - q_lo) * kNr * kPairsPerChunk);
+      float* sums = nullptr;
+      if (extras.a_row_sums != nullptr && q_lo == 0) {
+        if (sums_storage.size() < static_cast<size_t>(i_end - i_begin)) sums_storage.resize(i_end - i_begin);
+        sums = sums_storage.data();
+        std::fill(sums, sums + (i_end - i_begin), 0.f);
+      }
+      for (int k0 = 0; k0 < K; k0 += kKc) {
+        const int kc = std::min(kKc, K - k0), kpc = (kc + 1) / 2;
+        const bool accumulate = k0 > 0 || beta != 0.f;
+        const bool last_chunk = k0 + kc == K;
+        for (int q = q_lo; q < q_hi; ++q)
+          pack_b_panel(Bp + static_cast<long>(q - q_lo) * kNr * kpc, B, ldb, trans_b, q * kNr,
+                       std::min(kNr, N - q * kNr), k0, kc);
+        for (int i0 = i_begin; i0 < i_end; i0 += kMc) {
+          const int rows = std::min(kMc, i_end - i0);
+          if (trans_a)
+            pack_a_panels(Ap, A, lda, i0, rows, k0, kc, sums == nullptr ? nullptr : sums + (i0 - i_begin));
+          else
+            pack_a_rows(Ap, A, lda, i0, rows, k0, kc);
+          for (int q = q_lo; q < q_hi; ++q) {
+            const int j0 = q * kNr, nr = std::min(kNr, N - j0);
+            const float* bias = last_chunk && extras.bias != nullptr ? extras.bias + j0 : nullptr;
+            const uint32_t* b_panel = Bp + static_cast<long>(q - q_lo) * kNr * kpc;
+            for (int p = 0; p * kMr < rows; ++p) {
+              const int mr = std::min(kMr, rows - p * kMr);
+              float* c = C + static_cast<long>(i0 + p * kMr) * ldc + j0;
+              if (trans_a)
+                kernel_bf16<false>(kpc, Ap + static_cast<long>(p) * kMr * kpc, 0, b_panel, c, ldc, mr, nr, accumulate,
+                                   bias);
+              else
+                kernel_bf16<true>(kpc, Ap + static_cast<long>(p) * kMr * kPairsPerChunk, kPairsPerChunk, b_panel, c,
+                                  ldc, mr, nr, accumulate, bias);
+            }
+          }
+          if (last_chunk && extras.on_block_done != nullptr) {
+            const int j_begin = q_lo * kNr, j_end = std::min(q_hi * kNr, N);
+            extras.on_block_done(extras.context, i0, rows, j_begin, j_end - j_begin);
+          }
+        }
+      }
+      if (sums != nullptr)
+        for (int i = i_begin; i < i_end; ++i) extras.a_row_sums[i] += sums[i - i_begin];
+    }
+  }
+}
+
+bool cpuid_amx_bf16() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
+  return (d & (1u << 24)) != 0 && (d & (1u << 22)) != 0;  // AMX-TILE, AMX-BF16
+}
+
+struct Dispatch {
+  Bf16Isa isa = Bf16Isa::None;
+  std::string description;
+};
+
+Dispatch detect() {
+  Dispatch d;
+  const char* forced = std::getenv("BLOCKLAB_GEMM");
+  const std::string choice = forced == nullptr ? "" : forced;
+  __builtin_cpu_init();
+  // avx512bf16 in CPUID leaf 7 subleaf 1 (EAX bit 5); __builtin_cpu_supports knows it as "avx512bf16".
+  const bool bf16 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+  const std::string amx = cpuid_amx_bf16() ? "AMX-BF16 present, no AMX kernel in this build" : "no AMX on this CPU";
+  if (choice == "fp32" || choice == "blas" || choice == "avx2") {
+    d.description = "fp32 (BLOCKLAB_GEMM=" + choice + "; " + amx + ")";
+  } else if (!bf16) {
+    d.description = "fp32 (no AVX512-BF16 on this CPU; " + amx + ")";
+  } else {
+    d.isa = Bf16Isa::Avx512Bf16;
+    d.description = "avx512_bf16 (" + amx + ")";
+  }
+  return d;
+}
+
+const Dispatch& dispatch() {
+  static const Dispatch d = detect();
+  return d;
+}
+
+}  // namespace
+
+const char* to_string(GemmPrecision precision) { return precision == GemmPrecision::Bf16 ? "bf16" : "fp32"; }
+
+Bf16Isa bf16_isa() { return dispatch().isa; }
+const char* bf16_isa_description() { return dispatch().description.c_str(); }
+bool cpu_has_amx_bf16() { return cpuid_amx_bf16(); }
+
+bool bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+               float beta, float* C, int ldc, const SgemmExtras& extras) {
+  if (bf16_isa() == Bf16Isa::None) {
+    static const bool noticed = [] {
+      std::fprintf(stderr, "blocklab: precision bf16: GEMMs run in %s\n", bf16_isa_description());
+      return true;
+    }();
+    (void)noticed;
+    return false;
+  }
+  if (beta != 0.f && beta != 1.f) return false;
+  if (M <= 0 || N <= 0) return true;
+  if (K <= 0) return sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);  // C = beta C (+ bias)
+  run(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);
+  return true;
+}
+
+}  // namespace blocklab::kernels

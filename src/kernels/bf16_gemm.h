@@ -1,0 +1,63 @@
+#pragma once
+// Mixed-precision GEMM for bf16 training: operands rounded to bfloat16, products accumulated in float.
+//
+//   C (M,N) = bf16(op(A)) (M,K) @ bf16(op(B)) (K,N) + beta * C,   row-major, beta in {0, 1}
+//
+// The operands stay float in memory; each is rounded to bf16 (round to nearest even, as the CPU's
+// vcvtne2ps2bf16 does) while it is packed, and an AVX512-BF16 micro-kernel (vdpbf16ps: two bf16 products
+// added into one float lane per instruction) accumulates 12 x 32 register tiles in float. Products of two
+// bf16 values are exact in float, so the result differs from a double-precision product of the rounded
+// operands only by the float accumulation. Blocking, threading and the extras (bias, row sums of op(A),
+// per-block callbacks) are those of sgemm (sgemm.h): every C element is computed by one thread in the same
+// order for any thread count, so results do not depend on it. The bias and the row sums use the float
+// values (they are not rounded).
+//
+// Chosen at run time: the kernel runs only where the CPU has AVX512-BF16 (CPUID). AMX tiles (Intel Sapphire
+// Rapids and later) are detected and reported, but this build has no AMX kernel: such a CPU runs the
+// AVX512-BF16 kernel. BLOCKLAB_GEMM=fp32 (or blas, avx2) turns the bf16 kernels off.
+#include <bit>
+#include <cstdint>
+
+#include "kernels/sgemm.h"
+
+namespace blocklab::kernels {
+
+// The precision of a linear layer's products: float, or operands rounded to bf16 with float accumulation.
+enum class GemmPrecision { Fp32, Bf16 };
+const char* to_string(GemmPrecision);
+
+enum class Bf16Isa { None, Avx512Bf16 };
+
+// The bf16 kernel this CPU and environment allow (None: bf16 GEMMs run in fp32).
+Bf16Isa bf16_isa();
+// One line for people: the path that runs and why, e.g. "avx512_bf16 (no AMX on this CPU)" or
+// "fp32 (no AVX512-BF16 on this CPU)".
+const char* bf16_isa_description();
+// Whether the CPU reports AMX-BF16 tiles (CPUID leaf 7: AMX-TILE and AMX-BF16).
+bool cpu_has_amx_bf16();
+
+// Returns false (and does nothing) when bf16_isa() is None; the caller then runs the float GEMM. The first
+// such call prints a one-line notice on stderr.
+bool bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+               float beta, float* C, int ldc, const SgemmExtras& extras = {});
+
+// The float product in the given precision: bf16_gemm where asked for and available, else sgemm. False
+// when neither has a kernel on this CPU (the caller then uses BLAS).
+inline bool sgemm_in(GemmPrecision precision, bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda,
+                     const float* B, int ldb, float beta, float* C, int ldc, const SgemmExtras& extras = {}) {
+  if (precision == GemmPrecision::Bf16 && bf16_gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras))
+    return true;
+  return sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);
+}
+
+// x rounded to the nearest bf16 (ties to even), as a float: what the kernels multiply. NaN stays NaN; like
+// vcvtne2ps2bf16, float denormals become zero of the same sign.
+inline uint16_t bf16_bits(float x) {
+  const uint32_t u = std::bit_cast<uint32_t>(x);
+  if ((u & 0x7f800000u) == 0) return static_cast<uint16_t>((u >> 16) & 0x8000u);  // zero, denormal
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // NaN, quieted
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+inline float bf16_round(float x) { return std::bit_cast<float>(static_cast<uint32_t>(bf16_bits(x)) << 16); }
+
+}  // namespace blocklab::kernels

@@ -1,0 +1,215 @@
+// The bf16 mixed-precision GEMM: against a double-precision product of the operands rounded to bf16, for
+// every transpose combination and edge sizes (partial register tiles, K-chunks, odd K); its extras (bias,
+// row sums, per-block callbacks); thread-count independence; the rounding itself.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/bf16_gemm.h"
+#include "util/rng.h"
+#include "util/threads.h"
+
+using namespace blocklab;
+using namespace blocklab::kernels;
+
+namespace {
+
+bool have_bf16() { return bf16_isa() != Bf16Isa::None; }
+#define SKIP_WITHOUT_BF16() \
+  if (!have_bf16()) GTEST_SKIP() << "bf16 GEMM not available: " << bf16_isa_description()
+
+struct Case {
+  int M, N, K;
+};
+
+std::vector<float> random_floats(Rng& rng, size_t n) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = static_cast<float>(rng.normal());
+  return v;
+}
+
+// C = op(A) op(B) + beta C in double, with op(A), op(B) rounded to bf16 (round_operands) or as they are;
+// scale[i,j] = sum_k |a b| + |beta c|, the size float accumulation errors scale with.
+void reference(bool ta, bool tb, int M, int N, int K, const std::vector<float>& A, int lda, const std::vector<float>& B,
+               int ldb, float beta, std::vector<double>& C, std::vector<double>& scale, int ldc, bool round_operands) {
+  scale.assign(C.size(), 0.0);
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      double s = 0, s_abs = 0;
+      for (int k = 0; k < K; ++k) {
+        float a = ta ? A[static_cast<size_t>(k) * lda + i] : A[static_cast<size_t>(i) * lda + k];
+        float b = tb ? B[static_cast<size_t>(j) * ldb + k] : B[static_cast<size_t>(k) * ldb + j];
+        if (round_operands) a = bf16_round(a), b = bf16_round(b);
+        s += static_cast<double>(a) * b;
+        s_abs += std::abs(static_cast<double>(a) * b);
+      }
+      const size_t at = static_cast<size_t>(i) * ldc + j;
+      scale[at] = s_abs + std::abs(beta * C[at]);
+      C[at] = s + beta * C[at];
+    }
+}
+
+}  // namespace
+
+TEST(Bf16Round, NearestEvenLikeTheCpu) {
+  EXPECT_EQ(bf16_round(1.0f), 1.0f);
+  EXPECT_EQ(bf16_round(1.0f + 0x1p-8f), 1.0f);                   // tie: to even (down)
+  EXPECT_EQ(bf16_round(1.0f + 3 * 0x1p-8f), 1.0f + 0x1p-6f);     // tie: to even (up)
+  EXPECT_EQ(bf16_round(1.0f + 0x1p-8f + 0x1p-20f), 1.0f + 0x1p-7f);  // above the tie: up
+  EXPECT_EQ(bf16_round(-2.5f), -2.5f);
+  EXPECT_EQ(bf16_round(3.4e38f), std::numeric_limits<float>::infinity());  // past the largest bf16 (3.39e38)
+  EXPECT_TRUE(std::isnan(bf16_round(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(bf16_round(1e-40f), 0.0f);  // denormal: zero, as vcvtne2ps2bf16 gives
+  EXPECT_TRUE(std::signbit(bf16_round(-1e-40f)));
+  // every bf16 value rounds to itself; relative rounding error at most half an ulp of 8 bits, 2^-8
+  Rng rng(3);
+  for (int i = 0; i < 10000; ++i) {
+    const float x = static_cast<float>(rng.normal() * std::exp(10 * rng.normal()));
+    const float r = bf16_round(x);
+    EXPECT_EQ(bf16_round(r), r);
+    EXPECT_LE(std::abs(r - x), std::abs(x) * 0x1p-8f) << x;
+  }
+}
+
+class Bf16Gemm : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Bf16Gemm, MatchesDoubleProductOfRoundedOperands) {
+  SKIP_WITHOUT_BF16();
+  const auto [M, N, K] = GetParam();
+  Rng rng(M * 131 + N * 7 + K);
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb)
+      for (float beta : {0.f, 1.f}) {
+        const int lda = ta ? M + 3 : K + 1, ldb = tb ? K + 2 : N + 5, ldc = N + 4;  // padded leading dims
+        const auto A = random_floats(rng, static_cast<size_t>(ta ? K : M) * lda);
+        const auto B = random_floats(rng, static_cast<size_t>(tb ? N : K) * ldb);
+        auto C = random_floats(rng, static_cast<size_t>(M) * ldc);
+        std::vector<double> expected(C.begin(), C.end()), unrounded(C.begin(), C.end()), scale, unused;
+        reference(ta, tb, M, N, K, A, lda, B, ldb, beta, expected, scale, ldc, true);
+        reference(ta, tb, M, N, K, A, lda, B, ldb, beta, unrounded, unused, ldc, false);
+        ASSERT_TRUE(bf16_gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, beta, C.data(), ldc));
+        double worst = 0, worst_unrounded = 0;
+        for (int i = 0; i < M; ++i)
+          for (int j = 0; j < N; ++j) {
+            const size_t at = static_cast<size_t>(i) * ldc + j;
+            // float accumulation of exact bf16 products stays far below this; a dropped, doubled or
+            // unrounded term would be ~1/K of the scale, an unrounded operand ~2^-9 relative
+            worst = std::max(worst, std::abs(C[at] - expected[at]) / scale[at]);
+            worst_unrounded = std::max(worst_unrounded, std::abs(C[at] - unrounded[at]) / scale[at]);
+          }
+        EXPECT_LT(worst, 1e-5) << "ta " << ta << " tb " << tb << " beta " << beta;
+        // the operands really were rounded: the float product differs by bf16's rounding, not float's
+        if (K >= 8) {
+          EXPECT_GT(worst_unrounded, 1e-4) << "ta " << ta << " tb " << tb << " beta " << beta;
+        }
+        for (int i = 0; i < M; ++i)  // padding columns between N and ldc are untouched
+          for (int j = N; j < ldc; ++j) {
+            const size_t at = static_cast<size_t>(i) * ldc + j;
+            EXPECT_EQ(static_cast<double>(C[at]), expected[at]);
+          }
+      }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Bf16Gemm,
+                         ::testing::Values(Case{1, 1, 1}, Case{12, 32, 8}, Case{13, 33, 17}, Case{5, 7, 300},
+                                           Case{100, 70, 257}, Case{197, 129, 128}, Case{64, 384, 520},
+                                           Case{2, 40, 511}),
+                         [](const auto& info) {
+                           return std::to_string(info.param.M) + "x" + std::to_string(info.param.N) + "x" +
+                                  std::to_string(info.param.K);
+                         });
+
+namespace {
+struct Blocks {
+  std::vector<int> covered;  // times each C element was handed to the callback
+  int N;
+};
+void count_block(void* context, int i0, int rows, int j0, int cols) {
+  auto* b = static_cast<Blocks*>(context);
+  for (int i = i0; i < i0 + rows; ++i)
+    for (int j = j0; j < j0 + cols; ++j) ++b->covered[static_cast<size_t>(i) * b->N + j];
+}
+}  // namespace
+
+// The bias is added in float after the product, the row sums of op(A) are the float values summed in k
+// order (equal to sgemm's bit for bit), and every C element reaches the callback exactly once.
+TEST(Bf16Gemm, BiasRowSumsAndBlockCallbacks) {
+  SKIP_WITHOUT_BF16();
+  const int M = 77, N = 70, K = 300;
+  Rng rng(9);
+  for (int ta = 0; ta < 2; ++ta) {
+    const auto A = random_floats(rng, static_cast<size_t>(M) * K), B = random_floats(rng, static_cast<size_t>(K) * N);
+    const auto bias = random_floats(rng, N);
+    const int lda = ta ? M : K;
+    std::vector<float> plain(static_cast<size_t>(M) * N), with_bias(plain.size());
+    ASSERT_TRUE(bf16_gemm(ta, false, M, N, K, A.data(), lda, B.data(), N, 0.f, plain.data(), N));
+    Blocks blocks{std::vector<int>(plain.size(), 0), N};
+    std::vector<float> sums(M, 0.5f), sums_sgemm(M, 0.5f);
+    SgemmExtras extras{.bias = bias.data(), .a_row_sums = sums.data(), .on_block_done = count_block, .context = &blocks};
+    ASSERT_TRUE(bf16_gemm(ta, false, M, N, K, A.data(), lda, B.data(), N, 0.f, with_bias.data(), N, extras));
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) {
+        const size_t at = static_cast<size_t>(i) * N + j;
+        EXPECT_EQ(with_bias[at], plain[at] + bias[j]);
+        EXPECT_EQ(blocks.covered[at], 1);
+      }
+    if (ta) {  // row sums are taken where op(A) is packed transposed (a linear layer's bias gradient)
+      std::vector<float> unused(plain.size());
+      ASSERT_TRUE(sgemm(true, false, M, N, K, A.data(), lda, B.data(), N, 0.f, unused.data(), N,
+                        {.a_row_sums = sums_sgemm.data()}));
+      EXPECT_EQ(sums, sums_sgemm);
+      double s = 0.5;
+      for (int k = 0; k < K; ++k) s += A[static_cast<size_t>(k) * lda];
+      EXPECT_NEAR(sums[0], s, 1e-4);
+    }
+  }
+}
+
+TEST(Bf16Gemm, ResultsDoNotDependOnTheThreadCount) {
+  SKIP_WITHOUT_BF16();
+  Rng rng(5);
+  // tall (rows split across threads), wide (columns split), and a transposed A with row sums
+  for (const Case c : {Case{500, 130, 300}, Case{30, 700, 260}, Case{384, 128, 2016}}) {
+    for (int ta = 0; ta < 2; ++ta) {
+      const auto A = random_floats(rng, static_cast<size_t>(c.M) * c.K);
+      const auto B = random_floats(rng, static_cast<size_t>(c.K) * c.N);
+      auto run = [&](int threads) {
+        set_num_threads(threads);
+        std::vector<float> C(static_cast<size_t>(c.M) * c.N, 1.f), sums(c.M, 0.f);
+        EXPECT_TRUE(bf16_gemm(ta, true, c.M, c.N, c.K, A.data(), ta ? c.M : c.K, B.data(), c.K, 1.f, C.data(), c.N,
+                              {.a_row_sums = sums.data()}));
+        C.insert(C.end(), sums.begin(), sums.end());
+        return C;
+      };
+      const auto one = run(1);
+      EXPECT_EQ(one, run(2)) << c.M << "x" << c.N << "x" << c.K << " ta " << ta;
+      EXPECT_EQ(one, run(3)) << c.M << "x" << c.N << "x" << c.K << " ta " << ta;
+    }
+  }
+  set_num_threads(0);
+}
+
+// Without the bf16 kernel (no AVX512-BF16, or BLOCKLAB_GEMM=fp32), bf16_gemm declines and sgemm_in runs
+// the float product; the description names the reason.
+TEST(Bf16Gemm, FallsBackToFloatWithAReason) {
+  const std::string description = bf16_isa_description();
+  if (have_bf16()) {
+    EXPECT_EQ(description.rfind("avx512_bf16 (", 0), 0u) << description;
+  } else {
+    EXPECT_EQ(description.rfind("fp32 (", 0), 0u) << description;
+    float a = 1.5f, b = 2.0f, c = 0.f;
+    EXPECT_FALSE(bf16_gemm(false, false, 1, 1, 1, &a, 1, &b, 1, 0.f, &c, 1));
+  }
+  EXPECT_NE(description.find(cpu_has_amx_bf16() ? "AMX-BF16 present" : "no AMX on this CPU"), std::string::npos)
+      << description;
+  // a value bf16 cannot hold: the float path keeps it, the bf16 path rounds it
+  float a = 1.0f + 0x1p-10f, b = 1.0f, c = 0.f;
+  ASSERT_TRUE(sgemm_in(GemmPrecision::Fp32, false, false, 1, 1, 1, &a, 1, &b, 1, 0.f, &c, 1));
+  EXPECT_EQ(c, a);
+  if (sgemm_isa() != SgemmIsa::None) {
+    ASSERT_TRUE(sgemm_in(GemmPrecision::Bf16, false, false, 1, 1, 1, &a, 1, &b, 1, 0.f, &c, 1));
+    EXPECT_EQ(c, have_bf16() ? 1.0f : a);
+  }
+}
