@@ -314,10 +314,14 @@ TEST(HfExport, SeedAndSdRunsKeepBlocklabsFormat) {
     EXPECT_EQ(r.also_expressible, (block == "seed" ? std::vector<hf::ExportFormat>{hf::ExportFormat::GPT2}
                                                    : std::vector<hf::ExportFormat>{}));
 
-    // config.json is the run's resolved config; model.safetensors the checkpoint's tensors, same names and bytes.
+    // config.json is the run's resolved config (but where it ran: out and threads, which a checkpoint does not
+    // keep); model.safetensors the checkpoint's tensors, same names and bytes.
     RunConfig back;
     apply_json(back, read_json(out / "config.json"));
     resolve(back);
+    EXPECT_FALSE(read_json(out / "config.json").contains("out"));
+    back.out = run.out;
+    back.threads = run.threads;
     EXPECT_EQ(to_json(back), to_json(run)) << block;
     const io::SafetensorsReader w((out / "model.safetensors").string());
     const io::SafetensorsReader ckpt((newest_checkpoint(run) / "model.safetensors").string());

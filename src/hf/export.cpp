@@ -408,8 +408,12 @@ ExportResult export_run(const fs::path& run_dir, const fs::path& out, const Expo
   fs::create_directory(tmp, ec);
   if (ec) throw Error(tmp.string() + ": cannot create directory: " + ec.message());
   try {
-    const std::string config_json =
-        (result.format == ExportFormat::Blocklab ? to_json(run) : hf_config_json(model, result.format)).dump(2) + "\n";
+    json config = result.format == ExportFormat::Blocklab ? to_json(run) : hf_config_json(model, result.format);
+    if (result.format == ExportFormat::Blocklab) {
+      config.erase("out");  // where the run ran is not part of the model (the checkpoint does not keep it)
+      config.erase("threads");
+    }
+    const std::string config_json = config.dump(2) + "\n";
     io::write_file_atomic((tmp / "config.json").string(), config_json);
     std::vector<io::TensorToWrite> views;
     views.reserve(tensors.size());

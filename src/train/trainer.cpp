@@ -103,7 +103,13 @@ io::TrainingState Trainer::checkpoint_state() {
   s.skipped_steps = skipped_steps_;
   s.data_rng = task_.rng().state();
   s.data_batches_drawn = static_cast<int64_t>(task_.batches_drawn());
-  s.config_json = to_json(config_).dump();
+  // What the run computes, not where it ran: without out (resume takes the directory it reads from) and
+  // threads (results do not depend on them), so that the same run in another directory, with another thread
+  // count or on another number of ranks writes byte-identical checkpoints.
+  nlohmann::json config = to_json(config_);
+  config.erase("out");
+  config.erase("threads");
+  s.config_json = config.dump();
   return s;
 }
 
