@@ -101,22 +101,14 @@ std::string outcome_labels_text(io::Lang lang) {
 }
 
 std::string duration_text(double s, io::Lang lang) {
+  const bool ko = lang == io::Lang::Ko;
   char buf[64];
-  if (lang == io::Lang::Ko) {
-    if (s < 60)
-      std::snprintf(buf, sizeof buf, "%.0f초", s);
-    else if (s < 3600)
-      std::snprintf(buf, sizeof buf, "%.1f분", s / 60);
-    else
-      std::snprintf(buf, sizeof buf, "%.2f시간", s / 3600);
-    return buf;
-  }
   if (s < 60)
-    std::snprintf(buf, sizeof buf, "%.0f s", s);
+    std::snprintf(buf, sizeof buf, ko ? "%.0f초" : "%.0f s", s);
   else if (s < 3600)
-    std::snprintf(buf, sizeof buf, "%.1f min", s / 60);
+    std::snprintf(buf, sizeof buf, ko ? "%.1f분" : "%.1f min", s / 60);
   else
-    std::snprintf(buf, sizeof buf, "%.2f h", s / 3600);
+    std::snprintf(buf, sizeof buf, ko ? "%.2f시간" : "%.2f h", s / 3600);
   return buf;
 }
 
