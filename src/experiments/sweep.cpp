@@ -6,9 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include "experiments/labels.h"
@@ -17,6 +15,7 @@
 #include "io/checkpoint.h"
 #include "io/csv.h"
 #include "io/metrics.h"
+#include "io/read_file.h"
 #include "train/run.h"
 #include "util/error.h"
 #include "util/process.h"
@@ -30,13 +29,6 @@ namespace fs = std::filesystem;
 namespace {
 
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::string safe_component(std::string s) {
   for (char& c : s)
     if (c == '/' || c == '\\' || c == ' ' || c == ',' || c == '+' || static_cast<unsigned char>(c) < 32) c = '_';
@@ -45,7 +37,9 @@ std::string safe_component(std::string s) {
 
 // The last complete row of a metrics.csv being written: (step, loss); step 0 when none yet.
 std::pair<int, double> last_metrics_row(const fs::path& path) {
-  const std::string text = read_text(path);
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return {0, 0.0};  // not started yet
+  const std::string text = io::read_file(path);
   const size_t end = text.rfind('\n');  // the end of the last complete line
   if (end == std::string::npos) return {0, 0.0};
   std::vector<io::CsvRecord> records;
@@ -170,7 +164,7 @@ bool run_finished(const std::string& run_dir) {
   const fs::path summary = fs::path(run_dir) / "summary.json";
   if (!fs::exists(summary)) return false;
   try {
-    const auto j = nlohmann::json::parse(read_text(summary));
+    const auto j = nlohmann::json::parse(io::read_file(summary));
     return j.value("status", std::string("completed")) != "interrupted";
   } catch (const nlohmann::json::exception&) {
     return false;
@@ -191,9 +185,10 @@ SweepRunResult read_run(const SweepRun& run) {
   if (r.steps.empty()) throw Error((dir / "metrics.csv").string() + ": no steps");
   r.curve = probe::summarize_curve(r.steps, r.losses, std::log(static_cast<double>(run.config.model.vocab)));
   try {
-    const auto j = nlohmann::json::parse(read_text(dir / "summary.json"));
+    const auto j = nlohmann::json::parse(io::read_file(dir / "summary.json"));
     r.seconds = j.value("seconds", 0.0);
-  } catch (const nlohmann::json::exception&) {
+  } catch (const nlohmann::json::exception&) {  // no time recorded: the summary is optional here
+  } catch (const Error&) {
   }
   return r;
 }

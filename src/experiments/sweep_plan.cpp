@@ -18,6 +18,7 @@
 #include "io/checkpoint.h"
 #include "io/csv.h"
 #include "io/metrics.h"
+#include "io/read_file.h"
 #include "probe/residual_probe.h"
 #include "util/error.h"
 #include "util/rng.h"
@@ -27,13 +28,6 @@ namespace blocklab::experiments {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string hex64(uint64_t v) {
   char buf[17];
@@ -77,7 +71,7 @@ class RunLock {
 void write_result(const SweepPlan& plan, size_t index, const fs::path& dir) {
   nlohmann::json summary;
   try {
-    summary = nlohmann::json::parse(read_text(dir / "summary.json"));
+    summary = nlohmann::json::parse(io::read_file(dir / "summary.json"));
   } catch (const nlohmann::json::exception& e) {
     throw Error((dir / "summary.json").string() + ": not valid JSON: " + e.what());
   }
@@ -111,7 +105,7 @@ SweepPlan write_sweep_plan(const SweepOptions& options) {
   claim_output_dir(options.out, "sweep", sweep_settings(options), true);
   const fs::path path = fs::path(options.out) / kPlanName;
   const std::string text = plan_text(runs);
-  if (!fs::exists(path) || read_text(path) != text) io::write_file_atomic(path.string(), text);
+  if (!fs::exists(path) || io::read_file(path) != text) io::write_file_atomic(path.string(), text);
   return read_sweep_plan(options.out);
 }
 
@@ -123,7 +117,7 @@ SweepPlan read_sweep_plan(const std::string& out) {
   SweepPlan plan;
   plan.out = out;
   try {
-    const auto m = nlohmann::json::parse(read_text(manifest));
+    const auto m = nlohmann::json::parse(io::read_file(manifest));
     if (m.value("experiment", std::string()) != "sweep")
       throw Error(out + ": holds a " + m.value("experiment", std::string("?")) + " experiment, not a sweep");
     const nlohmann::json& settings = m.at("settings");
@@ -175,7 +169,7 @@ bool run_done(const SweepPlan& plan, size_t index) {
   const fs::path result = dir / kResultName;
   if (!fs::exists(result) || !run_finished(dir.string())) return false;
   try {
-    return nlohmann::json::parse(read_text(result)).value("fingerprint", std::string()) == plan.fingerprints[index];
+    return nlohmann::json::parse(io::read_file(result)).value("fingerprint", std::string()) == plan.fingerprints[index];
   } catch (const nlohmann::json::exception&) {
     return false;
   }

@@ -1,11 +1,10 @@
 #include "hf/config.h"
 
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "io/read_file.h"
 #include "util/error.h"
 
 namespace blocklab::hf {
@@ -316,12 +315,7 @@ ModelConfig load_config(const std::filesystem::path& path) {
   std::error_code ec;
   if (!std::filesystem::exists(file, ec))
     throw Error(file.string() + ": not found (a Hugging Face model directory needs config.json)");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(file.string() + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw Error(file.string() + ": read failed");
-  return parse_config(ss.str(), file.string());
+  return parse_config(io::read_file(file), file.string());
 }
 
 }  // namespace blocklab::hf

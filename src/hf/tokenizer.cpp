@@ -1,12 +1,11 @@
 #include "hf/tokenizer.h"
 
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <queue>
-#include <sstream>
 
 #include "hf/unicode.h"
+#include "io/read_file.h"
 #include "util/error.h"
 
 namespace blocklab::hf {
@@ -114,15 +113,6 @@ const ByteAlphabet& alphabet() {
   return a;
 }
 
-std::string read_file(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw Error(p.string() + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw Error(p.string() + ": read failed");
-  return ss.str();
-}
-
 std::string type_of(const json& j) {
   if (!j.is_object()) return "";
   auto it = j.find("type");
@@ -171,7 +161,7 @@ Tokenizer Tokenizer::load(const std::filesystem::path& path) {
   std::error_code ec;
   const std::filesystem::path file = std::filesystem::is_directory(path, ec) ? path / "tokenizer.json" : path;
   if (!std::filesystem::exists(file, ec)) throw Error(file.string() + ": not found");
-  return parse(read_file(file), file.string());
+  return parse(io::read_file(file), file.string());
 }
 
 Tokenizer Tokenizer::parse(std::string_view text, const std::string& where) {

@@ -4,11 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
+#include "io/read_file.h"
 #include "util/error.h"
 #include "util/shape.h"
 
@@ -29,15 +28,6 @@ int64_t WeightRef::cols() const {
 }
 
 namespace {
-
-std::string read_text_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw Error(p.string() + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw Error(p.string() + ": read failed");
-  return ss.str();
-}
 
 // A shard name from an index must be a plain file name in the model directory.
 void check_shard_name(const std::string& name, const fs::path& index) {
@@ -70,7 +60,7 @@ WeightStore WeightStore::open(const fs::path& path) {
     s.sharded_ = true;
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(read_text_file(index_path));
+      j = nlohmann::json::parse(io::read_file(index_path));
     } catch (const nlohmann::json::exception& e) {
       throw Error(index_path.string() + ": not valid JSON: " + e.what());
     }

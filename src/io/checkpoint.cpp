@@ -11,6 +11,7 @@
 
 #include "io/atomic_file.h"
 #include "io/checksum.h"
+#include "io/read_file.h"
 #include "io/safetensors.h"
 #include "util/error.h"
 #include "util/shape.h"
@@ -97,11 +98,7 @@ struct RecordedFile {
 // the format above means the marker itself is damaged.
 std::map<std::string, RecordedFile> read_complete_marker(const fs::path& dir) {
   const fs::path path = dir / kCompleteFile;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path.string() + ": cannot read");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  const std::string text = read_file(path);
   auto damaged = [&](const std::string& why) -> Error { return Error(path.string() + ": damaged marker: " + why); };
   if (text.size() > 4096) throw damaged("longer than any marker blocklab writes");
   std::istringstream lines(text);

@@ -1,9 +1,8 @@
 #include "io/csv.h"
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
+#include "io/read_file.h"
 #include "util/error.h"
 
 namespace blocklab::io {
@@ -106,11 +105,7 @@ std::vector<CsvRecord> parse_csv(std::string_view text, const std::string& where
 }
 
 std::vector<CsvRecord> read_csv(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_csv(ss.str(), path);
+  return parse_csv(read_file(path), path);
 }
 
 }  // namespace blocklab::io

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "io/read_file.h"
 #include "util/error.h"
 
 namespace blocklab::io {
@@ -12,13 +13,6 @@ namespace blocklab::io {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read_binary(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // `code` and **bold** to HTML; the rest escaped.
 std::string inline_html(const std::string& text) {
@@ -179,7 +173,7 @@ std::string ReportDocument::html(const std::string& report_dir, const std::strin
         const fs::path svg = fs::path(report_dir) / (b.items[0] + ".svg");
         h << "<figure>\n";
         if (fs::exists(svg))
-          h << "<img alt=\"" << html_escape(b.text) << "\" src=\"data:image/svg+xml;base64," << base64_encode(read_binary(svg))
+          h << "<img alt=\"" << html_escape(b.text) << "\" src=\"data:image/svg+xml;base64," << base64_encode(io::read_file(svg))
             << "\">\n";
         else
           h << "<div class=\"missing\">figure not drawn (" << html_escape(b.items[0]) << ".svg is missing: is gnuplot installed?)</div>\n";

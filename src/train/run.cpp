@@ -6,12 +6,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "io/metrics.h"
+#include "io/read_file.h"
 #include "train/memory.h"
 #include "util/error.h"
 #include "util/signals.h"
@@ -170,11 +170,10 @@ void write_config_json(const std::string& path, const RunConfig& config) {
 }
 
 RunConfig read_config_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(path + ": cannot read");
+  const std::string text = io::read_file(path);
   RunConfig config;
   try {
-    apply_json(config, nlohmann::json::parse(in));
+    apply_json(config, nlohmann::json::parse(text));
   } catch (const nlohmann::json::exception& e) {
     throw Error(path + ": not valid JSON: " + e.what());
   } catch (const Error& e) {

@@ -2,15 +2,12 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <toml++/toml.h>
 
+#include "io/read_file.h"
 #include "util/error.h"
 
 namespace blocklab {
@@ -283,12 +280,7 @@ void set_config_value(RunConfig& config, const std::string& key, const std::stri
 void apply_toml_file(RunConfig& config, const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, not a TOML file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot read: " + std::strerror(errno));
-  std::stringstream text;
-  text << in.rdbuf();  // (an empty file sets failbit on `text`, which is fine)
-  if (in.bad()) throw Error(path + ": read failed: " + std::strerror(errno));
-  apply_toml_text(config, text.str(), path);
+  apply_toml_text(config, io::read_file(path), path);
 }
 
 void apply_toml_text(RunConfig& config, std::string_view text, const std::string& source_name) {
