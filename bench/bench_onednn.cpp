@@ -10,9 +10,8 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
 
+#include "gemm_problem.h"
 #include "kernels/bf16_gemm.h"
-#include "util/rng.h"
-#include "util/threads.h"
 
 using namespace blocklab;
 using dnnl::memory;
@@ -22,18 +21,16 @@ namespace {
 enum class Impl { Blocklab, OneDnn, OneDnnConvert };
 
 void run(benchmark::State& state, Impl impl) {
-  const bool ta = state.range(0), tb = state.range(1);
-  const int M = state.range(2), N = state.range(3), K = state.range(4);
-  set_num_threads(static_cast<int>(state.range(5)));
   if (impl == Impl::Blocklab && kernels::bf16_isa() == kernels::Bf16Isa::None) {
     state.SkipWithError(kernels::bf16_isa_description());
     return;
   }
-  Rng rng(1);
-  std::vector<float> A(static_cast<size_t>(M) * K), B(static_cast<size_t>(K) * N), C(static_cast<size_t>(M) * N);
-  for (auto& x : A) x = static_cast<float>(rng.normal());
-  for (auto& x : B) x = static_cast<float>(rng.normal());
-  const int lda = ta ? M : K, ldb = tb ? K : N;
+  bench::GemmProblem p(state);
+  const bool ta = p.ta, tb = p.tb;
+  const int M = p.M, N = p.N, K = p.K, lda = p.lda, ldb = p.ldb;
+  std::vector<float>& A = p.A;
+  std::vector<float>& B = p.B;
+  std::vector<float>& C = p.C;
   if (impl == Impl::Blocklab) {
     for (auto _ : state) {
       kernels::bf16_gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, 0.f, C.data(), N);
@@ -64,27 +61,14 @@ void run(benchmark::State& state, Impl impl) {
       benchmark::ClobberMemory();
     }
   }
-  state.counters["GFLOP/s"] =
-      benchmark::Counter(2.0 * M * N * K * state.iterations(), benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
-}
-
-void shapes(benchmark::internal::Benchmark* b) {
-  for (int threads : {1, 2}) {
-    b->Args({0, 1, 2016, 384, 128, threads});  // qkv forward
-    b->Args({0, 1, 2016, 512, 128, threads});  // fc1 forward
-    b->Args({0, 1, 2016, 128, 512, threads});  // fc2 forward
-    b->Args({0, 0, 2016, 128, 512, threads});  // fc1 backward dX
-    b->Args({1, 0, 512, 128, 2016, threads});  // fc1 backward dW
-    b->Args({1, 0, 128, 512, 2016, threads});  // fc2 backward dW
-  }
-  b->ArgNames({"ta", "tb", "M", "N", "K", "threads"})->UseRealTime();
+  p.report(state);
 }
 }  // namespace
 
 static void BM_blocklab_bf16(benchmark::State& s) { run(s, Impl::Blocklab); }
 static void BM_onednn_bf16(benchmark::State& s) { run(s, Impl::OneDnn); }
 static void BM_onednn_bf16_cvt(benchmark::State& s) { run(s, Impl::OneDnnConvert); }
-BENCHMARK(BM_blocklab_bf16)->Apply(shapes);
-BENCHMARK(BM_onednn_bf16)->Apply(shapes);
-BENCHMARK(BM_onednn_bf16_cvt)->Apply(shapes);
+BENCHMARK(BM_blocklab_bf16)->Apply(bench::step_shapes);
+BENCHMARK(BM_onednn_bf16)->Apply(bench::step_shapes);
+BENCHMARK(BM_onednn_bf16_cvt)->Apply(bench::step_shapes);
 BENCHMARK_MAIN();

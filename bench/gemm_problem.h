@@ -1,0 +1,59 @@
+#pragma once
+// What the GEMM benchmarks share: the GEMM shapes of one training step of the source model (batch 32,
+// 63 tokens: 2016 rows; width 128; qkv 384, MLP 512) at 1 and 2 threads, the operands of one shape, and
+// the GFLOP/s counter, so that every implementation is timed on the same problems the same way.
+#include <benchmark/benchmark.h>
+
+#include <cstddef>
+#include <vector>
+
+#include "util/rng.h"
+#include "util/threads.h"
+
+namespace blocklab::bench {
+
+// C (M,N) = op(A) (M,K) @ op(B) (K,N), row-major; the benchmark's arguments are (ta, tb, M, N, K, threads).
+struct GemmProblem {
+  bool ta, tb;
+  int M, N, K, lda, ldb;
+  std::vector<float> A, B, C;
+
+  // Reads the shape from the benchmark's arguments, sets the thread count, fills A and B with N(0, 1).
+  explicit GemmProblem(const benchmark::State& state)
+      : ta(state.range(0) != 0),
+        tb(state.range(1) != 0),
+        M(static_cast<int>(state.range(2))),
+        N(static_cast<int>(state.range(3))),
+        K(static_cast<int>(state.range(4))),
+        lda(ta ? M : K),
+        ldb(tb ? K : N),
+        A(static_cast<std::size_t>(M) * K),
+        B(static_cast<std::size_t>(K) * N),
+        C(static_cast<std::size_t>(M) * N) {
+    set_num_threads(static_cast<int>(state.range(5)));
+    Rng rng(1);
+    for (auto& x : A) x = static_cast<float>(rng.normal());
+    for (auto& x : B) x = static_cast<float>(rng.normal());
+  }
+
+  void report(benchmark::State& state) const {
+    state.counters["GFLOP/s"] = benchmark::Counter(2.0 * M * N * K * static_cast<double>(state.iterations()),
+                                                   benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+  }
+};
+
+// Shapes as (trans_a, trans_b, M, N, K): forward x@W^T, backward dX = dY@W, dW = dY^T@X.
+inline void step_shapes(benchmark::internal::Benchmark* b) {
+  for (int threads : {1, 2}) {
+    b->Args({0, 1, 2016, 384, 128, threads});  // qkv forward
+    b->Args({0, 1, 2016, 512, 128, threads});  // fc1 forward
+    b->Args({0, 1, 2016, 128, 512, threads});  // fc2 forward
+    b->Args({0, 0, 2016, 128, 384, threads});  // qkv backward dX
+    b->Args({0, 0, 2016, 128, 512, threads});  // fc1 backward dX
+    b->Args({1, 0, 512, 128, 2016, threads});  // fc1 backward dW
+    b->Args({1, 0, 128, 512, 2016, threads});  // fc2 backward dW
+  }
+  b->ArgNames({"ta", "tb", "M", "N", "K", "threads"})->UseRealTime();
+}
+
+}  // namespace blocklab::bench
