@@ -7,49 +7,22 @@
 #include <limits>
 #include <vector>
 
+#include "gemm_reference.h"
 #include "kernels/bf16_gemm.h"
 #include "util/rng.h"
 #include "util/threads.h"
 
 using namespace blocklab;
 using namespace blocklab::kernels;
+using blocklab::testing::gemm_reference;
+using blocklab::testing::random_floats;
+using Case = blocklab::testing::GemmCase;
 
 namespace {
 
 bool have_bf16() { return bf16_isa() != Bf16Isa::None; }
 #define SKIP_WITHOUT_BF16() \
   if (!have_bf16()) GTEST_SKIP() << "bf16 GEMM not available: " << bf16_isa_description()
-
-struct Case {
-  int M, N, K;
-};
-
-std::vector<float> random_floats(Rng& rng, size_t n) {
-  std::vector<float> v(n);
-  for (auto& x : v) x = static_cast<float>(rng.normal());
-  return v;
-}
-
-// C = op(A) op(B) + beta C in double, with op(A), op(B) rounded to bf16 (round_operands) or as they are;
-// scale[i,j] = sum_k |a b| + |beta c|, the size float accumulation errors scale with.
-void reference(bool ta, bool tb, int M, int N, int K, const std::vector<float>& A, int lda, const std::vector<float>& B,
-               int ldb, float beta, std::vector<double>& C, std::vector<double>& scale, int ldc, bool round_operands) {
-  scale.assign(C.size(), 0.0);
-  for (int i = 0; i < M; ++i)
-    for (int j = 0; j < N; ++j) {
-      double s = 0, s_abs = 0;
-      for (int k = 0; k < K; ++k) {
-        float a = ta ? A[static_cast<size_t>(k) * lda + i] : A[static_cast<size_t>(i) * lda + k];
-        float b = tb ? B[static_cast<size_t>(j) * ldb + k] : B[static_cast<size_t>(k) * ldb + j];
-        if (round_operands) a = bf16_round(a), b = bf16_round(b);
-        s += static_cast<double>(a) * b;
-        s_abs += std::abs(static_cast<double>(a) * b);
-      }
-      const size_t at = static_cast<size_t>(i) * ldc + j;
-      scale[at] = s_abs + std::abs(beta * C[at]);
-      C[at] = s + beta * C[at];
-    }
-}
 
 }  // namespace
 
@@ -87,8 +60,8 @@ TEST_P(Bf16Gemm, MatchesDoubleProductOfRoundedOperands) {
         const auto B = random_floats(rng, static_cast<size_t>(tb ? N : K) * ldb);
         auto C = random_floats(rng, static_cast<size_t>(M) * ldc);
         std::vector<double> expected(C.begin(), C.end()), unrounded(C.begin(), C.end()), scale, unused;
-        reference(ta, tb, M, N, K, A, lda, B, ldb, beta, expected, scale, ldc, true);
-        reference(ta, tb, M, N, K, A, lda, B, ldb, beta, unrounded, unused, ldc, false);
+        gemm_reference(ta, tb, M, N, K, A, lda, B, ldb, beta, expected, scale, ldc, bf16_round);
+        gemm_reference(ta, tb, M, N, K, A, lda, B, ldb, beta, unrounded, unused, ldc);
         ASSERT_TRUE(bf16_gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, beta, C.data(), ldc));
         double worst = 0, worst_unrounded = 0;
         for (int i = 0; i < M; ++i)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/bf16_gemm.h"
+#include "small_runs.h"
 #include "model/model.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
@@ -15,39 +16,12 @@
 #include "util/threads.h"
 
 using namespace blocklab;
+using blocklab::testing::small_copy_run;
+using blocklab::testing::step_losses;
 
 namespace {
 
 bool have_bf16() { return kernels::bf16_isa() != kernels::Bf16Isa::None; }
-
-RunConfig small_run(Precision precision, const std::string& block = "seed") {
-  RunConfig c;
-  set_config_value(c, "block", block);
-  c.model.norm_placement = NormPlacement::Pre;
-  c.model.layers = 2;
-  c.model.width = 32;
-  c.model.heads = 2;
-  if (block == "qwen3") c.model.kv_heads = 1;
-  c.model.vocab = 8;
-  c.copy_len = 8;
-  c.batch = 16;
-  c.steps = 300;
-  c.lr = 3e-3;
-  c.threads = 1;
-  c.model.precision = precision;
-  resolve(c);
-  return c;
-}
-
-std::vector<double> losses(const RunConfig& c, int steps, int threads, std::vector<float>* params = nullptr) {
-  set_num_threads(threads);
-  Trainer t(c);
-  std::vector<double> out;
-  for (int s = 0; s < steps; ++s) out.push_back(t.step().loss);
-  if (params != nullptr) params->assign(t.model().params().begin(), t.model().params().end());
-  set_num_threads(0);
-  return out;
-}
 
 }  // namespace
 
@@ -70,7 +44,7 @@ TEST(PrecisionKey, ParsesWritesAndRefuses) {
 // relative to the tensor's gradient norm, and the loss within 1e-3 relative.
 TEST(Bf16Model, GradientsCloseToFloat) {
   for (const std::string block : {"seed", "qwen3", "sd"}) {
-    const RunConfig f = small_run(Precision::Fp32, block), b = small_run(Precision::Bf16, block);
+    const RunConfig f = small_copy_run(NormPlacement::Pre, Precision::Fp32, block), b = small_copy_run(NormPlacement::Pre, Precision::Bf16, block);
     Model<float> mf(f.model), mb(b.model);
     mf.init_weights(1);
     mb.init_weights(1);
@@ -114,12 +88,12 @@ TEST(Bf16Model, GradientsCloseToFloat) {
 TEST(Bf16Training, BitIdenticalAcrossThreadCounts) {
   if (!have_bf16()) GTEST_SKIP() << "bf16 GEMM not available: " << kernels::bf16_isa_description();
   for (const std::string block : {"seed", "qwen3"}) {
-    const RunConfig c = small_run(Precision::Bf16, block);
+    const RunConfig c = small_copy_run(NormPlacement::Pre, Precision::Bf16, block);
     std::vector<float> p1, p2;
-    const auto one = losses(c, 15, 1, &p1);
-    EXPECT_EQ(one, losses(c, 15, 2, &p2)) << block;
+    const auto one = step_losses(c, 15, 1, &p1);
+    EXPECT_EQ(one, step_losses(c, 15, 2, &p2)) << block;
     EXPECT_TRUE(p1 == p2) << block << ": weights differ after 15 steps";
-    EXPECT_EQ(one, losses(c, 15, 1)) << block;
+    EXPECT_EQ(one, step_losses(c, 15, 1)) << block;
   }
 }
 
@@ -127,8 +101,8 @@ TEST(Bf16Training, BitIdenticalAcrossThreadCounts) {
 // run's over the first 100 steps (measured: 1.3% on an AMD Zen 4 core).
 TEST(Bf16Training, LearnsTheCopyTaskLikeFloat) {
   if (!have_bf16()) GTEST_SKIP() << "bf16 GEMM not available: " << kernels::bf16_isa_description();
-  const RunConfig f = small_run(Precision::Fp32), b = small_run(Precision::Bf16);
-  const auto lf = losses(f, f.steps, 1), lb = losses(b, b.steps, 1);
+  const RunConfig f = small_copy_run(NormPlacement::Pre, Precision::Fp32), b = small_copy_run(NormPlacement::Pre, Precision::Bf16);
+  const auto lf = step_losses(f, f.steps, 1), lb = step_losses(b, b.steps, 1);
   double worst = 0;
   for (int s = 0; s < 100; ++s) worst = std::max(worst, std::abs(lb[s] - lf[s]) / lf[s]);
   EXPECT_LT(worst, 0.03);

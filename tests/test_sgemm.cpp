@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "gemm_reference.h"
 #include "kernels/sgemm.h"
 #include "util/rng.h"
 #include "util/threads.h"
@@ -11,36 +12,8 @@
 using namespace blocklab;
 using namespace blocklab::kernels;
 
-namespace {
-struct Case {
-  int M, N, K;
-};
-
-std::vector<float> random_floats(Rng& rng, size_t n) {
-  std::vector<float> v(n);
-  for (auto& x : v) x = static_cast<float>(rng.normal());
-  return v;
-}
-
-// C = op(A) op(B) + beta C in double; scale[i,j] = sum_k |a b| + |beta c|, the size rounding errors scale with.
-void reference(bool ta, bool tb, int M, int N, int K, const std::vector<float>& A, int lda, const std::vector<float>& B,
-               int ldb, float beta, std::vector<double>& C, std::vector<double>& scale, int ldc) {
-  scale.assign(C.size(), 0.0);
-  for (int i = 0; i < M; ++i)
-    for (int j = 0; j < N; ++j) {
-      double s = 0, s_abs = 0;
-      for (int k = 0; k < K; ++k) {
-        const double a = ta ? A[static_cast<size_t>(k) * lda + i] : A[static_cast<size_t>(i) * lda + k];
-        const double b = tb ? B[static_cast<size_t>(j) * ldb + k] : B[static_cast<size_t>(k) * ldb + j];
-        s += a * b;
-        s_abs += std::abs(a * b);
-      }
-      const size_t at = static_cast<size_t>(i) * ldc + j;
-      scale[at] = s_abs + std::abs(beta * C[at]);
-      C[at] = s + beta * C[at];
-    }
-}
-}  // namespace
+using blocklab::testing::random_floats;
+using Case = blocklab::testing::GemmCase;
 
 class Sgemm : public ::testing::TestWithParam<Case> {};
 
@@ -56,7 +29,7 @@ TEST_P(Sgemm, MatchesDoubleReferenceForAllTransposes) {
         const auto B = random_floats(rng, static_cast<size_t>(tb ? N : K) * ldb);
         auto C = random_floats(rng, static_cast<size_t>(M) * ldc);
         std::vector<double> expected(C.begin(), C.end()), scale;
-        reference(ta, tb, M, N, K, A, lda, B, ldb, beta, expected, scale, ldc);
+        blocklab::testing::gemm_reference(ta, tb, M, N, K, A, lda, B, ldb, beta, expected, scale, ldc);
         ASSERT_TRUE(sgemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, beta, C.data(), ldc));
         double worst = 0;
         for (int i = 0; i < M; ++i)

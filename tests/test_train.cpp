@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "data/copy_task.h"
+#include "small_runs.h"
 #include "train/optimizer.h"
 #include "train/run_config.h"
 #include "train/schedule.h"
@@ -135,28 +136,13 @@ TEST(CopyTask, NextWritesIntoTheCallersBuffersWithoutReallocating) {
   }
 }
 
-namespace {
-RunConfig small_run(NormPlacement placement) {
-  RunConfig c;
-  c.model.norm_placement = placement;
-  c.model.layers = 2;
-  c.model.width = 32;
-  c.model.heads = 2;
-  c.model.vocab = 8;
-  c.copy_len = 8;
-  c.batch = 16;
-  c.steps = 300;
-  c.lr = 3e-3;
-  c.threads = 1;
-  resolve(c);
-  return c;
-}
-}  // namespace
+using blocklab::testing::small_copy_run;
+using blocklab::testing::step_losses;
 
 class Learnability : public ::testing::TestWithParam<NormPlacement> {};
 
 TEST_P(Learnability, SmallModelLearnsTheCopyTask) {
-  const RunConfig c = small_run(GetParam());
+  const RunConfig c = small_copy_run(GetParam());
   set_num_threads(1);
   Trainer trainer(c);
   double first = 0, last = 0;
@@ -173,23 +159,15 @@ INSTANTIATE_TEST_SUITE_P(Placements, Learnability, ::testing::Values(NormPlaceme
                          [](const auto& info) { return to_string(info.param); });
 
 TEST(Trainer, LossesAreBitIdenticalAcrossThreadCountsAndRepeats) {
-  RunConfig c = small_run(NormPlacement::Post);
+  RunConfig c = small_copy_run(NormPlacement::Post);
   c.steps = 20;
-  auto losses = [&](int threads) {
-    set_num_threads(threads);
-    Trainer t(c);
-    std::vector<double> out;
-    for (int s = 0; s < c.steps; ++s) out.push_back(t.step().loss);
-    return out;
-  };
-  const auto one = losses(1);
-  EXPECT_EQ(one, losses(2));
-  EXPECT_EQ(one, losses(1));
-  set_num_threads(0);
+  const auto one = step_losses(c, c.steps, 1);
+  EXPECT_EQ(one, step_losses(c, c.steps, 2));
+  EXPECT_EQ(one, step_losses(c, c.steps, 1));
 }
 
 TEST(Trainer, WarmupStartsAtZeroLearningRate) {
-  RunConfig c = small_run(NormPlacement::Pre);
+  RunConfig c = small_copy_run(NormPlacement::Pre);
   c.warmup = 10;
   Trainer t(c);
   EXPECT_DOUBLE_EQ(t.step().lr, 3e-3 / 10);
