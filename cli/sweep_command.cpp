@@ -1,14 +1,10 @@
 // blocklab sweep: a grid of training runs over config keys x seeds, run in parallel.
-#include <algorithm>
 #include <cstdio>
 #include <memory>
-#include <thread>
 
 #include "commands.h"
 #include "experiment_flags.h"
 #include "experiments/sweep.h"
-#include "train/memory.h"
-#include "util/memory.h"
 #include "progress.h"
 #include "util/error.h"
 
@@ -182,19 +178,6 @@ void register_sweep(CLI::App& root, std::vector<Command>& commands) {
                         experiments::SweepOptions options = grid_options(app, *flags);
                         options.jobs = *jobs;
                         options.log_loss = !*linear;
-                        if (const auto available = available_memory()) {  // the largest run, as many times as run at once
-                          const auto planned = experiments::plan_sweep(options);
-                          const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-                          const int at_once = static_cast<int>(
-                              std::min<size_t>(planned.size(), static_cast<size_t>(options.jobs > 0 ? options.jobs : cores)));
-                          const experiments::SweepRun* largest = nullptr;
-                          double most = -1;
-                          for (const auto& run : planned)
-                            if (const double b = training_memory(run.config, available->bytes).total(); b > most)
-                              most = b, largest = &run;
-                          if (largest != nullptr)
-                            require_training_memory(largest->config, "sweep (largest run " + largest->name + ")", at_once);
-                        }
                         ConsoleReporter console;
                         experiments::SweepResult result;
                         try {

@@ -115,6 +115,13 @@ TEST(MemoryCli, RefusesAgainstTheMemoryGiven) {
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("x 2 runs"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir / "sweep" / "summary.csv"));
+  // The depth map (a sweep underneath) refuses before any run trains.
+  r = run_cli_env(env, "depthmap --width 16 --heads 2 --vocab 6 --copy-len 4 --batch 4 --threads 1 --steps 1 "
+                      "--placements pre --depths 2 --warmups 0,1 --jobs 2 --out " + (dir / "map").string());
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("x 2 runs"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "map" / "runs" / "pre+layers=2+warmup=0+seed=0" / "metrics.csv"));
+  EXPECT_FALSE(fs::exists(dir / "map" / "depthmap.csv"));
   r = run_cli_env("BLOCKLAB_MEMORY_AVAILABLE=1000000 ", "train" + kTiny + "--steps 1 --out " + (dir / "small").string());
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("(BLOCKLAB_MEMORY_AVAILABLE)"), std::string::npos) << r.err;

@@ -16,8 +16,10 @@
 #include "io/csv.h"
 #include "io/metrics.h"
 #include "io/read_file.h"
+#include "train/memory.h"
 #include "train/run.h"
 #include "util/error.h"
+#include "util/memory.h"
 #include "util/process.h"
 #include "util/signals.h"
 #include "util/threads.h"
@@ -269,6 +271,17 @@ io::PlotFigure sweep_figure(const std::vector<GridAxis>& grid, const std::vector
   return fig;
 }
 
+void require_sweep_memory(const std::vector<SweepRun>& runs, const std::vector<size_t>& pending, int jobs) {
+  const auto available = available_memory();
+  if (!available || pending.empty()) return;
+  const SweepRun* largest = nullptr;
+  double most = -1;
+  for (const size_t i : pending)
+    if (const double b = training_memory(runs[i].config, available->bytes).total(); b > most) most = b, largest = &runs[i];
+  const int at_once = static_cast<int>(std::min<size_t>(pending.size(), static_cast<size_t>(std::max(1, jobs))));
+  require_training_memory(largest->config, "sweep (largest run " + largest->name + ")", at_once);
+}
+
 SweepResult run_sweep(const SweepOptions& options, const Log& log, const SweepProgressFn& progress) {
   // Workers run this very program: /proc/self/exe names the running image even if its file has since
   // been replaced (a rebuild during a long sweep), so every run of one sweep uses the same code.
@@ -299,6 +312,7 @@ SweepResult run_sweep(const SweepOptions& options, const Log& log, const SweepPr
       pending.push_back(i);
     }
   }
+  require_sweep_memory(runs, pending, jobs);  // before any worker starts
   if (log)
     log("sweep of " + std::to_string(runs.size()) + " runs in " + options.out + ": " + std::to_string(state.runs_reused) +
         " already finished, " + std::to_string(pending.size()) + " to run, " + std::to_string(std::min<size_t>(jobs, std::max<size_t>(pending.size(), 1))) +

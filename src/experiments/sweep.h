@@ -113,6 +113,11 @@ std::vector<SweepRun> plan_sweep(const SweepOptions& options);
 // The settings stored in OUT/experiment.json.
 nlohmann::json sweep_settings(const SweepOptions& options);
 
+// Throws Error (one line, as `train` does) when the largest of the pending runs, as many times as run at
+// once (min(pending, jobs)), does not fit in the memory available. run_sweep calls it before any worker
+// starts, so sweep, depthmap and reproduce refuse up front instead of in each worker.
+void require_sweep_memory(const std::vector<SweepRun>& runs, const std::vector<size_t>& pending, int jobs);
+
 // Runs the sweep. Throws Error on bad options (before anything is written), on a directory that holds
 // another experiment, and, after the other runs finished, when some runs failed.
 SweepResult run_sweep(const SweepOptions& options, const Log& log = {}, const SweepProgressFn& progress = {});
