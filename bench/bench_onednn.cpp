@@ -1,6 +1,8 @@
 // blocklab's bf16 GEMM against oneDNN's bf16 matmul (the library PyTorch's CPU bf16 autocast runs), on the
 // GEMM shapes of one training step of the source model. Three rows per shape:
 //   blocklab_bf16      float operands in, rounded to bf16 while packed, float out (what the step calls)
+//   blocklab_onednn_tiles  blocklab's oneDNN path (bf16_onednn.h): operands rounded to bf16, then one
+//                      single-threaded oneDNN matmul per fixed tile of C (thread-count independent)
 //   onednn_bf16        operands already bf16 in memory, float out (oneDNN's best case: no conversion)
 //   onednn_bf16_cvt    float operands converted to bf16 by oneDNN reorders on every call, then the matmul
 //                      (what a drop-in replacement in blocklab's float step would pay)
@@ -12,13 +14,14 @@
 
 #include "gemm_problem.h"
 #include "kernels/bf16_gemm.h"
+#include "kernels/bf16_onednn.h"
 
 using namespace blocklab;
 using dnnl::memory;
 
 namespace {
 
-enum class Impl { Blocklab, OneDnn, OneDnnConvert };
+enum class Impl { Blocklab, BlocklabOneDnn, OneDnn, OneDnnConvert };
 
 void run(benchmark::State& state, Impl impl) {
   if (impl == Impl::Blocklab && kernels::bf16_isa() == kernels::Bf16Isa::None) {
@@ -34,6 +37,11 @@ void run(benchmark::State& state, Impl impl) {
   if (impl == Impl::Blocklab) {
     for (auto _ : state) {
       kernels::bf16_gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, 0.f, C.data(), N);
+      benchmark::ClobberMemory();
+    }
+  } else if (impl == Impl::BlocklabOneDnn) {
+    for (auto _ : state) {
+      kernels::onednn_bf16_gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, 0.f, C.data(), N);
       benchmark::ClobberMemory();
     }
   } else {
@@ -66,9 +74,11 @@ void run(benchmark::State& state, Impl impl) {
 }  // namespace
 
 static void BM_blocklab_bf16(benchmark::State& s) { run(s, Impl::Blocklab); }
+static void BM_blocklab_onednn_tiles(benchmark::State& s) { run(s, Impl::BlocklabOneDnn); }
 static void BM_onednn_bf16(benchmark::State& s) { run(s, Impl::OneDnn); }
 static void BM_onednn_bf16_cvt(benchmark::State& s) { run(s, Impl::OneDnnConvert); }
 BENCHMARK(BM_blocklab_bf16)->Apply(bench::step_shapes);
+BENCHMARK(BM_blocklab_onednn_tiles)->Apply(bench::step_shapes);
 BENCHMARK(BM_onednn_bf16)->Apply(bench::step_shapes);
 BENCHMARK(BM_onednn_bf16_cvt)->Apply(bench::step_shapes);
 BENCHMARK_MAIN();

@@ -7,8 +7,15 @@
 #include <string>
 
 #include "cli_runner.h"
+#include "kernels/bf16_gemm.h"
+#include "kernels/bf16_onednn.h"
 
+namespace fs = std::filesystem;
+namespace kernels = blocklab::kernels;
+using blocklab::testing::fresh_dir;
+using blocklab::testing::read_text;
 using blocklab::testing::run_cli;
+using blocklab::testing::run_cli_env;
 
 namespace {
 const std::string kTiny = " --layers 2 --width 32 --heads 2 --vocab 8 --copy-len 4 --batch 4 ";
@@ -72,9 +79,32 @@ TEST(CliBench, Bf16NamesThePathAndTheRatioToFp32) {
       EXPECT_EQ(path.rfind("fp32 (BLOCKLAB_GEMM=fp32", 0), 0u) << r.out;
       EXPECT_NE(r.err.find("GEMMs run in fp32"), std::string::npos) << r.err;  // the one-line notice
     } else {
-      EXPECT_TRUE(path.rfind("avx512_bf16 (", 0) == 0 || path.rfind("fp32 (no AVX512-BF16", 0) == 0) << r.out;
+      // what CPUID allows: oneDNN where AMX is (and the build has oneDNN), else the own kernel or fp32
+      if (kernels::cpu_has_amx_bf16() && kernels::onednn_available())
+        EXPECT_EQ(path.rfind("onednn: ", 0), 0u) << r.out;
+      else
+        EXPECT_TRUE(path.rfind("avx512_bf16 (", 0) == 0 || path.rfind("fp32 (", 0) == 0) << r.out;
     }
   }
+}
+
+// BLOCKLAB_GEMM=onednn runs the bf16 GEMMs in oneDNN (the AMX path) wherever the build has it: bench names
+// it, and training gives the same numbers with 1 and 2 threads.
+TEST(CliBench, OneDnnPathRunsAndIsThreadCountIndependent) {
+  if (!kernels::onednn_available()) GTEST_SKIP() << kernels::onednn_description();
+  const auto r = run_cli_env("BLOCKLAB_GEMM=onednn ", std::string("bench") + kTiny +
+                                                          "--threads 1 --bench-steps 2 --warmup-steps 1 --precision bf16");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(captured_text(r.out, R"(precision bf16: ([^;\n]+);)").rfind("onednn: oneDNN ", 0), 0u) << r.out;
+  const fs::path dir = fresh_dir("cli_bench_onednn");
+  for (const int threads : {1, 2}) {
+    const auto t = run_cli_env("BLOCKLAB_GEMM=onednn ", "train --layers 2 --width 32 --heads 2 --vocab 8 --copy-len 8 "
+                                                        "--batch 8 --steps 12 --precision bf16 --threads " +
+                                                            std::to_string(threads) + " --out " +
+                                                            (dir / std::to_string(threads)).string());
+    ASSERT_EQ(t.status, 0) << t.err;
+  }
+  EXPECT_EQ(read_text(dir / "1" / "metrics.csv"), read_text(dir / "2" / "metrics.csv"));
 }
 
 TEST(CliBench, BadInputIsOneLineAndExit2) {

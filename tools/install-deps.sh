@@ -4,6 +4,7 @@ set -euo pipefail
 packages=(build-essential cmake pkg-config libopenblas-dev nlohmann-json3-dev libcli11-dev
           libtomlplusplus-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev gnuplot-nox
           libopenmpi-dev openmpi-bin
+          libdnnl-dev  # oneDNN: the bf16 GEMMs on CPUs with AMX
           fonts-noto-cjk  # Hangul in the figures of `reproduce --lang ko`
           python3-venv python3-dev)  # the Python package's build and tests (tools/python-tests.sh)
 missing=()

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/bf16_onednn.h"
+
 namespace blocklab::kernels {
 
 namespace {
@@ -236,6 +238,18 @@ struct Dispatch {
   std::string description;
 };
 
+bool cpu_is_intel() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(0, &a, &b, &c, &d) == 0) return false;
+  return b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu;  // "Genu" "ineI" "ntel"
+}
+
+// The path, from the CPU and BLOCKLAB_GEMM:
+//   AMX-BF16 and oneDNN in the build      -> oneDNN (its AMX kernels)
+//   AVX512-BF16, not an Intel core         -> blocklab's kernel (faster than fp32 on AMD Zen 4/5)
+//   otherwise                              -> fp32, with the reason (on Intel cores, AVX512-BF16 dot products
+//                                             without AMX are not faster than the float FMA kernels)
+// BLOCKLAB_GEMM=onednn or avx512_bf16 forces that path where it can run; fp32, blas or avx2 turn bf16 off.
 Dispatch detect() {
   Dispatch d;
   const char* forced = std::getenv("BLOCKLAB_GEMM");
@@ -244,14 +258,37 @@ Dispatch detect() {
   // avx512bf16 in CPUID leaf 7 subleaf 1 (EAX bit 5); __builtin_cpu_supports knows it as "avx512bf16".
   const bool bf16 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                     __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
-  const std::string amx = cpuid_amx_bf16() ? "AMX-BF16 present, no AMX kernel in this build" : "no AMX on this CPU";
-  if (choice == "fp32" || choice == "blas" || choice == "avx2") {
-    d.description = "fp32 (BLOCKLAB_GEMM=" + choice + "; " + amx + ")";
-  } else if (!bf16) {
-    d.description = "fp32 (no AVX512-BF16 on this CPU; " + amx + ")";
-  } else {
+  const bool amx = cpuid_amx_bf16(), intel = cpu_is_intel();
+  const std::string amx_text = amx ? "AMX-BF16 present" : "no AMX on this CPU";
+  auto own = [&](const std::string& why) {
     d.isa = Bf16Isa::Avx512Bf16;
-    d.description = "avx512_bf16 (" + amx + ")";
+    d.description = "avx512_bf16 (" + why + ")";
+  };
+  auto onednn = [&](const std::string& why) {
+    d.isa = Bf16Isa::OneDnn;
+    d.description = "onednn: " + onednn_description() + " (" + why + ")";
+  };
+  if (choice == "fp32" || choice == "blas" || choice == "avx2") {
+    d.description = "fp32 (BLOCKLAB_GEMM=" + choice + "; " + amx_text + ")";
+  } else if (choice == "onednn") {
+    if (onednn_available())
+      onednn("BLOCKLAB_GEMM=onednn; " + amx_text);
+    else
+      d.description = "fp32 (BLOCKLAB_GEMM=onednn, but this build has no oneDNN: " + onednn_description() + ")";
+  } else if (choice == "avx512_bf16") {
+    if (bf16)
+      own("BLOCKLAB_GEMM=avx512_bf16; " + amx_text);
+    else
+      d.description = "fp32 (BLOCKLAB_GEMM=avx512_bf16, but this CPU has no AVX512-BF16)";
+  } else if (amx && onednn_available()) {
+    onednn("AMX-BF16 present");
+  } else if (bf16 && !intel) {
+    own(amx_text);
+  } else if (bf16) {
+    d.description = std::string("fp32 (an Intel core: AVX512-BF16 dot products are not faster than fp32 there; ") +
+                    (amx ? "AMX-BF16 present, but this build has no oneDNN for it" : "no AMX on this CPU") + ")";
+  } else {
+    d.description = "fp32 (no AVX512-BF16 on this CPU; " + amx_text + ")";
   }
   return d;
 }
@@ -280,6 +317,7 @@ bool bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, 
     return false;
   }
   if (beta != 0.f && beta != 1.f) return false;
+  if (bf16_isa() == Bf16Isa::OneDnn) return onednn_bf16_gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);
   if (M <= 0 || N <= 0) return true;
   if (K <= 0) return sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);  // C = beta C (+ bias)
   run(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);

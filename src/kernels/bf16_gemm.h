@@ -12,9 +12,11 @@
 // order for any thread count, so results do not depend on it. The bias and the row sums use the float
 // values (they are not rounded).
 //
-// Chosen at run time: the kernel runs only where the CPU has AVX512-BF16 (CPUID). AMX tiles (Intel Sapphire
-// Rapids and later) are detected and reported, but this build has no AMX kernel: such a CPU runs the
-// AVX512-BF16 kernel. BLOCKLAB_GEMM=fp32 (or blas, avx2) turns the bf16 kernels off.
+// Chosen at run time (CPUID): on a CPU with AMX-BF16 tiles (Intel Sapphire Rapids and later) the product runs
+// in oneDNN's matmul, which uses them (bf16_onednn.h; where the build has oneDNN); on other CPUs with
+// AVX512-BF16 (AMD Zen 4/5) in the kernel above; on an Intel core without AMX, and without AVX512-BF16, bf16
+// runs the float GEMMs. BLOCKLAB_GEMM=onednn or avx512_bf16 forces a path where it can run; fp32 (or blas,
+// avx2) turns the bf16 kernels off.
 #include <bit>
 #include <cstdint>
 
@@ -26,12 +28,13 @@ namespace blocklab::kernels {
 enum class GemmPrecision { Fp32, Bf16 };
 const char* to_string(GemmPrecision);
 
-enum class Bf16Isa { None, Avx512Bf16 };
+// None: bf16 GEMMs run in fp32; Avx512Bf16: the kernel above; OneDnn: oneDNN's matmul (AMX where present).
+enum class Bf16Isa { None, Avx512Bf16, OneDnn };
 
 // The bf16 kernel this CPU and environment allow (None: bf16 GEMMs run in fp32).
 Bf16Isa bf16_isa();
-// One line for people: the path that runs and why, e.g. "avx512_bf16 (no AMX on this CPU)" or
-// "fp32 (no AVX512-BF16 on this CPU)".
+// One line for people: the path that runs and why, e.g. "avx512_bf16 (no AMX on this CPU)",
+// "onednn: oneDNN 2.6.3 (brg:avx512_core_amx_bf16) (AMX-BF16 present)" or "fp32 (no AVX512-BF16 on this CPU; ...)".
 const char* bf16_isa_description();
 // Whether the CPU reports AMX-BF16 tiles (CPUID leaf 7: AMX-TILE and AMX-BF16).
 bool cpu_has_amx_bf16();

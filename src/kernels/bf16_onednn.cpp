@@ -1,0 +1,241 @@
+#include "kernels/bf16_onednn.h"
+
+#ifdef BLOCKLAB_HAVE_ONEDNN
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <tuple>
+#include <vector>
+
+#include "kernels/bf16_gemm.h"
+
+namespace blocklab::kernels {
+
+namespace {
+
+using dnnl::memory;
+
+// Tiles of C: row blocks of 64 (96 for tall C), column blocks of up to 512; both depend on (M, N) only.
+// At most 96 rows (the per-block callback's contract) and column starts at multiples of 32.
+int tile_rows(int M) { return M >= 768 ? 96 : 64; }
+int tile_cols(int N) { return N <= 512 ? N : 512; }
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+// The primitives of one GEMM shape: a matmul for the full row tiles and one for the last (shorter) tile,
+// both reading op(B) in the blocked layout oneDNN prefers for it (chosen once, for the full tile), and the
+// reorder that puts a column tile of op(B) (bf16, as stored) into that layout. Created and run with one
+// OpenMP thread in the calling thread, so that oneDNN's blocking (which may depend on its thread count) is
+// the same for every caller; each caller passes its own scratchpad (the library's own is shared).
+using Key = std::tuple<int, int, int, int, int, int, int, bool, bool, bool>;  // M, N, K, lda, ldb, ldc, tile_n, ta, tb, beta
+
+struct Tile {
+  memory::desc a, b, c, scratchpad;  // b: the layout of op(B) the matmul reads
+  dnnl::matmul matmul;
+};
+struct Plan {
+  Tile full, last;  // last: the final row tile when tile_rows does not divide M
+  memory::desc b_plain, b_blocked;
+  dnnl::reorder reorder_b;
+};
+
+Tile make_tile(int m, int n, int k, int lda, int ldc, bool ta, bool accumulate, const memory::desc& b) {
+  Tile t;
+  t.a = memory::desc({m, k}, memory::data_type::bf16, ta ? memory::dims{1, lda} : memory::dims{lda, 1});
+  t.c = memory::desc({m, n}, memory::data_type::f32, memory::dims{ldc, 1});
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (accumulate) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.f);  // C = A B + C
+    attr.set_post_ops(ops);
+  }
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(t.a, b, t.c), attr, engine());
+  t.b = pd.weights_desc();
+  t.scratchpad = pd.scratchpad_desc();
+  t.matmul = dnnl::matmul(pd);
+  return t;
+}
+
+const Plan& plan(const Key& key) {
+  static std::mutex mutex;
+  static std::map<Key, Plan> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  const auto [M, N, K, lda, ldb, ldc, tn, ta, tb, accumulate] = key;
+  const int tm = tile_rows(M);
+  Plan p;
+  p.b_plain = memory::desc({K, tn}, memory::data_type::bf16, tb ? memory::dims{1, ldb} : memory::dims{ldb, 1});
+  const memory::desc b_any({K, tn}, memory::data_type::bf16, memory::format_tag::any);
+  p.full = make_tile(std::min(tm, M), tn, K, lda, ldc, ta, accumulate, b_any);
+  p.b_blocked = p.full.b;
+  if (M % tm != 0 && M > tm) p.last = make_tile(M % tm, tn, K, lda, ldc, ta, accumulate, p.b_blocked);
+  p.reorder_b = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), p.b_plain, engine(), p.b_blocked));
+  return cache.emplace(key, std::move(p)).first->second;
+}
+
+// n floats rounded to bf16 (to nearest even; float denormals to zero, as bf16_bits): with the CPU's own
+// conversion where it has AVX512-BF16 (every AMX CPU does), else one at a time.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void round_row_avx512(const float* x, uint16_t* out,
+                                                                                          int n) {
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), (__m256i)h);
+  }
+  for (; i < n; ++i) out[i] = bf16_bits(x[i]);
+}
+
+void round_row(const float* x, uint16_t* out, int n) {
+  static const bool fast = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+  }();
+  if (fast) return round_row_avx512(x, out, n);
+  for (int i = 0; i < n; ++i) out[i] = bf16_bits(x[i]);
+}
+
+// A rows x cols float matrix (leading dimension ld) rounded to bf16 into `out`, same layout.
+void round_to_bf16(const float* x, int rows, int cols, int ld, std::vector<uint16_t>& out) {
+  out.resize(static_cast<size_t>(rows - 1) * ld + cols);
+  uint16_t* o = out.data();
+#pragma omp parallel for schedule(static)
+  for (int r = 0; r < rows; ++r) round_row(x + static_cast<size_t>(r) * ld, o + static_cast<size_t>(r) * ld, cols);
+}
+
+// a_row_sums[i] += the float values of op(A)'s row i summed in k order from zero, for rows i0 .. i0+m.
+void add_row_sums(bool trans_a, const float* A, int lda, int K, int i0, int m, float* a_row_sums) {
+  if (trans_a) {  // op(A)[i][k] = A[k][i]: rows side by side, so k outer keeps each row's order
+    float sums[128];
+    for (int r0 = 0; r0 < m; r0 += 128) {
+      const int n = std::min(128, m - r0);
+      std::fill(sums, sums + n, 0.f);
+      for (int k = 0; k < K; ++k) {
+        const float* a = A + static_cast<size_t>(k) * lda + i0 + r0;
+        for (int r = 0; r < n; ++r) sums[r] += a[r];
+      }
+      for (int r = 0; r < n; ++r) a_row_sums[i0 + r0 + r] += sums[r];
+    }
+  } else {
+    for (int i = i0; i < i0 + m; ++i) {
+      float s = 0.f;
+      for (int k = 0; k < K; ++k) s += A[static_cast<size_t>(i) * lda + k];
+      a_row_sums[i] += s;
+    }
+  }
+}
+
+}  // namespace
+
+bool onednn_available() { return true; }
+
+const std::string& onednn_description() {
+  static const std::string d = [] {
+    const dnnl_version_t* v = dnnl_version();
+    std::string s = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+    try {
+      const memory::desc a({64, 128}, memory::data_type::bf16, memory::dims{128, 1});
+      const memory::desc b({128, 128}, memory::data_type::bf16, memory::dims{128, 1});
+      const memory::desc c({64, 128}, memory::data_type::f32, memory::dims{128, 1});
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), engine());
+      s += std::string(" (") + pd.impl_info_str() + ")";
+    } catch (const dnnl::error& e) {
+      s += std::string(" (no bf16 matmul: ") + e.what() + ")";
+    }
+    return s;
+  }();
+  return d;
+}
+
+bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B,
+                      int ldb, float beta, float* C, int ldc, const SgemmExtras& extras) {
+  if (beta != 0.f && beta != 1.f) return false;
+  if (M <= 0 || N <= 0) return true;
+  if (K <= 0) return sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);  // C = beta C (+ bias)
+  static thread_local std::vector<uint16_t> a16, b16;
+  // Stored shapes: A is (M,K) or, transposed, (K,M); B is (K,N) or (N,K).
+  round_to_bf16(A, trans_a ? K : M, trans_a ? M : K, lda, a16);
+  round_to_bf16(B, trans_b ? N : K, trans_b ? K : N, ldb, b16);
+  const int tm = tile_rows(M), tn = tile_cols(N);
+  const int row_tiles = (M + tm - 1) / tm, col_tiles = (N + tn - 1) / tn;
+  const uint16_t* a_data = a16.data();
+  const bool nested = omp_in_parallel() != 0;
+  const int outer = omp_get_max_threads();
+  omp_set_num_threads(1);  // oneDNN plans and runs every tile on one thread
+  static thread_local dnnl::stream stream(engine());
+  static thread_local std::vector<std::vector<unsigned char>> b_storage;  // one column tile each
+  if (b_storage.size() < static_cast<size_t>(col_tiles)) b_storage.resize(col_tiles);
+  std::vector<std::vector<unsigned char>>& b_blocked = b_storage;  // this thread's, shared with the team below
+  std::vector<const Plan*> plans(col_tiles);
+  for (int jt = 0; jt < col_tiles; ++jt) {  // op(B)'s column tiles into the matmul's layout, once per call
+    const int j0 = jt * tn, n = std::min(tn, N - j0);
+    const Plan& p = plan(Key{M, n, K, lda, ldb, ldc, n, trans_a, trans_b, beta != 0.f});
+    plans[jt] = &p;
+    b_blocked[jt].resize(p.b_blocked.get_size());
+    uint16_t* b_tile = b16.data() + (trans_b ? static_cast<size_t>(j0) * ldb : static_cast<size_t>(j0));
+    memory src(p.b_plain, engine(), b_tile), dst(p.b_blocked, engine(), b_blocked[jt].data());
+    p.reorder_b.execute(stream, src, dst);
+  }
+  stream.wait();
+  omp_set_num_threads(outer);
+  const int tiles = row_tiles * col_tiles;
+#pragma omp parallel if (!nested)
+  {
+    omp_set_num_threads(1);
+    static thread_local dnnl::stream tile_stream(engine());
+    static thread_local std::vector<unsigned char> tile_scratch;
+#pragma omp for schedule(static)
+    for (int t = 0; t < tiles; ++t) {
+      const int rt = t / col_tiles, jt = t % col_tiles;
+      const int i0 = rt * tm, j0 = jt * tn;
+      const int m = std::min(tm, M - i0), n = std::min(tn, N - j0);
+      const Plan& p = *plans[jt];
+      const Tile& tile = m == tm || M <= tm ? p.full : p.last;
+      const uint16_t* a_tile = a_data + (trans_a ? static_cast<size_t>(i0) : static_cast<size_t>(i0) * lda);
+      float* c_tile = C + static_cast<size_t>(i0) * ldc + j0;
+      if (tile_scratch.size() < tile.scratchpad.get_size()) tile_scratch.resize(tile.scratchpad.get_size());
+      memory a_mem(tile.a, engine(), const_cast<uint16_t*>(a_tile)), b_mem(p.b_blocked, engine(), b_blocked[jt].data());
+      memory c_mem(tile.c, engine(), c_tile), scratch_mem(tile.scratchpad, engine(), tile_scratch.data());
+      tile.matmul.execute(tile_stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem},
+                                        {DNNL_ARG_SCRATCHPAD, scratch_mem}});
+      tile_stream.wait();
+      if (extras.bias != nullptr)
+        for (int i = 0; i < m; ++i)
+          for (int j = 0; j < n; ++j) c_tile[static_cast<size_t>(i) * ldc + j] += extras.bias[j0 + j];
+      if (extras.a_row_sums != nullptr && j0 == 0) add_row_sums(trans_a, A, lda, K, i0, m, extras.a_row_sums);
+      if (extras.on_block_done != nullptr) extras.on_block_done(extras.context, i0, m, j0, n);
+    }
+  }
+  return true;
+}
+
+}  // namespace blocklab::kernels
+
+#else  // built without oneDNN
+
+namespace blocklab::kernels {
+
+bool onednn_available() { return false; }
+const std::string& onednn_description() {
+  static const std::string d = "not built with oneDNN (apt-get install libdnnl-dev, then rebuild)";
+  return d;
+}
+bool onednn_bf16_gemm(bool, bool, int, int, int, const float*, int, const float*, int, float, float*, int,
+                      const SgemmExtras&) {
+  return false;
+}
+
+}  // namespace blocklab::kernels
+
+#endif
