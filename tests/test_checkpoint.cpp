@@ -396,7 +396,9 @@ TEST(CheckpointChecksums, EveryFlippedByteIsFoundAndNamed) {
       } catch (const Error& e) {
         const std::string what = e.what();
         EXPECT_NE(what.find(name), std::string::npos) << what;
-        if (!tensor.empty()) EXPECT_NE(what.find("tensor '" + tensor + "'"), std::string::npos) << what;
+        if (!tensor.empty()) {
+          EXPECT_NE(what.find("tensor '" + tensor + "'"), std::string::npos) << what;
+        }
       }
       if (at % 7 == 0) {  // loading refuses too, and changes nothing
         EXPECT_THROW(fresh.load_checkpoint(written), Error);

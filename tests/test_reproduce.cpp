@@ -297,7 +297,9 @@ TEST(ReproduceClaims, RowsComeInReportOrderWithTheSourcesValues) {
     EXPECT_EQ(korean[i].id, rows[i].id);
     EXPECT_EQ(korean[i].verdict, rows[i].verdict) << rows[i].id;
     EXPECT_NE(korean[i].claim, rows[i].claim) << rows[i].id;
-    if (rows[i].verdict == Verdict::Agrees) EXPECT_EQ(korean[i].verdict_text.rfind("맞음", 0), 0u) << rows[i].id;
+    if (rows[i].verdict == Verdict::Agrees) {
+      EXPECT_EQ(korean[i].verdict_text.rfind("맞음", 0), 0u) << rows[i].id;
+    }
   }
 }
 

@@ -130,7 +130,7 @@ TEST(SweepVerbs, BadIndicesAndEditedPlansAreRefused) {
   const fs::path dir = bt::fresh_dir("sweep_verbs_bad");
   const std::string out = (dir / "s").string();
   cli("sweep plan" + kTiny + "--steps 3 --grid warmup=0,1 --seeds 0 --out " + out);
-  for (const std::string& args : {" --index 2", " --index x", " --range 1:1", " --range 0:5", ""}) {
+  for (const std::string args : {" --index 2", " --index x", " --range 1:1", " --range 0:5", ""}) {
     ::unsetenv("SLURM_ARRAY_TASK_ID");
     const auto r = bt::run_cli("sweep run " + out + args);
     EXPECT_EQ(r.status, 2) << args << ": " << r.err;
