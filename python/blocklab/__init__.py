@@ -9,6 +9,7 @@ messages (a bad value raises :class:`blocklab.Error`, a :class:`ValueError`).
     run.metrics["loss"]           # numpy array, one value per step
     logits = run.model.forward(tokens)             # (B, T, V)
     params = run.model.parameters()                # zero-copy numpy views by PyTorch name
+    blocklab.train(out=run.out, resume=True, steps=200)  # continues from its newest checkpoint (checkpoint_every)
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import math
 import os
 import sys
 import tempfile
+import warnings
 from typing import Any, Mapping
 
 # The kernels' OpenMP threads should wait briefly, not spin for milliseconds (see cli/main.cpp); libgomp
@@ -242,12 +244,12 @@ class _Progress:
     """tqdm when it is installed; else a text line: redrawn in place on a terminal, and about 20 lines per
     run elsewhere (a notebook's output or a log file is not flooded)."""
 
-    def __init__(self, total: int, every: int):
+    def __init__(self, total: int, every: int, initial: int = 0):
         self.total = total
         self.bar = None
         try:
             from tqdm.auto import tqdm
-            self.bar = tqdm(total=total, unit="step")
+            self.bar = tqdm(total=total, initial=initial, unit="step")
         except Exception:
             pass
         self.live = self.bar is None and sys.stdout.isatty()
@@ -290,21 +292,44 @@ class Run:
 
 
 def train(config: Any = None, *, progress: bool = True, overwrite: bool = False, probe_every: int = 0,
-          **kwargs: Any) -> Run:
+          resume: bool = False, **kwargs: Any) -> Run:
     """Trains a model, as ``blocklab train`` does with the same keys, and returns the :class:`Run`.
 
     ``config``: a dict of config keys or a TOML file path; keyword arguments override it. Without ``out``
     the run goes to a new temporary directory. ``overwrite`` replaces a run already in ``out`` (the CLI's
     --force); ``probe_every`` writes residual-stream norms to OUT/residual.csv every N steps (the CLI's
     --probe-every). The metrics equal the CLI's metrics.csv for the same config, bit for bit.
+
+    ``resume=True`` continues the run in ``out`` from its newest complete checkpoint, as ``blocklab train
+    --resume OUT`` does: bit for bit the numbers and weights of a run that never stopped. The config is the
+    checkpoint's; keys given here (the run's own config may be passed again) must keep its values, except
+    steps, threads, log_every, checkpoint_every, keep_checkpoints and on_nonfinite (a longer ``steps``
+    extends the run). The returned metrics cover the whole run: the steps up to the checkpoint as
+    metrics.csv holds them (9 significant digits), the rest as computed. A run is checkpointed by
+    ``checkpoint_every`` and when interrupted (KeyboardInterrupt names the checkpoint written).
     """
     toml_path, items = _config_args(config, kwargs)
-    resolved = json.loads(_core.resolve_config(toml_path, items))
-    if not any(key == "out" for key, _ in items) and not _toml_sets_out(toml_path):
-        items.append(("out", tempfile.mkdtemp(prefix="blocklab-run-")))
+    start: Any = None
+    if resume:
+        out = dict(items).get("out")
+        if out is None:
+            raise Error("resume=True needs out=DIR, the directory of the run to continue")
+        if overwrite:
+            raise Error("overwrite=True cannot be combined with resume=True")
+        start = _core.resume_point(out, toml_path, items)
+        for path, reason in start.skipped:
+            warnings.warn(f"skipping damaged checkpoint {path}: {reason}", stacklevel=2)
+        for note in start.notes:
+            warnings.warn(note, stacklevel=2)
+        resolved = json.loads(start.config_json)
+    else:
         resolved = json.loads(_core.resolve_config(toml_path, items))
+        if not any(key == "out" for key, _ in items) and not _toml_sets_out(toml_path):
+            items.append(("out", tempfile.mkdtemp(prefix="blocklab-run-")))
+            resolved = json.loads(_core.resolve_config(toml_path, items))
     columns: dict[str, list] = {"step": [], "loss": [], "lr": [], "grad_norm": [], "skipped": []}
-    bar = _Progress(resolved["steps"], resolved["log_every"]) if progress else None
+    first_step = start.step if start is not None else 0
+    bar = _Progress(resolved["steps"], resolved["log_every"], first_step) if progress else None
     skipped = 0
 
     def on_step(step: int, loss: float, lr: float, grad_norm: float, nonfinite: bool) -> None:
@@ -317,10 +342,16 @@ def train(config: Any = None, *, progress: bool = True, overwrite: bool = False,
 
     model = Model(resolved)
     try:
-        summary = _core.train(toml_path, items, overwrite, on_step, model._core, probe_every)
+        summary = _core.train(toml_path, items, overwrite, on_step, model._core, probe_every, start)
     finally:
         if bar is not None:
             bar.close()
+    if start is not None:  # the steps before the checkpoint, as the resumed run kept them in metrics.csv
+        kept = _read_metrics(os.path.join(resolved["out"], "metrics.csv"), through_step=start.step)
+        before = int(kept["skipped"][-1]) if len(kept["skipped"]) else 0
+        columns["skipped"] = [before + count for count in columns["skipped"]]
+        for key in columns:
+            columns[key] = list(kept[key]) + columns[key]
     metrics = {key: np.asarray(values, dtype=np.int64 if key in ("step", "skipped") else np.float64)
                for key, values in columns.items()}
     # config.json after the run: the same resolved config the run wrote (out included)
@@ -330,6 +361,20 @@ def train(config: Any = None, *, progress: bool = True, overwrite: bool = False,
         raise NonFiniteError(summary["nonfinite_error"], run)
     model.save(os.path.join(run.out, "model.safetensors"))
     return run
+
+
+def _read_metrics(path: str, through_step: int) -> dict[str, list]:
+    """The rows of a run's metrics.csv up to ``through_step``, by column (step and skipped as ints)."""
+    with open(path) as f:
+        header = f.readline().strip().split(",")
+        rows = [line.strip().split(",") for line in f if line.strip()]
+    columns: dict[str, list] = {name: [] for name in header}
+    for row in rows:
+        if int(row[0]) > through_step:
+            break
+        for name, text in zip(header, row):
+            columns[name].append(int(float(text)) if name in ("step", "skipped") else float(text))
+    return columns
 
 
 def _toml_sets_out(toml_path: str) -> bool:

@@ -41,10 +41,11 @@ namespace {
 
 using Items = std::vector<std::pair<std::string, std::string>>;
 
-// A config the way the CLI builds one: the TOML file (if any), then `block` (a preset sets the architecture
-// keys the others override), then every other key, each from its text form. Not resolved.
-RunConfig build_config(const std::string& toml_path, const Items& items) {
-  RunConfig config;
+// A config the way the CLI builds one: over `base` (the defaults, or a resumed run's checkpoint config), the
+// TOML file (if any), then `block` (a preset sets the architecture keys the others override), then every
+// other key, each from its text form. Not resolved.
+RunConfig build_config(const std::string& toml_path, const Items& items, RunConfig base = {}) {
+  RunConfig config = std::move(base);
   if (!toml_path.empty()) apply_toml_file(config, toml_path);
   for (const auto& [key, value] : items)
     if (key == kBlockKey) set_config_value(config, key, value);
@@ -248,15 +249,36 @@ nb::dict summary_dict(const RunSummary& s) {
   d["seconds"] = s.seconds;
   d["skipped_steps"] = s.skipped_steps;
   d["nonfinite_error"] = s.nonfinite_error;
+  d["start_step"] = s.start_step;
   return d;
 }
 
-// Training: train_run with the GIL released; on_step(step, loss, lr, grad_norm, nonfinite) is called with
-// the GIL held after every step. The final weights are copied into `into` (a float32 model of the same
-// config) after the last step.
+// Where a resumed run starts: the run directory's newest verified checkpoint (find_resume_point) and the
+// config to continue with, the checkpoint's with the TOML file and keys applied over it as the CLI applies
+// its flags over --resume's, resolved and checked (check_resume_config: only steps, threads, log_every,
+// checkpoint_every, keep_checkpoints and on_nonfinite may change). Nothing on disk changes here.
+struct Resume {
+  ResumePoint from;
+  RunConfig config;
+};
+
+Resume resume_point(const std::string& run_dir, const std::string& toml_path, const Items& items) {
+  Resume r{find_resume_point(run_dir), {}};
+  Items keys;
+  for (const auto& item : items)
+    if (item.first != "out") keys.push_back(item);  // the run continues in its own directory
+  r.config = build_config(toml_path, keys, r.from.config);
+  resolve(r.config);
+  check_resume_config(r.from, r.config);
+  return r;
+}
+
+// Training: train_run (or, with `resume`, resume_run from its checkpoint) with the GIL released;
+// on_step(step, loss, lr, grad_norm, nonfinite) is called with the GIL held after every step. The final
+// weights are copied into `into` (a float32 model of the same config) after the last step.
 nb::dict train(const std::string& toml_path, const Items& items, bool overwrite, nb::object on_step, PyModel* into,
-               int probe_every) {
-  RunConfig config = resolved_config(toml_path, items);
+               int probe_every, const Resume* resume) {
+  RunConfig config = resume != nullptr ? resume->config : resolved_config(toml_path, items);
   if (into != nullptr && (into->float64() || static_cast<long>(into->f32().model().params().size()) != ParameterTable(config.model).total()))
     throw Error("internal: the model to receive the trained weights does not match the config");
   std::optional<probe::ResidualProbeWriter> probe;
@@ -275,7 +297,8 @@ nb::dict train(const std::string& toml_path, const Items& items, bool overwrite,
   RunSummary summary;
   {
     nb::gil_scoped_release release;
-    summary = train_run(config, overwrite, observer, hook);
+    summary = resume != nullptr ? resume_run(config, resume->from, observer, hook)
+                                : train_run(config, overwrite, observer, hook);
   }
   return summary_dict(summary);
 }
@@ -514,7 +537,19 @@ NB_MODULE(_core, m) {
       .def("save", [](PyModel& self, const std::string& path) { self.visit([&](auto& s) { s.save(path); }); })
       .def("load", [](PyModel& self, const std::string& path) { self.visit([&](auto& s) { s.load(path); }); });
 
-  m.def("train", &train, "toml_path"_a, "items"_a, "overwrite"_a, "on_step"_a, "into"_a.none(), "probe_every"_a);
+  nb::class_<Resume>(m, "ResumePoint")
+      .def_prop_ro("config_json", [](const Resume& r) { return to_json(r.config).dump(); })
+      .def_prop_ro("step", [](const Resume& r) { return r.from.step; })
+      .def_prop_ro("checkpoint", [](const Resume& r) { return r.from.checkpoint.string(); })
+      .def_prop_ro("skipped", [](const Resume& r) {
+        std::vector<std::pair<std::string, std::string>> out;
+        for (const SkippedCheckpoint& s : r.from.skipped) out.emplace_back(s.path.string(), s.reason);
+        return out;
+      })
+      .def_prop_ro("notes", [](const Resume& r) { return r.from.notes; });
+  m.def("resume_point", &resume_point, "run_dir"_a, "toml_path"_a, "items"_a);
+  m.def("train", &train, "toml_path"_a, "items"_a, "overwrite"_a, "on_step"_a, "into"_a.none(), "probe_every"_a,
+        "resume"_a.none() = nb::none());
   m.def("gradnorm", &gradnorm);
   m.def("sweep", &sweep);
   m.def("residual_at_init", &residual_at_init);

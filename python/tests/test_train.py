@@ -148,3 +148,107 @@ def test_ctrl_c_finishes_the_step_writes_a_checkpoint_and_raises_keyboard_interr
         blocklab.train(LEARNS, steps=1000, out=tmp_path / "run", progress=True)
     assert os.listdir(tmp_path / "run" / "checkpoints") == ["step_0000003"]
     assert signal.getsignal(signal.SIGINT) is handler  # Python's own handler is back
+
+
+# ---- resuming ---------------------------------------------------------------------------------------
+
+# Warm-up across the interruption, so that a resumed run that restarted its schedule would show it.
+RESUMABLE = dict(LEARNS, steps=40, warmup=25, checkpoint_every=10, keep_checkpoints=0)
+
+
+def interrupt_at(monkeypatch, stop_step):
+    """Makes the next blocklab.train send itself SIGINT (as Ctrl-C would) after step `stop_step`."""
+    import signal
+
+    update = blocklab._Progress.update
+
+    def update_then_interrupt(self, step, loss, grad_norm):
+        update(self, step, loss, grad_norm)
+        if step == stop_step:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(blocklab._Progress, "update", update_then_interrupt)
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+
+
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def test_resume_continues_an_interrupted_run_bit_for_bit(tmp_path, monkeypatch):
+    whole = blocklab.train(RESUMABLE, out=tmp_path / "whole", progress=False)
+    with monkeypatch.context() as patch:
+        interrupt_at(patch, 17)
+        with pytest.raises(KeyboardInterrupt, match="after step 17"):
+            blocklab.train(RESUMABLE, out=tmp_path / "part", progress=True)
+    assert sorted(os.listdir(tmp_path / "part" / "checkpoints")) == ["step_0000010", "step_0000017"]
+    assert not (tmp_path / "part" / "model.safetensors").exists()
+
+    resumed = blocklab.train(RESUMABLE, out=tmp_path / "part", resume=True, progress=False)
+    assert resumed.summary["start_step"] == 17 and resumed.summary["steps"] == 40
+    assert resumed.out == str(tmp_path / "part")
+    # the files of both runs are the same, byte for byte: metrics, final weights, last checkpoint; the config
+    # too, but for the directory it names
+    for name in ["metrics.csv", "model.safetensors"]:
+        assert read_bytes(tmp_path / "part" / name) == read_bytes(tmp_path / "whole" / name), name
+    assert dict(resumed.config, out=None) == dict(whole.config, out=None)
+    last = os.path.join("checkpoints", "step_0000040")
+    for name in sorted(os.listdir(tmp_path / "whole" / last)):
+        assert read_bytes(tmp_path / "part" / last / name) == read_bytes(tmp_path / "whole" / last / name), name
+    # the metrics cover the whole run: exactly those computed after the checkpoint, and the steps before it
+    # as metrics.csv keeps them (a float32 loss exactly; lr and the gradient norm to 9 significant digits)
+    assert np.array_equal(resumed.metrics["step"], np.arange(1, 41))
+    assert np.array_equal(resumed.metrics["skipped"], whole.metrics["skipped"])
+    for key in ["loss", "lr", "grad_norm"]:
+        assert np.array_equal(resumed.metrics[key][17:], whole.metrics[key][17:]), key
+        np.testing.assert_allclose(resumed.metrics[key][:17], whole.metrics[key][:17], rtol=1e-8, atol=0)
+    assert np.array_equal(resumed.metrics["loss"].astype(np.float32), whole.metrics["loss"].astype(np.float32))
+    assert resumed.summary["final_loss"] == whole.summary["final_loss"]
+    assert resumed.summary["min_loss"] == whole.summary["min_loss"]
+    for name, value in whole.model.parameters().items():
+        assert np.array_equal(resumed.model.parameters()[name], value), name
+
+
+def test_resume_extends_a_finished_run_as_the_cli_does(tmp_path):
+    short = dict(RESUMABLE, steps=20)
+    blocklab.train(short, out=tmp_path / "py", progress=False)
+    longer = blocklab.train(out=tmp_path / "py", resume=True, steps=30, progress=False)  # keys from the checkpoint
+    cli("train", *cli_flags(short), "--out", tmp_path / "cli")
+    cli("train", "--resume", tmp_path / "cli", "--steps", "30")
+    assert read_bytes(tmp_path / "py" / "metrics.csv") == read_bytes(tmp_path / "cli" / "metrics.csv")
+    assert longer.config["steps"] == 30 and len(longer.metrics["loss"]) == 30
+    cli_model = blocklab.Model(longer.config)
+    cli_model.load(tmp_path / "cli" / "checkpoints" / "step_0000030" / "model.safetensors")
+    for name, value in longer.model.parameters().items():
+        assert np.array_equal(value, cli_model.parameters()[name]), name
+
+
+@pytest.mark.parametrize("keys, flags", [
+    (dict(lr=1e-2), ["--lr", "0.01"]),                 # another config than the run's
+    (dict(norm_placement="post"), ["--norm-placement", "post"]),
+    (dict(steps=5), ["--steps", "5"]),                 # below the checkpoint's step
+])
+def test_resume_with_another_config_raises_the_clis_message(tmp_path, keys, flags):
+    blocklab.train(dict(RESUMABLE, steps=10), out=tmp_path / "run", progress=False)
+    before = {name: read_bytes(tmp_path / "run" / name) for name in ["metrics.csv", "config.json"]}
+    result = cli("train", "--resume", tmp_path / "run", *flags, check=False)
+    assert result.returncode == 2 and result.stderr.startswith("blocklab: error: ")
+    with pytest.raises(blocklab.Error) as raised:
+        blocklab.train(dict(RESUMABLE, **keys), out=tmp_path / "run", resume=True, progress=False)
+    assert str(raised.value) == result.stderr[len("blocklab: error: "):].strip()
+    assert {name: read_bytes(tmp_path / "run" / name) for name in before} == before  # nothing changed
+
+
+def test_resume_without_a_checkpoint_or_a_directory_raises_the_clis_message(tmp_path):
+    blocklab.train(dict(LEARNS, steps=3), out=tmp_path / "bare", progress=False)  # no checkpoint_every
+    for run_dir in [tmp_path / "bare", tmp_path / "missing"]:
+        result = cli("train", "--resume", run_dir, check=False)
+        assert result.returncode == 2
+        with pytest.raises(blocklab.Error) as raised:
+            blocklab.train(out=run_dir, resume=True, progress=False)
+        assert str(raised.value) == result.stderr[len("blocklab: error: "):].strip()
+    with pytest.raises(blocklab.Error, match="needs out=DIR"):
+        blocklab.train(LEARNS, resume=True, progress=False)
+    with pytest.raises(blocklab.Error, match="overwrite=True cannot be combined"):
+        blocklab.train(LEARNS, out=tmp_path / "bare", resume=True, overwrite=True, progress=False)
