@@ -138,6 +138,9 @@ void register_bench(CLI::App& root, std::vector<Command>& commands) {
                           std::printf("process CPU time per step (all threads): bf16 %.1f ms, fp32 %.1f ms -> %.2fx\n",
                                       1e3 * cpu, 1e3 * fp32_cpu, fp32_cpu / cpu);
                         }
+                        if (!bf16)  // a cross-check of the wall time on a busy machine
+                          std::printf("process CPU time per step (all threads): %.1f ms (median)\n",
+                                      1e3 * median(cpu_seconds));
                         std::printf("model: %.2f GFLOP/step -> %.1f GFLOP/s\n", flops / 1e9, flops / step / 1e9);
                         std::printf("%s peak (%dx%dx%d, %d threads): %.1f GFLOP/s -> MFU %.0f%%\n",
                                     bf16 ? "bf16 gemm" : "sgemm", config.batch * T, 4 * config.model.width,
@@ -156,19 +159,45 @@ void register_bench(CLI::App& root, std::vector<Command>& commands) {
                                     4 * param_bytes / mib, static_cast<double>(trainer.activations().activation_bytes()) / mib,
                                     static_cast<double>(trainer.activations().scratch_bytes()) / mib, rss / mib, rss / state);
                         if (*profile) {
-                          std::printf("\nper step        kernel   ms      %%\n");
-                          double accounted = 0;
+                          // wall ms per step and share of the step; the calling thread's CPU ms (with one
+                          // thread: the kernel's time without the waits for a core on a busy machine)
+                          const double step_seconds = total / options->first;
+                          double step_cpu = 0;
+                          for (double x : cpu_seconds) step_cpu += x;
+                          step_cpu /= options->first;
+                          std::printf("\nper step        kernel   ms      %%  cpu ms\n");
+                          double accounted = 0, accounted_cpu = 0;
                           auto entries = profiler.entries();
                           std::sort(entries.begin(), entries.end(),
-                                    [](const auto& a, const auto& b) { return a.second > b.second; });
-                          for (const auto& [name, secs] : entries) {
-                            const double per_step = secs / options->first;
+                                    [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
+                          for (const auto& e : entries) {
+                            const double per_step = e.seconds / options->first;
                             accounted += per_step;
-                            std::printf("%28s %7.1f %5.1f\n", name.c_str(), 1e3 * per_step, 100.0 * per_step / (total / options->first));
+                            accounted_cpu += e.cpu_seconds / options->first;
+                            std::printf("%28s %7.1f %5.1f %7.1f\n", e.name.c_str(), 1e3 * per_step,
+                                        100.0 * per_step / step_seconds, 1e3 * e.cpu_seconds / options->first);
                           }
-                          const double rest = total / options->first - accounted;
-                          std::printf("%28s %7.1f %5.1f\n", "other (zeroing, optimizer)", 1e3 * rest,
-                                      100.0 * rest / (total / options->first));
+                          const double rest = step_seconds - accounted;
+                          std::printf("%28s %7.1f %5.1f %7.1f\n", "other (zeroing, optimizer)", 1e3 * rest,
+                                      100.0 * rest / step_seconds, threads == 1 ? 1e3 * (step_cpu - accounted_cpu) : 0.0);
+                          // The GEMMs inside those kernels, by shape (M x N x K; A and B as stored: N, or
+                          // transposed: T), with their rate in the step, by wall and by CPU time.
+                          auto gemms = profiler.gemms();
+                          std::sort(gemms.begin(), gemms.end(),
+                                    [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
+                          double gemm_seconds = 0, gemm_cpu = 0, gemm_flops = 0;
+                          std::printf("\nsgemm by shape (in the kernels above) calls/step   ms     %%  cpu ms  GFLOP/s  per cpu s\n");
+                          const auto row = [&](const char* name, const char* calls, double secs, double cpu, double fl) {
+                            std::printf("%34s %10s %7.1f %5.1f %7.1f %8.1f %10.1f\n", name, calls, 1e3 * secs / options->first,
+                                        100.0 * secs / total, 1e3 * cpu / options->first, fl / secs / 1e9,
+                                        threads == 1 ? fl / cpu / 1e9 : 0.0);
+                          };
+                          for (const auto& g : gemms) {
+                            gemm_seconds += g.seconds, gemm_cpu += g.cpu_seconds, gemm_flops += g.flops;
+                            row(g.shape.c_str(), std::to_string(g.calls / options->first).c_str(), g.seconds,
+                                g.cpu_seconds, g.flops);
+                          }
+                          if (!gemms.empty()) row("all sgemm calls", "", gemm_seconds, gemm_cpu, gemm_flops);
                         }
                         return 0;
                       }});

@@ -1,11 +1,13 @@
 #include "kernels/sgemm.h"
 
 #include "kernels/fast_math.h"
+#include "util/profiler.h"
 
 #include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -337,6 +339,24 @@ bool sgemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int 
     if (extras.on_block_done != nullptr) extras.on_block_done(extras.context, 0, M, 0, N);
     return true;
   }
+  // bench --profile: each call's time by shape
+  struct Report {
+    Profiler* profiler;
+    bool ta, tb;
+    int M, N, K;
+    std::chrono::steady_clock::time_point start{};
+    double cpu_start = 0;
+    Report(Profiler* p, bool ta_, bool tb_, int M_, int N_, int K_) : profiler(p), ta(ta_), tb(tb_), M(M_), N(N_), K(K_) {
+      if (profiler == nullptr) return;
+      start = std::chrono::steady_clock::now();
+      cpu_start = thread_cpu_seconds();
+    }
+    ~Report() {
+      if (profiler != nullptr)
+        profiler->add_gemm(ta, tb, M, N, K, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                           thread_cpu_seconds() - cpu_start);
+    }
+  } report(omp_in_parallel() ? nullptr : Profiler::active(), trans_a, trans_b, M, N, K);
   switch (sgemm_isa()) {
     case SgemmIsa::Avx512:
       run<kMr512, kNr512>(kernel_avx512<false>, kernel_avx512<true>, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);
