@@ -26,16 +26,30 @@ namespace blocklab::cli {
 
 namespace {
 
+// CPU seconds of the whole process (all threads): with one thread, a cross-check of wall times that does not
+// count time spent waiting for the CPU on a busy machine.
+double process_cpu_seconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+struct GemmPeak {
+  double wall = 0;  // GFLOP/s by wall time
+  double cpu = 0;   // GFLOP/s by the process's CPU time (with one thread: without the waits for a core)
+};
+
 // GFLOP/s of the GEMM the model uses (blocklab's sgemm, or BLAS; the bf16 GEMM for bf16), on a
-// forward-pass-sized shape.
-double measure_gemm_peak(int M, int N, int K, Precision precision) {
+// forward-pass-sized shape, the same operands every call: cache-resident, the best of 5 runs of 0.1 s.
+GemmPeak measure_gemm_peak(int M, int N, int K, Precision precision) {
   Rng rng(1);
   std::vector<float> A(static_cast<size_t>(M) * K), B(static_cast<size_t>(N) * K), C(static_cast<size_t>(M) * N);
   for (auto& x : A) x = static_cast<float>(rng.normal());
   for (auto& x : B) x = static_cast<float>(rng.normal());
-  double best = 0;
+  GemmPeak best;
   for (int rep = 0; rep < 5; ++rep) {
     const auto start = std::chrono::steady_clock::now();
+    const double cpu_start = process_cpu_seconds();
     int calls = 0;
     double elapsed = 0;
     do {
@@ -45,17 +59,11 @@ double measure_gemm_peak(int M, int N, int K, Precision precision) {
       ++calls;
       elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     } while (elapsed < 0.1);
-    best = std::max(best, 2.0 * M * N * K * calls / elapsed / 1e9);
+    const double flops = 2.0 * M * N * K * calls;
+    best.wall = std::max(best.wall, flops / elapsed / 1e9);
+    best.cpu = std::max(best.cpu, flops / (process_cpu_seconds() - cpu_start) / 1e9);
   }
   return best;
-}
-
-// CPU seconds of the whole process (all threads): with one thread, a cross-check of wall times that does not
-// count time spent waiting for the CPU on a busy machine.
-double process_cpu_seconds() {
-  timespec t{};
-  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
 double median(std::vector<double> v) {
@@ -123,8 +131,9 @@ void register_bench(CLI::App& root, std::vector<Command>& commands) {
                         for (double x : seconds) total += x;
                         const double step = median(seconds);
                         const double flops = training_flops_per_step(config.model, config.batch, T);
-                        const double peak = measure_gemm_peak(config.batch * T, 4 * config.model.width,
+                        const GemmPeak peaks = measure_gemm_peak(config.batch * T, 4 * config.model.width,
                                                               config.model.width, precision);
+                        const double peak = peaks.wall;
                         std::printf("step: %.1f ms (median of %d; mean %.1f)  %.0f tokens/s\n", 1e3 * step,
                                     options->first, 1e3 * total / options->first, config.batch * T / step);
                         if (bf16) {
@@ -138,10 +147,17 @@ void register_bench(CLI::App& root, std::vector<Command>& commands) {
                           std::printf("process CPU time per step (all threads): bf16 %.1f ms, fp32 %.1f ms -> %.2fx\n",
                                       1e3 * cpu, 1e3 * fp32_cpu, fp32_cpu / cpu);
                         }
+                        if (!bf16)  // a cross-check of the wall time on a busy machine
+                          std::printf("process CPU time per step (all threads): %.1f ms (median)\n",
+                                      1e3 * median(cpu_seconds));
                         std::printf("model: %.2f GFLOP/step -> %.1f GFLOP/s\n", flops / 1e9, flops / step / 1e9);
                         std::printf("%s peak (%dx%dx%d, %d threads): %.1f GFLOP/s -> MFU %.0f%%\n",
                                     bf16 ? "bf16 gemm" : "sgemm", config.batch * T, 4 * config.model.width,
                                     config.model.width, threads, peak, 100.0 * flops / step / 1e9 / peak);
+                        if (threads == 1)  // the same ratio by CPU time: on a busy machine, without the waits for a core
+                          std::printf("by CPU time: step %.1f ms, %s peak %.1f GFLOP/s -> MFU %.0f%%\n",
+                                      1e3 * median(cpu_seconds), bf16 ? "bf16 gemm" : "sgemm", peaks.cpu,
+                                      100.0 * flops / median(cpu_seconds) / 1e9 / peaks.cpu);
                         // Peak RSS (the whole process: program, libraries, threads, the peak measurement's
                         // buffers) against the training state proper.
                         const double mib = 1024.0 * 1024.0;
@@ -156,19 +172,45 @@ void register_bench(CLI::App& root, std::vector<Command>& commands) {
                                     4 * param_bytes / mib, static_cast<double>(trainer.activations().activation_bytes()) / mib,
                                     static_cast<double>(trainer.activations().scratch_bytes()) / mib, rss / mib, rss / state);
                         if (*profile) {
-                          std::printf("\nper step        kernel   ms      %%\n");
-                          double accounted = 0;
+                          // wall ms per step and share of the step; the calling thread's CPU ms (with one
+                          // thread: the kernel's time without the waits for a core on a busy machine)
+                          const double step_seconds = total / options->first;
+                          double step_cpu = 0;
+                          for (double x : cpu_seconds) step_cpu += x;
+                          step_cpu /= options->first;
+                          std::printf("\nper step        kernel   ms      %%  cpu ms\n");
+                          double accounted = 0, accounted_cpu = 0;
                           auto entries = profiler.entries();
                           std::sort(entries.begin(), entries.end(),
-                                    [](const auto& a, const auto& b) { return a.second > b.second; });
-                          for (const auto& [name, secs] : entries) {
-                            const double per_step = secs / options->first;
+                                    [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
+                          for (const auto& e : entries) {
+                            const double per_step = e.seconds / options->first;
                             accounted += per_step;
-                            std::printf("%28s %7.1f %5.1f\n", name.c_str(), 1e3 * per_step, 100.0 * per_step / (total / options->first));
+                            accounted_cpu += e.cpu_seconds / options->first;
+                            std::printf("%28s %7.1f %5.1f %7.1f\n", e.name.c_str(), 1e3 * per_step,
+                                        100.0 * per_step / step_seconds, 1e3 * e.cpu_seconds / options->first);
                           }
-                          const double rest = total / options->first - accounted;
-                          std::printf("%28s %7.1f %5.1f\n", "other (zeroing, optimizer)", 1e3 * rest,
-                                      100.0 * rest / (total / options->first));
+                          const double rest = step_seconds - accounted;
+                          std::printf("%28s %7.1f %5.1f %7.1f\n", "other (zeroing, optimizer)", 1e3 * rest,
+                                      100.0 * rest / step_seconds, threads == 1 ? 1e3 * (step_cpu - accounted_cpu) : 0.0);
+                          // The GEMMs inside those kernels, by shape (M x N x K; A and B as stored: N, or
+                          // transposed: T), with their rate in the step, by wall and by CPU time.
+                          auto gemms = profiler.gemms();
+                          std::sort(gemms.begin(), gemms.end(),
+                                    [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
+                          double gemm_seconds = 0, gemm_cpu = 0, gemm_flops = 0;
+                          std::printf("\nsgemm by shape (in the kernels above) calls/step   ms     %%  cpu ms  GFLOP/s  per cpu s\n");
+                          const auto row = [&](const char* name, const char* calls, double secs, double cpu, double fl) {
+                            std::printf("%34s %10s %7.1f %5.1f %7.1f %8.1f %10.1f\n", name, calls, 1e3 * secs / options->first,
+                                        100.0 * secs / total, 1e3 * cpu / options->first, fl / secs / 1e9,
+                                        threads == 1 ? fl / cpu / 1e9 : 0.0);
+                          };
+                          for (const auto& g : gemms) {
+                            gemm_seconds += g.seconds, gemm_cpu += g.cpu_seconds, gemm_flops += g.flops;
+                            row(g.shape.c_str(), std::to_string(g.calls / options->first).c_str(), g.seconds,
+                                g.cpu_seconds, g.flops);
+                          }
+                          if (!gemms.empty()) row("all sgemm calls", "", gemm_seconds, gemm_cpu, gemm_flops);
                         }
                         return 0;
                       }});

@@ -40,16 +40,23 @@ TEST(CliBench, PrintsTimingMfuMemoryAndProfile) {
     EXPECT_NE(r.out.find(std::string("threads ") + threads), std::string::npos) << r.out;
     EXPECT_GT(captured_number(r.out, R"(step: ([0-9.]+) ms)"), 0.0) << r.out;
     EXPECT_GT(captured_number(r.out, R"(MFU ([0-9.]+)%)"), 0.0) << r.out;
+    EXPECT_GT(captured_number(r.out, R"(process CPU time per step \(all threads\): ([0-9.]+) ms)"), 0.0) << r.out;
+    if (std::string(threads) == "1")  // the MFU by CPU time, a one-thread figure
+      EXPECT_GT(captured_number(r.out, R"(by CPU time: step [0-9.]+ ms, sgemm peak [0-9.]+ GFLOP/s -> MFU ([0-9.]+)%)"),
+                0.0) << r.out;
     // the training state of this model: 4 x params + activations, a few hundred KiB; the process is more
     const double state_ratio = captured_number(r.out, R"(peak RSS [0-9.]+ MiB = ([0-9.]+)x)");
     EXPECT_GT(state_ratio, 1.0) << r.out;
     for (const char* kernel : {"linear_forward", "linear_backward", "attention_forward", "attention_backward",
                                "layernorm_backward", "other (zeroing, optimizer)"})
       EXPECT_NE(r.out.find(kernel), std::string::npos) << kernel << "\n" << r.out;
-    // with a micro-kernel (not "gemm blas") the MLP's GELU runs inside its GEMMs
+    // with a micro-kernel (not "gemm blas") the MLP's GELU runs inside its GEMMs, and the GEMMs are listed by
+    // shape: this model's fc1 forward is (4 sequences x 7 tokens) x (4 x 32) x 32, its weight transposed, once per block
     if (r.out.find("gemm blas") == std::string::npos) {
       for (const char* kernel : {"linear_gelu_forward", "gelu_linear_backward"})
         EXPECT_NE(r.out.find(kernel), std::string::npos) << kernel << "\n" << r.out;
+      EXPECT_GT(captured_number(r.out, R"(28x128x32 NT +2 +[0-9.]+ +[0-9.]+ +[0-9.]+ +([0-9.]+))"), 0.0) << r.out;
+      EXPECT_GT(captured_number(r.out, R"(all sgemm calls +[0-9.]+ +[0-9.]+ +[0-9.]+ +([0-9.]+))"), 0.0) << r.out;
     }
   }
 }

@@ -19,9 +19,11 @@ namespace blocklab::kernels {
 namespace {
 using attention_tiles::kLanes;
 using attention_tiles::padded;
-// Per (batch, head): a (T, T) matrix, a (hs, Tp) transposed K or V, and a (Tp) row, Tp = T rounded up.
+// Per (batch, head): a (T, T) matrix, a (hs, Tp) transposed K or V, and kQueryRows rows of Tp, Tp = T
+// rounded up.
 size_t head_scratch(int Tn, int hs) {
-  return static_cast<size_t>(Tn) * Tn + static_cast<size_t>(hs) * padded(Tn) + padded(Tn);
+  return static_cast<size_t>(Tn) * Tn + static_cast<size_t>(hs) * padded(Tn) +
+         static_cast<size_t>(attention_tiles::kQueryRows) * padded(Tn);
 }
 }  // namespace
 
@@ -41,16 +43,20 @@ BLOCKLAB_MULTIVERSION void attention_forward_head_tiled(T* o, T* p, T* scratch, 
   T* z = kt + static_cast<long>(hs) * Tp;
   transpose_head(kt, k, Tn, Tp, hs, C3);
   const T scale = T(1) / std::sqrt(static_cast<T>(hs));
-  for (int t = 0; t < Tn; ++t) {
-    T* row = p + static_cast<long>(t) * Tn;
-    const int n = t + 1;  // causal window s = 0..t
-    row_times_transposed(z, q + t * C3, kt, n, Tp, hs, scale);  // z[s] = scale q_t . k_s
-    const T maxval = lane_max(z, n);
-    for (int s = 0; s < n; ++s) row[s] = fast_exp(z[s] - maxval);
-    const T inv = T(1) / lane_sum(row, n);
-    for (int s = 0; s < n; ++s) row[s] *= inv;
-    for (int s = n; s < Tn; ++s) row[s] = 0;
-    weighted_rows(o + t * C, row, 1, v, n, hs, C3, false);  // o_t = sum_s p[t,s] v_s
+  for (int t0 = 0; t0 < Tn; t0 += kQueryRows) {  // query rows in groups that share each load of K
+    const int rows = std::min(kQueryRows, Tn - t0);
+    rows_times_transposed(z, Tp, q + t0 * C3, C3, rows, kt, t0 + rows, Tp, hs, scale);  // z_t[s] = scale q_t . k_s
+    for (int t = t0; t < t0 + rows; ++t) {
+      const T* zt = z + static_cast<long>(t - t0) * Tp;
+      T* row = p + static_cast<long>(t) * Tn;
+      const int n = t + 1;  // causal window s = 0..t
+      const T maxval = lane_max(zt, n);
+      for (int s = 0; s < n; ++s) row[s] = fast_exp(zt[s] - maxval);
+      const T inv = T(1) / lane_sum(row, n);
+      for (int s = 0; s < n; ++s) row[s] *= inv;
+      for (int s = n; s < Tn; ++s) row[s] = 0;
+      weighted_rows(o + t * C, row, 1, v, n, hs, C3, false);  // o_t = sum_s p[t,s] v_s
+    }
   }
 }
 
@@ -68,14 +74,18 @@ BLOCKLAB_MULTIVERSION void attention_backward_head_tiled(T* dq, T* dk, T* dv, T*
   //   forward o_t = sum_s p[t,s] v_s   =>  dp[t,s] = g_t . v_s
   //   forward p = softmax(z)           =>  dz[t,s] = p[t,s] (dp[t,s] - sum_s' p[t,s'] dp[t,s'])
   //   forward z = scale q_t . k_s      =>  dq_t += scale sum_s dz[t,s] k_s
-  for (int t = 0; t < Tn; ++t) {
-    const T* prow = p + static_cast<long>(t) * Tn;
-    T* dzrow = dz + static_cast<long>(t) * Tn;
-    const int n = t + 1;
-    row_times_transposed(dp, dout + t * C, vt, n, Tp, hs, T(1));
-    const T inner = lane_dot(prow, dp, n);
-    for (int s = 0; s < n; ++s) dzrow[s] = prow[s] * (dp[s] - inner) * scale;
-    weighted_rows(dq + t * C3, dzrow, 1, k, n, hs, C3, true);
+  for (int t0 = 0; t0 < Tn; t0 += kQueryRows) {  // query rows in groups that share each load of V
+    const int rows = std::min(kQueryRows, Tn - t0);
+    rows_times_transposed(dp, Tp, dout + t0 * C, C, rows, vt, t0 + rows, Tp, hs, T(1));
+    for (int t = t0; t < t0 + rows; ++t) {
+      const T* prow = p + static_cast<long>(t) * Tn;
+      const T* dpt = dp + static_cast<long>(t - t0) * Tp;
+      T* dzrow = dz + static_cast<long>(t) * Tn;
+      const int n = t + 1;
+      const T inner = lane_dot(prow, dpt, n);
+      for (int s = 0; s < n; ++s) dzrow[s] = prow[s] * (dpt[s] - inner) * scale;
+      weighted_rows(dq + t * C3, dzrow, 1, k, n, hs, C3, true);
+    }
   }
   // Pass 2, per key row s (over the queries t >= s that see it):
   //   dv_s += sum_t p[t,s] g_t,   dk_s += scale sum_t dz[t,s] q_t

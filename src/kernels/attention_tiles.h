@@ -61,6 +61,67 @@ BLOCKLAB_ALWAYS_INLINE void row_times_transposed(T* row, const T* a, const T* xt
   }
 }
 
+// The same for kQueryRows rows of `a` at once (a_stride apart; rows past `rows` repeat the last one and
+// land in out rows that the caller ignores): out row r, out_stride apart, = sum_i a_r[i] * xt[i][0:n], each
+// row's sums the same, element for element and in the same order, as row_times_transposed's. The rows share
+// each load of xt and run R x W / kLanes independent accumulator chains instead of W / kLanes: a narrow
+// causal window (the first query rows) no longer waits on one chain's FMA latency.
+inline constexpr int kQueryRows = 4;
+
+template <int W, int R, typename T>
+BLOCKLAB_ALWAYS_INLINE void rows_times_transposed_tile(T* out, long out_stride, const T* const* a, const T* xt, int Tp,
+                                                       int hs, T scale) {
+  using namespace simd;
+  constexpr int L = kWidth<T>, NV = W / L;
+  Vec<T> acc[R][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[r][v] = Vec<T>{};
+  for (int i = 0; i < hs; ++i) {
+    const T* x = xt + static_cast<long>(i) * Tp;
+    Vec<T> xv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) xv[v] = load(x + v * L);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const Vec<T> ai = broadcast(a[r][i] * scale);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] += ai * xv[v];
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) store(out + r * out_stride + v * L, acc[r][v]);
+}
+
+// out rows r < rows (out_stride apart, each with room for n rounded up to kLanes) = a_r . xt over the
+// window n of the last row, a_r = a + r * a_stride; rows <= kQueryRows.
+template <typename T>
+BLOCKLAB_ALWAYS_INLINE void rows_times_transposed(T* out, long out_stride, const T* a, long a_stride, int rows,
+                                                  const T* xt, int n, int Tp, int hs, T scale) {
+  const T* a_rows[kQueryRows];
+  for (int r = 0; r < kQueryRows; ++r) a_rows[r] = a + (r < rows ? r : rows - 1) * a_stride;
+  for (int sb = 0; sb < n; sb += kRowBlock) {
+    const int valid = n - sb < kRowBlock ? n - sb : kRowBlock;
+    const T* x = xt + sb;
+    T* o = out + sb;
+    // 8 accumulator registers (two rows at a time for the wide tiles, four for the narrow)
+    if (valid > 3 * kLanes) {
+      rows_times_transposed_tile<4 * kLanes, 2>(o, out_stride, a_rows, x, Tp, hs, scale);
+      if (rows > 2) rows_times_transposed_tile<4 * kLanes, 2>(o + 2 * out_stride, out_stride, a_rows + 2, x, Tp, hs, scale);
+    } else if (valid > 2 * kLanes) {
+      rows_times_transposed_tile<3 * kLanes, 2>(o, out_stride, a_rows, x, Tp, hs, scale);
+      if (rows > 2) rows_times_transposed_tile<3 * kLanes, 2>(o + 2 * out_stride, out_stride, a_rows + 2, x, Tp, hs, scale);
+    } else if (valid > kLanes) {
+      rows_times_transposed_tile<2 * kLanes, 4>(o, out_stride, a_rows, x, Tp, hs, scale);
+    } else {
+      rows_times_transposed_tile<kLanes, 4>(o, out_stride, a_rows, x, Tp, hs, scale);
+    }
+  }
+}
+
 // out[0:W] (+)= sum_{s<n} w[s * w_stride] * x_s[0:W], x rows `stride` apart. Even and odd s go to
 // separate accumulators (then added), so two dependency chains run side by side.
 template <int W, typename T>

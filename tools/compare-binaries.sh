@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Trains the same short runs with two blocklab binaries and compares what they write byte for byte (the loss
+# curve, metrics.csv, and the final checkpoint: weights and Adam moments). A kernel change that must keep
+# every fp32 result (a new blocking, a fused pass, a prefetch) has to pass this against the binary before it.
+#   tools/compare-binaries.sh BEFORE AFTER [WORKDIR]
+# Exit status: 0 when every run matches, 1 when one differs, 2 on bad input.
+set -uo pipefail
+if [[ $# -lt 2 || ! -x "$1" || ! -x "$2" ]]; then
+  echo "usage: tools/compare-binaries.sh BEFORE AFTER [WORKDIR] (BEFORE and AFTER: blocklab executables)" >&2
+  exit 2
+fi
+before=$1 after=$2
+work=${3:-$(mktemp -d)}
+mkdir -p "$work"
+status=0
+run() {  # name, then train flags
+  local name=$1
+  shift
+  for side in before after; do
+    local bin=$before
+    [[ $side == after ]] && bin=$after
+    rm -rf "$work/$side-$name"
+    if ! "$bin" train "$@" --checkpoint-every 1000 --out "$work/$side-$name" > /dev/null 2> "$work/$side-$name.err"; then
+      echo "$name: the $side binary failed (see $work/$side-$name.err)"
+      status=1
+      return
+    fi
+  done
+  if cmp -s "$work/before-$name/metrics.csv" "$work/after-$name/metrics.csv" &&
+     diff -rq "$work/before-$name/checkpoints" "$work/after-$name/checkpoints" > /dev/null; then
+    echo "same:      $name"
+  else
+    echo "DIFFERENT: $name"
+    status=1
+  fi
+}
+for t in 1 2; do
+  run "small-t$t" --layers 4 --width 32 --steps 30 --batch 8 --threads "$t"
+  for p in post peri deepnorm; do
+    run "$p-t$t" --layers 4 --width 32 --steps 30 --batch 8 --threads "$t" --norm-placement "$p"
+  done
+  run "width128-t$t" --layers 2 --width 128 --heads 4 --steps 6 --batch 32 --threads "$t"  # the source model's GEMM shapes
+  run "width96-t$t" --layers 2 --width 96 --heads 4 --steps 6 --batch 20 --threads "$t"    # partial register tiles
+  run "hs32-T79-t$t" --layers 2 --width 64 --heads 2 --copy-len 40 --steps 6 --batch 6 --threads "$t"
+  run "hs16-T79-post-t$t" --layers 2 --width 64 --heads 4 --copy-len 40 --steps 6 --batch 6 --threads "$t" \
+      --norm-placement post
+  run "rmsnorm-t$t" --layers 3 --width 64 --heads 2 --steps 8 --batch 8 --threads "$t" --norm rmsnorm
+done
+[[ $# -ge 3 ]] || rm -rf "$work"
+exit $status
