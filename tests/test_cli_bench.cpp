@@ -41,9 +41,10 @@ TEST(CliBench, PrintsTimingMfuMemoryAndProfile) {
     EXPECT_GT(captured_number(r.out, R"(step: ([0-9.]+) ms)"), 0.0) << r.out;
     EXPECT_GT(captured_number(r.out, R"(MFU ([0-9.]+)%)"), 0.0) << r.out;
     EXPECT_GT(captured_number(r.out, R"(process CPU time per step \(all threads\): ([0-9.]+) ms)"), 0.0) << r.out;
-    if (std::string(threads) == "1")  // the MFU by CPU time, a one-thread figure
+    if (std::string(threads) == "1") {  // the MFU by CPU time, a one-thread figure
       EXPECT_GT(captured_number(r.out, R"(by CPU time: step [0-9.]+ ms, sgemm peak [0-9.]+ GFLOP/s -> MFU ([0-9.]+)%)"),
                 0.0) << r.out;
+    }
     // the training state of this model: 4 x params + activations, a few hundred KiB; the process is more
     const double state_ratio = captured_number(r.out, R"(peak RSS [0-9.]+ MiB = ([0-9.]+)x)");
     EXPECT_GT(state_ratio, 1.0) << r.out;
