@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   cli::register_probe(app, commands);
   cli::register_export(app, commands);
   cli::register_depthmap(app, commands);
+  cli::register_sample(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

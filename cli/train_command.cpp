@@ -1,4 +1,4 @@
-// blocklab train: one training run on a synthetic task.
+// blocklab train: one training run on a synthetic task (copy, reverse) or on a text.
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -17,7 +17,7 @@
 namespace blocklab::cli {
 
 void register_train(CLI::App& root, std::vector<Command>& commands) {
-  auto* app = root.add_subcommand("train", "train a stack of transformer blocks on a synthetic task");
+  auto* app = root.add_subcommand("train", "train a stack of transformer blocks on a synthetic task or a text");
   auto flags = std::make_shared<ConfigFlags>();
   auto force = std::make_shared<bool>(false);
   auto resume = std::make_shared<std::string>();
@@ -43,12 +43,16 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
       ->check(at_least(1))
       ->type_name("N");
   app->footer(
-      "Writes OUT/config.json (resolved config), OUT/metrics.csv (step,loss,lr,grad_norm,skipped per step)\n"
-      "and OUT/summary.json; with --checkpoint-every N also OUT/checkpoints/step_NNNNNNN/ (and always on\n"
-      "SIGINT/SIGTERM, exit 130/143), from which --resume OUT continues bit-exactly.\n"
+      "Writes OUT/config.json (resolved config), OUT/metrics.csv (step,loss,lr,grad_norm,skipped per step;\n"
+      "the text task adds val_loss) and OUT/summary.json; with --checkpoint-every N also\n"
+      "OUT/checkpoints/step_NNNNNNN/ (and always on SIGINT/SIGTERM, exit 130/143), from which --resume OUT\n"
+      "continues bit-exactly. Reverse and text runs also write OUT/model.safetensors (for blocklab sample).\n"
       "Example (the source's 24-block Pre-LN run):\n"
       "  blocklab train --norm-placement pre --layers 24 --width 128 --heads 4 --vocab 64 --copy-len 32 \\\n"
-      "                 --batch 16 --steps 400 --lr 1e-3 --warmup 0 --seed 0 --out runs/pre24");
+      "                 --batch 16 --steps 400 --lr 1e-3 --warmup 0 --seed 0 --out runs/pre24\n"
+      "Train on a text (bytes as tokens; --tokenizer tokenizer.json for a Hugging Face one):\n"
+      "  blocklab train --task text --data book.txt --norm-placement pre --layers 4 --width 128 --heads 4 \\\n"
+      "                 --steps 1000 --out runs/book && blocklab sample runs/book --prompt 'Once upon'");
   commands.push_back({app, [app, flags, force, resume, config_json, probe_every] {
                         // Under mpirun: data-parallel over the ranks (train/shard_reduce.h); rank 0 prints and writes.
                         std::optional<mpi::World> world;
@@ -95,20 +99,33 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
                           std::printf("data-parallel over %d rank(s) x %d thread(s), %d micro-shard(s) of %d sequences\n",
                                       exchange->size(), config.threads, config.micro_shards,
                                       config.batch / config.micro_shards);
-                        std::printf("training %s-LN %s, %d blocks x width %d, %d heads, copy task V=%d n=%d, batch %d, "
+                        char task[512];
+                        if (config.is_text())
+                          std::snprintf(task, sizeof task, "text task %s (tokenizer %s, V=%d, windows of %d)",
+                                        config.data.c_str(), config.tokenizer.c_str(), config.model.vocab,
+                                        config.model.seq_len);
+                        else
+                          std::snprintf(task, sizeof task, "%s task V=%d n=%d", config.task.c_str(), config.model.vocab,
+                                        config.copy_len);
+                        std::printf("training %s-LN %s, %d blocks x width %d, %d heads, %s, batch %d, "
                                     "%d steps, lr %g, warm-up %d, seed %llu -> %s\n",
                                     to_string(config.model.norm_placement).c_str(), to_string(config.model.norm).c_str(),
-                                    config.model.layers, config.model.width, config.model.heads, config.model.vocab,
-                                    config.copy_len, config.batch, config.steps, config.lr, config.warmup,
-                                    static_cast<unsigned long long>(config.seed), config.out.c_str());
+                                    config.model.layers, config.model.width, config.model.heads, task, config.batch,
+                                    config.steps, config.lr, config.warmup, static_cast<unsigned long long>(config.seed),
+                                    config.out.c_str());
                         std::fflush(stdout);
                         Progress progress("step", config.steps, config.log_every);
                         const bool quiet = exchange && exchange->rank() != 0;
+                        std::optional<double> val_loss;  // the latest validation loss (text task)
                         const StepObserver observer = [&](const StepResult& r) {
                           if (quiet) return;
-                          char detail[128];
-                          std::snprintf(detail, sizeof detail, "loss %.4f  lr %.2e  |g| %.3g  %.1f ms/step%s", r.loss,
-                                        r.lr, r.grad_norm, 1000.0 * r.seconds, r.nonfinite ? "  (skipped: non-finite)" : "");
+                          if (r.val_loss) val_loss = r.val_loss;
+                          char val[32] = "";
+                          if (val_loss) std::snprintf(val, sizeof val, "  val %.4f", *val_loss);
+                          char detail[160];
+                          std::snprintf(detail, sizeof detail, "loss %.4f%s  lr %.2e  |g| %.3g  %.1f ms/step%s", r.loss,
+                                        val, r.lr, r.grad_norm, 1000.0 * r.seconds,
+                                        r.nonfinite ? "  (skipped: non-finite)" : "");
                           progress.update(r.step, detail);
                         };
                         std::optional<probe::ResidualProbeWriter> probe;
@@ -140,7 +157,14 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
                         std::printf("done: %d steps in %s (%.1f ms/step); loss %.4f -> %.4f (min %.4f at step %d; ln V = %.4f)\n",
                                     s.steps, Progress::format_duration(s.seconds).c_str(), s.ms_per_step(), s.first_loss,
                                     s.final_loss, s.min_loss, s.min_loss_step, std::log(config.model.vocab));
-                        std::printf("wrote %s/{config.json,metrics.csv,summary.json}\n", config.out.c_str());
+                        if (s.val_loss)
+                          std::printf("validation loss %.4f at step %d (min %.4f at step %d)\n", *s.val_loss,
+                                      s.val_loss_step, *s.min_val_loss, s.min_val_loss_step);
+                        if (config.task == "copy")
+                          std::printf("wrote %s/{config.json,metrics.csv,summary.json}\n", config.out.c_str());
+                        else
+                          std::printf("wrote %s/{config.json,metrics.csv,summary.json,model.safetensors}%s\n",
+                                      config.out.c_str(), config.is_text() ? " and tokens.bin" : "");
                         return std::isfinite(s.final_loss) ? 0 : 1;
                       }});
 }

@@ -143,7 +143,7 @@ class ModelState {
       check_tokens(*tokens, config_.model, "tokens");
       prepare(*tokens);
     } else {  // the first batch of the run's data stream, as experiments::residual_norms_at_init
-      CopyTask task(config_.model.vocab, config_.copy_len, Trainer::data_seed(config_.seed));
+      TaskStream task = make_task_stream(config_, Trainer::data_seed(config_.seed));
       Batch batch;
       task.next(batch, config_.batch);
       resize(batch.batch, batch.seq_len);

@@ -1,7 +1,8 @@
 #pragma once
 // The copy task: n uniform random tokens from a vocabulary of V, then the same n tokens again.
+// The reverse task: the same n tokens, then those n in reverse order.
 // The model reads the first 2n-1 tokens; position t predicts token t+1; the loss counts only the n
-// predictions of the copied half (positions n-1 .. 2n-2). Learning nothing gives ln V.
+// predictions of the second half (positions n-1 .. 2n-2). Learning nothing gives ln V.
 #include <cstdint>
 #include <vector>
 
@@ -18,11 +19,12 @@ struct Batch {
 
 class CopyTask {
  public:
-  // Throws Error for vocab < 2 or copy_len < 1.
-  CopyTask(int vocab, int copy_len, uint64_t seed);
+  // Throws Error for vocab < 2 or copy_len < 1. reverse: the second half is the first one reversed.
+  CopyTask(int vocab, int copy_len, uint64_t seed, bool reverse = false);
 
   int vocab() const { return vocab_; }
   int copy_len() const { return copy_len_; }
+  bool reverse() const { return reverse_; }
   int seq_len() const { return 2 * copy_len_ - 1; }
 
   // Fills the next batch of the deterministic stream into `batch`, which the caller keeps from step to
@@ -38,6 +40,7 @@ class CopyTask {
 
  private:
   int vocab_, copy_len_;
+  bool reverse_;
   Rng rng_;
   uint64_t batches_drawn_ = 0;
 };

@@ -102,7 +102,7 @@ std::vector<probe::ParameterGradNorm> gradnorms_at_init(const RunConfig& given, 
   Model<float> model(config.model);
   Activations<float> acts = model.make_activations(config.batch, config.model.seq_len);
   model.init_weights(config.seed);
-  CopyTask task(config.model.vocab, config.copy_len, Trainer::data_seed(config.seed));
+  TaskStream task = make_task_stream(config, Trainer::data_seed(config.seed));
   Batch batch;
   std::vector<probe::ParameterGradNorm> mean;
   for (int k = 0; k < batches; ++k) {

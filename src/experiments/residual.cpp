@@ -130,7 +130,7 @@ probe::ResidualNorms residual_norms_at_init(const RunConfig& given) {
   Model<float> model(config.model);
   Activations<float> acts = model.make_activations(config.batch, config.model.seq_len);
   model.init_weights(config.seed);
-  CopyTask task(config.model.vocab, config.copy_len, Trainer::data_seed(config.seed));
+  TaskStream task = make_task_stream(config, Trainer::data_seed(config.seed));
   Batch batch;
   task.next(batch, config.batch);
   model.forward_logits(acts, batch.inputs.data());

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -32,6 +33,17 @@ void MetricsWriter::row(long step, const std::vector<double>& values) {
   fields_.resize(columns_);
   fields_[0] = std::to_string(step);
   for (size_t i = 0; i < values.size(); ++i) fields_[i + 1] = csv_number(values[i]);
+  line_.clear();
+  append_csv_line(line_, fields_);
+  std::fputs(line_.c_str(), file_);
+  if (std::fflush(file_) != 0) throw Error(path_ + ": write failed: " + std::strerror(errno));
+}
+
+void MetricsWriter::row_partial(long step, const std::vector<std::optional<double>>& values) {
+  if (values.size() + 1 != columns_) throw Error(path_ + ": metrics row has the wrong number of values");
+  fields_.resize(columns_);
+  fields_[0] = std::to_string(step);
+  for (size_t i = 0; i < values.size(); ++i) fields_[i + 1] = values[i] ? csv_number(*values[i]) : std::string();
   line_.clear();
   append_csv_line(line_, fields_);
   std::fputs(line_.c_str(), file_);
@@ -83,6 +95,10 @@ MetricsTable read_metrics(const std::string& path) {
     const std::string where = path + ":" + std::to_string(records[r].line);
     std::vector<double> row;
     for (const std::string& cell : records[r].fields) {
+      if (cell.empty() && !row.empty()) {  // not measured at this step (the step column is never empty)
+        row.push_back(std::nan(""));
+        continue;
+      }
       char* end = nullptr;
       const double v = std::strtod(cell.c_str(), &end);
       if (cell.empty() || *end != '\0') throw Error(where + ": not a number: '" + cell + "'");

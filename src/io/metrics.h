@@ -3,6 +3,7 @@
 // step. Values are printed with 9 significant digits: enough to round-trip a float exactly, so two
 // runs' files are byte-identical exactly when their numbers are.
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@ class MetricsWriter {
 
   // The first column is the integer step; the rest are numbers.
   void row(long step, const std::vector<double>& values);
+  // The same with values that may be absent (a value not measured at this step): an empty cell.
+  void row_partial(long step, const std::vector<std::optional<double>>& values);
   // Makes every row written so far durable (fflush + fsync), e.g. before a checkpoint that counts on them.
   void sync();
 
@@ -30,7 +33,8 @@ class MetricsWriter {
   std::string line_;
 };
 
-// Reads a metrics CSV back as named columns (header + numeric rows). Throws Error on malformed input.
+// Reads a metrics CSV back as named columns (header + numeric rows); an empty cell (a value not measured at
+// that step) reads as NaN. Throws Error on malformed input.
 struct MetricsTable {
   std::vector<std::string> columns;
   std::vector<std::vector<double>> rows;

@@ -45,7 +45,8 @@ void ResidualProbeWriter::operator()(Trainer& trainer) {
   if (step % every_ != 0 && step != config.steps) return;
   if (file_ == nullptr) open(step);
   if (!have_batch_) {
-    CopyTask probe_task(config.model.vocab, config.copy_len, probe_seed(config.seed));
+    const TextTask* text = trainer.task().text();
+    TaskStream probe_task = make_task_stream(config, probe_seed(config.seed), text ? text->shared_tokens() : nullptr);
     probe_task.next(batch_, trainer.shard_batch());  // the size of the trainer's activations
     have_batch_ = true;
   }

@@ -10,8 +10,10 @@
 
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
+#include "io/checksum.h"
 #include "io/metrics.h"
 #include "io/read_file.h"
+#include "io/safetensors.h"
 #include "train/memory.h"
 #include "util/error.h"
 #include "util/signals.h"
@@ -23,10 +25,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::vector<std::string>& metric_columns() {
-  static const std::vector<std::string> columns = {"step", "loss", "lr", "grad_norm", "skipped"};
-  return columns;
-}
 
 // BLOCKLAB_INJECT_NONFINITE=STEP[,STEP...][:TENSOR]
 void apply_fault_injection(Trainer& trainer) {
@@ -60,6 +58,13 @@ void note_loss(RunSummary& s, int step, double loss, bool& have_loss) {
   have_loss = true;
 }
 
+void note_val_loss(RunSummary& s, int step, double val_loss) {
+  if (!std::isfinite(val_loss)) return;
+  if (!s.min_val_loss || val_loss < *s.min_val_loss) s.min_val_loss = val_loss, s.min_val_loss_step = step;
+  s.val_loss = val_loss;
+  s.val_loss_step = step;
+}
+
 void write_summary(const fs::path& dir, const RunSummary& summary, const char* status) {
   nlohmann::json j = {{"steps", summary.steps},         {"first_loss", summary.first_loss},
                       {"final_loss", summary.final_loss}, {"min_loss", summary.min_loss},
@@ -67,6 +72,12 @@ void write_summary(const fs::path& dir, const RunSummary& summary, const char* s
                       {"ms_per_step", summary.ms_per_step()}, {"skipped_steps", summary.skipped_steps},
                       {"status", status}};
   if (summary.start_step > 0) j["resumed_from_step"] = summary.start_step;
+  if (summary.val_loss) {
+    j["val_loss"] = *summary.val_loss;
+    j["val_loss_step"] = summary.val_loss_step;
+    j["min_val_loss"] = *summary.min_val_loss;
+    j["min_val_loss_step"] = summary.min_val_loss_step;
+  }
   if (!summary.nonfinite_error.empty()) j["error"] = summary.nonfinite_error;
   io::write_file_atomic((dir / "summary.json").string(), j.dump(2) + "\n");
 }
@@ -107,9 +118,19 @@ RunSummary run_steps(Trainer& trainer, const RunConfig& config, io::MetricsWrite
   const bool writer = is_writer(exchange), agree = exchange != nullptr && exchange->size() > 1;
   StopSignals signals;  // SIGINT/SIGTERM: finish this step, write a checkpoint, stop
   if (hook) hook(trainer);
+  const bool text = config.is_text();
+  std::vector<std::optional<double>> row(5);
   while (trainer.steps_done() < config.steps) {
-    const StepResult r = trainer.step();
-    if (metrics) metrics->row(r.step, {r.loss, r.lr, r.grad_norm, static_cast<double>(trainer.skipped_steps())});
+    StepResult r = trainer.step();
+    if (text && (r.step % config.eval_every == 0 || r.step == config.steps)) {
+      r.val_loss = trainer.validation_loss();
+      note_val_loss(summary, r.step, *r.val_loss);
+    }
+    if (metrics && !text) metrics->row(r.step, {r.loss, r.lr, r.grad_norm, static_cast<double>(trainer.skipped_steps())});
+    if (metrics && text) {
+      row = {r.loss, r.lr, r.grad_norm, static_cast<double>(trainer.skipped_steps()), r.val_loss};
+      metrics->row_partial(r.step, row);
+    }
     summary.steps = r.step;
     summary.seconds += r.seconds;
     if (r.nonfinite && config.on_nonfinite == NonFinitePolicy::Abort) {
@@ -141,6 +162,7 @@ RunSummary run_steps(Trainer& trainer, const RunConfig& config, io::MetricsWrite
       throw Interrupted(signal, r.step, checkpoint.string());
     }
   }
+  if (writer && config.task != "copy") write_final_model(dir / "model.safetensors", trainer);
   if (writer) write_summary(dir, summary, "completed");
   return summary;
 }
@@ -182,16 +204,21 @@ RunConfig read_config_json(const std::string& path) {
   return config;
 }
 
-void prepare_run_dir(const std::string& dir, bool overwrite) {
+void refuse_existing_run(const std::string& dir, bool overwrite) {
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) throw Error(dir + ": exists and is not a directory");
-  fs::create_directories(dir, ec);
-  if (ec) throw Error(dir + ": cannot create directory: " + ec.message());
-  if (::access(dir.c_str(), W_OK | X_OK) != 0) throw Error(dir + ": directory is not writable");
   if (!overwrite)
     for (const char* name : {"config.json", "metrics.csv", "checkpoints"})
       if (fs::exists(fs::path(dir) / name))
         throw Error(dir + ": already holds a run (" + name + "); choose another --out or pass --force");
+}
+
+void prepare_run_dir(const std::string& dir, bool overwrite) {
+  std::error_code ec;
+  refuse_existing_run(dir, overwrite);
+  fs::create_directories(dir, ec);
+  if (ec) throw Error(dir + ": cannot create directory: " + ec.message());
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) throw Error(dir + ": directory is not writable");
   // --force: the old run's checkpoints must not be taken for this run's by a later --resume.
   const fs::path old_checkpoints = io::checkpoints_dir(dir);
   if (overwrite && fs::exists(old_checkpoints, ec)) {
@@ -202,6 +229,48 @@ void prepare_run_dir(const std::string& dir, bool overwrite) {
   }
 }
 
+std::vector<std::string> metric_columns(const RunConfig& config) {
+  std::vector<std::string> columns = {"step", "loss", "lr", "grad_norm", "skipped"};
+  if (config.is_text()) columns.push_back("val_loss");
+  return columns;
+}
+
+std::shared_ptr<const TokenIds> prepare_run_tokens(const RunConfig& config, bool reuse) {
+  const fs::path dir(config.out), path = fs::path(config.out) / "tokens.bin";
+  const TextTokenizer tokenizer = TextTokenizer::from_key(config.tokenizer);
+  std::shared_ptr<const TokenIds> tokens;
+  if (reuse && fs::exists(path)) {
+    const SourceId source = identify_source(config.data);
+    try {
+      tokens = TokenIds::open(path);
+    } catch (const Error&) {
+      tokens = nullptr;  // damaged: tokenized again below
+    }
+    if (tokens) {
+      const TokenFileHeader& h = tokens->header();
+      if (h.source_bytes != source.bytes || h.source_checksum != source.checksum)
+        throw Error(config.data + ": the data file changed since this run tokenized it (" +
+                    std::to_string(h.source_bytes) + " bytes, xxh3_64 " + io::checksum_hex(h.source_checksum) +
+                    "; now " + std::to_string(source.bytes) + " bytes, xxh3_64 " + io::checksum_hex(source.checksum) +
+                    "); a resumed run must train on the same text: restore it, or start a new run");
+      if (h.tokenizer_checksum != tokenizer.checksum())
+        throw Error(config.tokenizer + ": the tokenizer changed since this run tokenized its data (now " +
+                    tokenizer.describe() + "); a resumed run must use the same tokenizer");
+    }
+  }
+  if (!tokens) tokens = write_token_file(path, config.data, tokenizer);
+  if (!tokenizer.is_bytes()) io::write_file_atomic((dir / "tokenizer.json").string(), tokenizer.json_text());
+  return tokens;
+}
+
+void write_final_model(const fs::path& path, Trainer& trainer) {
+  const Model<float>& model = trainer.model();
+  std::vector<io::TensorToWrite> tensors;
+  for (const ParamSpec& s : model.table().specs())
+    tensors.push_back(io::tensor_view(s.name, s.shape, model.params().subspan(s.offset, s.numel)));
+  io::write_safetensors(path.string(), tensors, {{"format", "pt"}, {"step", std::to_string(trainer.steps_done())}});
+}
+
 RunSummary train_run(RunConfig config, bool overwrite, const StepObserver& observer, const TrainerHook& hook,
                      ShardExchange* exchange) {
   std::optional<Trainer> trainer;
@@ -210,13 +279,27 @@ RunSummary train_run(RunConfig config, bool overwrite, const StepObserver& obser
     resolve(config);
     require_training_memory(config, "train");  // refuses before anything is allocated
     set_num_threads(config.threads);
-    trainer.emplace(config, exchange);  // allocates everything before any file is touched
+    std::shared_ptr<const TokenIds> tokens;
+    if (config.is_text()) {
+      // Rank 0 tokenizes into the run directory (created, but nothing of a run written, before the data is
+      // checked); the other ranks tokenize in memory.
+      if (is_writer(exchange)) {
+        refuse_existing_run(config.out, overwrite);
+        std::error_code ec;
+        fs::create_directories(config.out, ec);
+        if (ec) throw Error(config.out + ": cannot create directory: " + ec.message());
+        tokens = prepare_run_tokens(config, /*reuse=*/false);
+      } else {
+        tokens = tokenize_text_file(config.data, TextTokenizer::from_key(config.tokenizer));
+      }
+    }
+    trainer.emplace(config, exchange, tokens);  // allocates everything before any file of the run is touched
     apply_fault_injection(*trainer);
     if (!is_writer(exchange)) return;
     prepare_run_dir(config.out, overwrite);
     const fs::path dir(config.out);
     write_config_json((dir / "config.json").string(), config);
-    metrics.emplace((dir / "metrics.csv").string(), metric_columns());
+    metrics.emplace((dir / "metrics.csv").string(), metric_columns(config));
   });
   return run_steps(*trainer, config, metrics ? &*metrics : nullptr, RunSummary{}, false, observer, hook);
 }
@@ -290,7 +373,11 @@ RunSummary resume_run(RunConfig config, const ResumePoint& from, const StepObser
     check_resume_config(from, config);
     require_training_memory(config, "train");
     set_num_threads(config.threads);
-    trainer.emplace(config, exchange);
+    std::shared_ptr<const TokenIds> tokens;
+    if (config.is_text())
+      tokens = is_writer(exchange) ? prepare_run_tokens(config, /*reuse=*/true)
+                                   : tokenize_text_file(config.data, TextTokenizer::from_key(config.tokenizer));
+    trainer.emplace(config, exchange, tokens);
     trainer->load_checkpoint(from.checkpoint);
     apply_fault_injection(*trainer);
     summary.steps = summary.start_step = from.step;
@@ -300,12 +387,16 @@ RunSummary resume_run(RunConfig config, const ResumePoint& from, const StepObser
     if (::access(dir.c_str(), W_OK | X_OK) != 0) throw Error(config.out + ": directory is not writable");
     set_aside_damaged(from.skipped);
     const std::string metrics_path = (dir / "metrics.csv").string();
-    io::keep_metrics_through(metrics_path, metric_columns(), from.step);
+    io::keep_metrics_through(metrics_path, metric_columns(config), from.step);
     write_config_json((dir / "config.json").string(), config);
     // The summary continues from the rows kept (losses of the steps before the checkpoint).
     const io::MetricsTable kept = io::read_metrics(metrics_path);
-    for (const auto& row : kept.rows) note_loss(summary, static_cast<int>(row[0]), row[1], have_loss);
-    metrics.emplace(metrics_path, metric_columns(), /*append=*/true);
+    const int val_column = kept.column("val_loss");
+    for (const auto& row : kept.rows) {
+      note_loss(summary, static_cast<int>(row[0]), row[1], have_loss);
+      if (val_column >= 0) note_val_loss(summary, static_cast<int>(row[0]), row[val_column]);
+    }
+    metrics.emplace(metrics_path, metric_columns(config), /*append=*/true);
   });
   return run_steps(*trainer, config, metrics ? &*metrics : nullptr, summary, have_loss, observer, hook);
 }

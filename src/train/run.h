@@ -2,12 +2,17 @@
 // A training run on disk: validates the config, prepares the output directory, trains, and writes
 //   DIR/config.json   the fully resolved config (written before the first step)
 //   DIR/metrics.csv   step,loss,lr,grad_norm,skipped  (one row per step, flushed as it goes; skipped
-//                     counts the steps so far whose update was skipped for a non-finite value)
+//                     counts the steps so far whose update was skipped for a non-finite value); the text
+//                     task adds val_loss, filled at the steps that evaluate it (eval_every, the last)
+//   DIR/tokens.bin    text task: the token ids of the data (data/text_data.h), memory-mapped while training
+//   DIR/tokenizer.json text task with a tokenizer.json: a copy, so that the directory is self-contained
+//   DIR/model.safetensors  reverse and text tasks: the final weights (PyTorch names; metadata step)
 //   DIR/summary.json  final/min loss and timing (written at the end)
 //   DIR/checkpoints/  step_NNNNNNN/ every checkpoint_every steps, at the end, and on SIGINT/SIGTERM
 //                     (see io/checkpoint.h); resume_run continues from the newest one bit-exactly.
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -23,6 +28,9 @@ struct RunSummary {
   double seconds = 0;
   int64_t skipped_steps = 0;  // steps whose update was skipped (on_nonfinite = skip)
   int start_step = 0;         // 0 for a new run; the checkpoint's step for a resumed one
+  // Text task: the last validation loss and the lowest, with their steps.
+  std::optional<double> val_loss, min_val_loss;
+  int val_loss_step = 0, min_val_loss_step = 0;
   // Set when on_nonfinite = abort stopped the run: the step and the first non-finite gradient tensor.
   std::string nonfinite_error;
   // seconds covers only the steps run by this process (start_step + 1 .. steps).
@@ -52,6 +60,8 @@ RunConfig read_config_json(const std::string& path);
 // Creates dir if needed. Throws Error when it cannot be created or written, or when it already holds a
 // run (config.json or metrics.csv) and overwrite is false. Writes nothing else.
 void prepare_run_dir(const std::string& dir, bool overwrite);
+// The checks of prepare_run_dir alone (not a directory; a run there without overwrite); creates nothing.
+void refuse_existing_run(const std::string& dir, bool overwrite);
 
 using StepObserver = std::function<void(const StepResult&)>;
 // Called with the trainer before the first step of this process and after every step, between
@@ -88,6 +98,18 @@ struct ResumePoint {
   std::vector<std::string> notes;          // what could not be verified (io::verify_checkpoint)
 };
 ResumePoint find_resume_point(const std::string& run_dir);
+
+// The metrics.csv columns of a run with this config.
+std::vector<std::string> metric_columns(const RunConfig& config);
+
+// The text task's token ids for a run in run_dir (rank 0, which writes the directory): with reuse, the
+// run's tokens.bin when its header names the same data (size and checksum) and tokenizer; otherwise the data
+// is tokenized into tokens.bin afresh (and tokenizer.json copied beside it). Throws Error naming the file when
+// the data is missing, empty, not UTF-8, or (reuse) has changed since tokens.bin was written.
+std::shared_ptr<const TokenIds> prepare_run_tokens(const RunConfig& config, bool reuse);
+
+// The final weights, DIR/model.safetensors (metadata: format pt, step).
+void write_final_model(const std::filesystem::path& path, Trainer& trainer);
 
 // Keys a resumed run may change; every other key must keep the checkpoint's value.
 const std::vector<std::string>& keys_changeable_on_resume();

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <toml++/toml.h>
 
+#include "data/text_data.h"
 #include "io/read_file.h"
 #include "util/error.h"
 
@@ -74,12 +75,25 @@ std::vector<ConfigKey> make_keys() {
              [member](const RunConfig& c) { return to_string(member(const_cast<RunConfig&>(c))); });
   };
 
-  add_enum("task", "training task: copy",
+  add_enum("task", "training task: copy, reverse (the second half is the first reversed) or text (--data FILE)",
            [](RunConfig& c, const std::string& s) {
-             if (s != "copy") throw Error("unknown task '" + s + "' (expected copy)");
+             if (s != "copy" && s != "reverse" && s != "text")
+               throw Error("unknown task '" + s + "' (expected copy, reverse or text)");
              c.task = s;
            },
            [](const RunConfig& c) { return c.task; });
+  add_enum("data", "text task: the UTF-8 text file to train on", [](RunConfig& c, const std::string& s) { c.data = s; },
+           [](const RunConfig& c) { return c.data; });
+  add_enum("tokenizer", "text task: bytes (ids 0-255) or the path of a Hugging Face tokenizer.json",
+           [](RunConfig& c, const std::string& s) {
+             if (s.empty()) throw Error("tokenizer must be bytes or a path, got ''");
+             c.tokenizer = s;
+           },
+           [](const RunConfig& c) { return c.tokenizer; });
+  add_float("val_fraction", "text task: the last fraction of the token ids held out for the validation loss",
+            [](RunConfig& c) -> double& { return c.val_fraction; });
+  add_int("eval_every", "text task: validation loss every N steps and at the last step",
+          [](RunConfig& c) -> int& { return c.eval_every; });
   add_enum(kBlockKey,
            "block preset (seed, gpt2, qwen3, sd): sets the architecture keys; keys given with it override them",
            [](RunConfig& c, const std::string& s) { apply_block_preset(c.model, s); },
@@ -114,10 +128,15 @@ std::vector<ConfigKey> make_keys() {
            [](RunConfig& c) -> bool& { return c.model.cross_attention; });
   add_bool("tie_head", "output head = token embedding (no head.weight)",
            [](RunConfig& c) -> bool& { return c.model.tie_head; });
-  add_int("vocab", "vocabulary size V", [](RunConfig& c) -> int& { return c.model.vocab; });
+  k.push_back({"vocab", KeyType::Int, "vocabulary size V (text task: the tokenizer's size unless given)",
+               [](RunConfig& c, const std::string& s) {
+                 c.model.vocab = parse_int32("vocab", s);
+                 c.vocab_given = true;
+               },
+               [](const RunConfig& c) { return nlohmann::json(c.model.vocab); }});
   add_int("copy_len", "copy task: n random tokens, then the same n again",
           [](RunConfig& c) -> int& { return c.copy_len; });
-  add_int("seq_len", "position table length T (0: derived from the task, 2n-1 for copy)",
+  add_int("seq_len", "position table length T (0: derived from the task, 2n-1 for copy and reverse, 128 for text)",
           [](RunConfig& c) -> int& { return c.model.seq_len; });
   // Shown (and written to config.json) as the scheme that runs: auto resolved for the config's placement.
   add_enum("init",
@@ -354,27 +373,76 @@ void apply_json(RunConfig& config, const nlohmann::json& values) {
   }
 }
 
+namespace {
+
+void resolve_sequence_task(RunConfig& config) {
+  const RunConfig defaults;
+  const std::string& task = config.task;
+  if (!config.data.empty())
+    throw Error("data is set but task is " + task + ": data (--data) needs task = text (--task text)");
+  if (config.tokenizer != defaults.tokenizer)
+    throw Error("tokenizer is set but task is " + task + ": tokenizer (--tokenizer) needs task = text (--task text)");
+  if (config.val_fraction != defaults.val_fraction)
+    throw Error("val_fraction is set but task is " + task + ": it needs task = text (--task text)");
+  if (config.eval_every != defaults.eval_every)
+    throw Error("eval_every is set but task is " + task + ": it needs task = text (--task text)");
+  if (config.copy_len <= 0) throw Error("copy_len must be positive, got " + std::to_string(config.copy_len));
+  if (config.copy_len < 1 || config.model.vocab < 2)
+    throw Error("the " + task + " task needs vocab >= 2 and copy_len >= 1");
+  if (config.copy_len > INT32_MAX / 2) throw Error("copy_len " + std::to_string(config.copy_len) + " is too large");
+  const int task_len = 2 * config.copy_len - 1;
+  if (config.model.seq_len == 0) config.model.seq_len = task_len;
+  if (config.model.seq_len != task_len)
+    throw Error("seq_len " + std::to_string(config.model.seq_len) + " does not match the " + task +
+                " task (2 * copy_len - 1 = " + std::to_string(task_len) + ")");
+  // Cross-attention's context on the copy and reverse tasks: the embedded first half (the n tokens to repeat).
+  config.model.context_len = config.model.cross_attention ? config.copy_len : 0;
+}
+
+void resolve_text_task(RunConfig& config) {
+  if (config.data.empty()) throw Error("task = text needs data = FILE (--data FILE), the UTF-8 text to train on");
+  if (config.model.cross_attention)
+    throw Error("cross_attention has no context in the text task (it attends to the copy and reverse tasks' first "
+                "half); drop --cross-attention or use --task copy");
+  if (!(config.val_fraction > 0 && config.val_fraction < 1))
+    throw Error("val_fraction must be in (0, 1), got " + format_double(config.val_fraction));
+  if (config.eval_every <= 0) throw Error("eval_every must be positive, got " + std::to_string(config.eval_every));
+  // Paths made absolute, so that a resumed run or `blocklab sample` finds them from any directory.
+  std::error_code ec;
+  const std::filesystem::path data = std::filesystem::absolute(config.data, ec).lexically_normal();
+  if (!ec) config.data = data.string();
+  if (config.tokenizer != "bytes") {
+    const std::filesystem::path tok = std::filesystem::absolute(config.tokenizer, ec).lexically_normal();
+    if (!ec) config.tokenizer = tok.string();
+  }
+  const TextTokenizer tokenizer = TextTokenizer::from_key(config.tokenizer);
+  const int tokenizer_vocab = tokenizer.vocab_size();
+  if (!config.vocab_given) config.model.vocab = tokenizer_vocab;
+  if (config.model.vocab < tokenizer_vocab)
+    throw Error("the tokenizer's ids do not fit the vocab: " + tokenizer.describe() + " has ids 0.." +
+                std::to_string(tokenizer_vocab - 1) + ", but vocab is " + std::to_string(config.model.vocab) +
+                " (drop --vocab to take the tokenizer's size, or give at least " + std::to_string(tokenizer_vocab) + ")");
+  if (config.model.seq_len == 0) config.model.seq_len = kTextSeqLen;
+  if (config.model.seq_len < 1) throw Error("seq_len must be positive, got " + std::to_string(config.model.seq_len));
+  config.model.context_len = 0;
+}
+
+}  // namespace
+
 void resolve(RunConfig& config) {
   auto positive = [](const char* name, long v) {
     if (v <= 0) throw Error(std::string(name) + " must be positive, got " + std::to_string(v));
   };
-  positive("copy_len", config.copy_len);
   positive("batch", config.batch);
   positive("steps", config.steps);
   positive("micro_shards", config.micro_shards);
   if (config.batch % config.micro_shards != 0)
     throw Error("batch " + std::to_string(config.batch) + " is not a multiple of micro_shards " +
                 std::to_string(config.micro_shards));
-  if (config.copy_len < 1 || config.model.vocab < 2)
-    throw Error("the copy task needs vocab >= 2 and copy_len >= 1");
-  if (config.copy_len > INT32_MAX / 2) throw Error("copy_len " + std::to_string(config.copy_len) + " is too large");
-  const int task_len = 2 * config.copy_len - 1;
-  if (config.model.seq_len == 0) config.model.seq_len = task_len;
-  if (config.model.seq_len != task_len)
-    throw Error("seq_len " + std::to_string(config.model.seq_len) + " does not match the copy task (2 * copy_len - 1 = " +
-                std::to_string(task_len) + ")");
-  // Cross-attention's context on the copy task: the embedded first half (the n tokens to be copied).
-  config.model.context_len = config.model.cross_attention ? config.copy_len : 0;
+  if (config.is_text())
+    resolve_text_task(config);
+  else
+    resolve_sequence_task(config);
   config.model.validate();
   if (!(config.lr > 0)) throw Error("lr must be positive");
   if (config.warmup < 0) throw Error("warmup must be >= 0");
@@ -401,6 +469,9 @@ nlohmann::json results_json(const RunConfig& config) {
   // One micro-shard is the training step as it always was: configs (and sweep directories) written before the
   // key existed keep comparing equal.
   if (config.micro_shards == 1) j.erase("micro_shards");
+  // Likewise the text task's keys for the copy and reverse tasks, which refuse any value but the default.
+  if (!config.is_text())
+    for (const char* key : {"data", "tokenizer", "val_fraction", "eval_every"}) j.erase(key);
   return j;
 }
 

@@ -24,9 +24,15 @@ NonFinitePolicy parse_nonfinite_policy(const std::string&);
 struct RunConfig {
   RunConfig() { model.seq_len = 0; }  // 0: derived from the task by resolve()
 
-  std::string task = "copy";
+  std::string task = "copy";  // copy, reverse or text
   ModelConfig model;
+  // True once the vocab key was set (flag, TOML, JSON): the text task otherwise takes its tokenizer's size.
+  bool vocab_given = false;
   int copy_len = 32;  // n: the model reads 2n-1 tokens
+  std::string data;                 // text task: the UTF-8 text file
+  std::string tokenizer = "bytes";  // text task: bytes, or the path of a Hugging Face tokenizer.json
+  double val_fraction = 0.1;        // text task: the last fraction of the token ids is held out
+  int eval_every = 100;             // text task: validation loss every N steps and at the last step
   int batch = 32;
   int steps = 1200;
   int micro_shards = 1;  // M: the batch splits into M equal shards; 1 = the plain step
@@ -45,7 +51,13 @@ struct RunConfig {
   NonFinitePolicy on_nonfinite = NonFinitePolicy::Abort;
 
   Schedule make_schedule() const { return Schedule{schedule, lr, warmup, steps, min_lr}; }
+  bool is_text() const { return task == "text"; }
+  // copy and reverse: n random tokens, then a function of them; the loss on the second half.
+  bool is_sequence_task() const { return task == "copy" || task == "reverse"; }
 };
+
+// The text task's defaults: windows of this many tokens unless seq_len is given.
+inline constexpr int kTextSeqLen = 128;
 
 enum class KeyType { Int, Float, String, Bool };
 
@@ -79,7 +91,9 @@ void apply_toml_text(RunConfig& config, std::string_view text, const std::string
 // Applies a JSON object of keys (e.g. a run's config.json). Unknown keys are errors.
 void apply_json(RunConfig& config, const nlohmann::json& values);
 
-// Fills derived values (seq_len from the task) and checks every key; throws Error on the first problem.
+// Fills derived values (seq_len from the task; for text also vocab from the tokenizer, and data and tokenizer
+// made absolute paths) and checks every key; throws Error on the first problem. For the text task it reads
+// the tokenizer (not the data).
 void resolve(RunConfig& config);
 nlohmann::json to_json(const RunConfig& config);
 // The keys that change results (ConfigKey::changes_results), for comparing what two runs compute.

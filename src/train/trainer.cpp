@@ -9,13 +9,24 @@
 
 namespace blocklab {
 
-Trainer::Trainer(const RunConfig& config, ShardExchange* exchange)
+TaskStream make_task_stream(const RunConfig& config, uint64_t seed, std::shared_ptr<const TokenIds> tokens) {
+  if (!config.is_text()) return TaskStream(CopyTask(config.model.vocab, config.copy_len, seed, config.task == "reverse"));
+  if (!tokens) tokens = tokenize_text_file(config.data, TextTokenizer::from_key(config.tokenizer));
+  for (int32_t id : tokens->ids())
+    if (id < 0 || id >= config.model.vocab)
+      throw Error(config.data + ": token id " + std::to_string(id) + " does not fit the vocab " +
+                  std::to_string(config.model.vocab));
+  const TextSplit split = split_tokens(tokens->size(), config.val_fraction, config.model.seq_len, config.data);
+  return TaskStream(TextTask(std::move(tokens), split, config.model.seq_len, seed));
+}
+
+Trainer::Trainer(const RunConfig& config, ShardExchange* exchange, std::shared_ptr<const TokenIds> tokens)
     : config_(config),
       exchange_(exchange),
       model_(config.model),
       acts_(model_.make_activations(config.batch / config.micro_shards, config.model.seq_len)),
       optimizer_(config.adam, model_.params().size()),
-      task_(config.model.vocab, config.copy_len, data_seed(config.seed)),
+      task_(make_task_stream(config, data_seed(config.seed), std::move(tokens))),
       schedule_(config.make_schedule()) {
   model_.init_weights(config.seed);
   norm_partials_.assign(global_norm_chunks(model_.grads().size()), 0.0);
@@ -45,7 +56,7 @@ double Trainer::sharded_forward_backward() {
     reducer_->add(shard_values_);
   }
   reducer_->finish(sum_, exchange_);
-  // Every shard has the same number of loss positions (the copy task's n per sequence), so the batch's
+  // Every shard has the same number of loss positions (the copy task's n per sequence, the text task's T), so the batch's
   // mean loss and its gradient are the mean over shards.
   const float scale = 1.0f / static_cast<float>(M);
   std::span<float> g = model_.grads();
@@ -81,6 +92,24 @@ StepResult Trainer::step() {
   ++steps_done_;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
+}
+
+double Trainer::validation_loss() {
+  const TextTask* text = task_.text();
+  if (text == nullptr) throw Error("validation_loss: only the text task holds out a validation split");
+  const int rows = shard_batch();
+  const size_t windows = text->validation_windows();
+  // Each chunk's loss is the mean over its real windows' positions (padding rows are masked out); every window
+  // has T positions, so the mean over all windows weighs each chunk by its number of real windows.
+  double sum = 0;
+  for (size_t first = 0; first < windows; first += rows) {
+    text->validation_batch(eval_batch_, first, rows);
+    const size_t real = std::min<size_t>(rows, windows - first);
+    const double loss = model_.forward(acts_, eval_batch_.inputs.data(), eval_batch_.targets.data(),
+                                       eval_batch_.loss_mask.data());
+    sum += loss * static_cast<double>(real);
+  }
+  return sum / static_cast<double>(windows);
 }
 
 std::string Trainer::first_nonfinite_grad() const {

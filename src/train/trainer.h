@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "data/copy_task.h"
+#include "data/task_stream.h"
+#include "data/text_data.h"
 #include "io/checkpoint.h"
 #include "model/model.h"
 #include "train/optimizer.h"
@@ -22,7 +24,13 @@ struct StepResult {
   double grad_norm = 0;    // global gradient norm before clipping
   double seconds = 0;      // wall time of the step
   bool nonfinite = false;  // the loss or the gradient norm was not finite: no update was applied
+  // Text task: the validation loss after this step's update, at the steps the run evaluates (eval_every, last).
+  std::optional<double> val_loss;
 };
+
+// The run's data stream with its own seed: the copy or reverse task, or windows of the text task's training
+// split. tokens: the text task's ids (null: the text file is tokenized in memory here).
+TaskStream make_task_stream(const RunConfig& config, uint64_t seed, std::shared_ptr<const TokenIds> tokens = nullptr);
 
 class Trainer {
  public:
@@ -31,7 +39,9 @@ class Trainer {
   // fixed tree of train/shard_reduce.h. exchange (may be null: one process) spreads the shards over its
   // ranks; every rank draws the same batches and ends each step with the same weights, bit for bit, as
   // one process with the same M. Throws Error when the number of ranks does not divide M.
-  explicit Trainer(const RunConfig& config, ShardExchange* exchange = nullptr);
+  // tokens: the text task's ids (null: the text file is tokenized in memory); unused by the other tasks.
+  explicit Trainer(const RunConfig& config, ShardExchange* exchange = nullptr,
+                   std::shared_ptr<const TokenIds> tokens = nullptr);
 
   // One step: next batch, forward, backward, gradient norm, clipping, update. When the loss or the
   // gradient norm is not finite the update is skipped (weights, moments and the optimizer's step count
@@ -61,7 +71,12 @@ class Trainer {
   // steps they are free for another forward (e.g. a probe) on the same batch shape.
   Activations<float>& activations() { return acts_; }
   Adam<float>& optimizer() { return optimizer_; }
-  CopyTask& task() { return task_; }
+  TaskStream& task() { return task_; }
+
+  // Text task: the mean next-token loss over the fixed validation windows (text_data.h), computed with this
+  // trainer's activations in chunks of shard_batch() windows; the same on every rank and for every thread
+  // count. Throws Error for the other tasks.
+  double validation_loss();
 
   // Sequences per forward pass: batch / micro_shards.
   int shard_batch() const { return config_.batch / config_.micro_shards; }
@@ -83,8 +98,8 @@ class Trainer {
   Activations<float> acts_;
   std::vector<double> norm_partials_;  // global_norm's work space, sized once
   Adam<float> optimizer_;
-  CopyTask task_;
-  Batch batch_;
+  TaskStream task_;
+  Batch batch_, eval_batch_;
   Schedule schedule_;
   int steps_done_ = 0;
   int64_t skipped_steps_ = 0;
