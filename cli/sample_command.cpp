@@ -46,6 +46,7 @@ int run_sample(const CLI::App* app, const SampleFlags& f) {
     }
   }
   check_sample_options(f.options, run.config.model.vocab);
+  check_prompt(run.model.config(), prompt);
   const char* mode = f.options.temperature == 0 ? "greedy" : "sampled";
   std::fprintf(stderr, "%s: %s (step %d), %d tokens %s", f.run_dir.c_str(), run.weights.filename().c_str(), run.step,
                f.options.tokens, mode);

@@ -101,6 +101,35 @@ TEST(CopyTask, SecondHalfCopiesFirstAndMaskSelectsIt) {
   EXPECT_THROW(CopyTask(1, 4, 0), Error);
 }
 
+// The reverse task: the same first half as the copy task with the same seed (the same draws), then that half
+// reversed; the loss on the second half.
+TEST(ReverseTask, SecondHalfIsTheFirstReversedAndMaskSelectsIt) {
+  const int n = 6, T = 2 * n - 1;
+  CopyTask reverse(20, n, 9, /*reverse=*/true), copy(20, n, 9);
+  EXPECT_TRUE(reverse.reverse());
+  Batch r, c;
+  for (int draw = 0; draw < 3; ++draw) {
+    reverse.next(r, 5);
+    copy.next(c, 5);
+    ASSERT_EQ(r.seq_len, T);
+    for (int s = 0; s < 5; ++s) {
+      // the whole sequence s[0 .. 2n-1]: inputs plus the last target
+      std::vector<int32_t> seq(r.inputs.begin() + s * T, r.inputs.begin() + (s + 1) * T);
+      seq.push_back(r.targets[s * T + T - 1]);
+      for (int i = 0; i < n; ++i) {
+        EXPECT_EQ(seq[i], c.inputs[s * T + i]);  // the same random first half as the copy task
+        EXPECT_EQ(seq[n + i], seq[n - 1 - i]);   // then reversed
+      }
+      for (int t = 0; t < T; ++t) {
+        EXPECT_EQ(r.targets[s * T + t], seq[t + 1]);
+        EXPECT_EQ(r.loss_mask[s * T + t], t >= n - 1 ? 1 : 0);
+      }
+    }
+  }
+  EXPECT_EQ(reverse.rng().state(), copy.rng().state());
+  EXPECT_THROW(CopyTask(1, 4, 0, true), Error);
+}
+
 TEST(CopyTask, NextWritesIntoTheCallersBuffersWithoutReallocating) {
   CopyTask task(10, 5, 3), reference_stream(10, 5, 3);
   Rng rng = reference_stream.rng();  // the same generator, drawn by a plain reference below

@@ -161,10 +161,7 @@ std::span<const float> NextTokenLogits::operator()(std::span<const int32_t> toke
   return acts_.logits().subspan((n - 1) * V, V);
 }
 
-std::vector<int32_t> generate(const Model<float>& model, std::span<const int32_t> prompt, const SampleOptions& options,
-                              const std::function<void(int32_t)>& on_token) {
-  const ModelConfig& m = model.config();
-  check_sample_options(options, m.vocab);
+void check_prompt(const ModelConfig& m, std::span<const int32_t> prompt) {
   if (prompt.empty()) throw Error("the prompt has no tokens");
   for (int32_t id : prompt)
     if (id < 0 || id >= m.vocab)
@@ -172,6 +169,12 @@ std::vector<int32_t> generate(const Model<float>& model, std::span<const int32_t
   if (m.context_len > 0 && prompt.size() < static_cast<size_t>(m.context_len))
     throw Error("this model cross-attends to its first " + std::to_string(m.context_len) +
                 " tokens: give a prompt of at least that many");
+}
+
+std::vector<int32_t> generate(const Model<float>& model, std::span<const int32_t> prompt, const SampleOptions& options,
+                              const std::function<void(int32_t)>& on_token) {
+  check_sample_options(options, model.config().vocab);
+  check_prompt(model.config(), prompt);
   NextTokenLogits logits(model);
   Rng rng(options.seed);
   std::vector<int32_t> text(prompt.begin(), prompt.end()), added;

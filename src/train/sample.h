@@ -60,6 +60,10 @@ class NextTokenLogits {
   std::vector<int32_t> window_;
 };
 
+// Throws Error for an empty prompt, an id outside the vocab, or (cross-attention models) a prompt shorter than
+// the context the model attends to.
+void check_prompt(const ModelConfig& model, std::span<const int32_t> prompt);
+
 // The prompt's continuation: options.tokens new ids. on_token sees each as it is chosen. Throws Error for an
 // empty prompt, an id outside the vocab, or (cross-attention models) a prompt shorter than the context.
 std::vector<int32_t> generate(const Model<float>& model, std::span<const int32_t> prompt, const SampleOptions& options,
