@@ -258,3 +258,19 @@ TEST(DataParallel, BitIdenticalForAnyRanksAndThreadsAndResumableWithAnotherRankC
   EXPECT_NE(bad.status, 0);
   EXPECT_NE(bad.err.find("not a multiple of the number of ranks 3"), std::string::npos) << bad.err;
 }
+
+// The text task under mpirun: rank 0 writes tokens.bin, the others tokenize in memory; the windows, the
+// validation loss and the weights are the single process's, byte for byte.
+TEST(DataParallel, TextRunsAreBitIdenticalOnTwoRanks) {
+  if (const std::string why = mpi_missing(); !why.empty()) GTEST_SKIP() << why;
+  const fs::path dir = bt::fresh_dir("dp_text");
+  const std::string args = "train --task text --data " + std::string(BLOCKLAB_TEST_DATA) +
+                           "/web_ruth_jonah.txt --layers 1 --width 16 --heads 2 --seq-len 16 --batch 8 "
+                           "--micro-shards 4 --steps 6 --eval-every 3 --threads 1 ";
+  cli(args + "--out " + (dir / "single").string());
+  const auto r = mpirun(2, args + "--out " + (dir / "ranks").string());
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  for (const char* name : {"metrics.csv", "model.safetensors", "tokens.bin"})
+    EXPECT_EQ(bt::read_text(dir / "ranks" / name), bt::read_text(dir / "single" / name)) << name;
+  EXPECT_NE(bt::read_text(dir / "ranks" / "metrics.csv").find("val_loss"), std::string::npos);
+}

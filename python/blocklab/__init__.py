@@ -31,7 +31,7 @@ import numpy as np
 
 from . import _core
 
-__all__ = ["Error", "NonFiniteError", "Model", "Run", "train", "gradnorm", "sweep", "probe_residual",
+__all__ = ["Error", "NonFiniteError", "Model", "Run", "train", "sample", "gradnorm", "sweep", "probe_residual",
            "config_keys", "resolve_config"]
 __version__ = "0.1.0"
 
@@ -328,14 +328,19 @@ def train(config: Any = None, *, progress: bool = True, overwrite: bool = False,
             items.append(("out", tempfile.mkdtemp(prefix="blocklab-run-")))
             resolved = json.loads(_core.resolve_config(toml_path, items))
     columns: dict[str, list] = {"step": [], "loss": [], "lr": [], "grad_norm": [], "skipped": []}
+    text = resolved["task"] == "text"
+    if text:
+        columns["val_loss"] = []  # NaN at the steps that do not evaluate it
     first_step = start.step if start is not None else 0
     bar = _Progress(resolved["steps"], resolved["log_every"], first_step) if progress else None
     skipped = 0
 
-    def on_step(step: int, loss: float, lr: float, grad_norm: float, nonfinite: bool) -> None:
+    def on_step(step: int, loss: float, lr: float, grad_norm: float, nonfinite: bool,
+                val_loss: float | None) -> None:
         nonlocal skipped
         skipped += int(nonfinite)
-        for key, value in zip(columns, (step, loss, lr, grad_norm, skipped)):
+        values = (step, loss, lr, grad_norm, skipped, math.nan if val_loss is None else val_loss)
+        for key, value in zip(columns, values):
             columns[key].append(value)
         if bar is not None:
             bar.update(step, loss, grad_norm)
@@ -373,8 +378,28 @@ def _read_metrics(path: str, through_step: int) -> dict[str, list]:
         if int(row[0]) > through_step:
             break
         for name, text in zip(header, row):
-            columns[name].append(int(float(text)) if name in ("step", "skipped") else float(text))
+            if name in ("step", "skipped"):
+                columns[name].append(int(float(text)))
+            else:  # an empty cell: not measured at that step (val_loss between evaluations)
+                columns[name].append(float(text) if text else math.nan)
     return columns
+
+
+def sample(run_dir: str | os.PathLike, prompt: str | None = None, *, prompt_ids: Any = None, tokens: int = 200,
+           temperature: float = 1.0, top_k: int = 0, seed: int = 0, threads: int = 0) -> str | list[int]:
+    """The continuation of a prompt by a trained run's model, as ``blocklab sample`` prints it (without the
+    prompt): text for a text ``prompt`` (a text run, with its tokenizer), a list of ids for ``prompt_ids``
+    (any run; copy and reverse runs need them).
+
+    ``temperature=0`` is greedy (the most likely token each time); otherwise tokens are drawn from the softmax
+    of the logits / temperature, among the ``top_k`` most likely only when ``top_k > 0``, from a generator
+    seeded by ``seed``: the same arguments give the same text. The weights are the run's model.safetensors or
+    its newest checkpoint that verifies, whichever is later; the window slides once the text is longer than
+    the model's positions.
+    """
+    ids = None if prompt_ids is None else [int(i) for i in np.asarray(prompt_ids).reshape(-1)]
+    return _core.sample(os.fspath(run_dir), prompt, ids, int(tokens), float(temperature), int(top_k), int(seed),
+                        int(threads))
 
 
 def _toml_sets_out(toml_path: str) -> bool:

@@ -30,6 +30,7 @@
 #include "probe/residual_probe.h"
 #include "train/run.h"
 #include "train/run_config.h"
+#include "train/sample.h"
 #include "util/error.h"
 #include "util/threads.h"
 
@@ -250,6 +251,12 @@ nb::dict summary_dict(const RunSummary& s) {
   d["skipped_steps"] = s.skipped_steps;
   d["nonfinite_error"] = s.nonfinite_error;
   d["start_step"] = s.start_step;
+  if (s.val_loss) {  // text task
+    d["val_loss"] = *s.val_loss;
+    d["val_loss_step"] = s.val_loss_step;
+    d["min_val_loss"] = *s.min_val_loss;
+    d["min_val_loss_step"] = s.min_val_loss_step;
+  }
   return d;
 }
 
@@ -274,8 +281,9 @@ Resume resume_point(const std::string& run_dir, const std::string& toml_path, co
 }
 
 // Training: train_run (or, with `resume`, resume_run from its checkpoint) with the GIL released;
-// on_step(step, loss, lr, grad_norm, nonfinite) is called with the GIL held after every step. The final
-// weights are copied into `into` (a float32 model of the same config) after the last step.
+// on_step(step, loss, lr, grad_norm, nonfinite, val_loss) is called with the GIL held after every step
+// (val_loss: None, except at the text task's evaluated steps). The final weights are copied into `into` (a
+// float32 model of the same config) after the last step.
 nb::dict train(const std::string& toml_path, const Items& items, bool overwrite, nb::object on_step, PyModel* into,
                int probe_every, const Resume* resume) {
   RunConfig config = resume != nullptr ? resume->config : resolved_config(toml_path, items);
@@ -285,7 +293,10 @@ nb::dict train(const std::string& toml_path, const Items& items, bool overwrite,
   if (probe_every > 0) probe.emplace(config.out + "/residual.csv", probe_every);
   const StepObserver observer = [&](const StepResult& r) {
     nb::gil_scoped_acquire gil;
-    if (on_step.is_valid() && !on_step.is_none()) on_step(r.step, r.loss, r.lr, r.grad_norm, r.nonfinite);
+    if (on_step.is_valid() && !on_step.is_none()) {
+      nb::object val_loss = r.val_loss ? nb::cast(*r.val_loss) : nb::none();
+      on_step(r.step, r.loss, r.lr, r.grad_norm, r.nonfinite, val_loss);
+    }
   };
   const TrainerHook hook = [&](Trainer& trainer) {
     if (probe) (*probe)(trainer);
@@ -301,6 +312,40 @@ nb::dict train(const std::string& toml_path, const Items& items, bool overwrite,
                                 : train_run(config, overwrite, observer, hook);
   }
   return summary_dict(summary);
+}
+
+// Sampling (train/sample.h) from a run directory: the continuation of a text prompt (decoded to text, the run's
+// tokenizer) or of prompt ids (a list of ids), with the GIL released while the model runs.
+nb::object sample(const std::string& run_dir, const std::optional<std::string>& prompt,
+                  const std::optional<std::vector<int32_t>>& prompt_ids, int tokens, double temperature, int top_k,
+                  uint64_t seed, int threads) {
+  if (prompt.has_value() == prompt_ids.has_value()) throw Error("give either prompt (text) or prompt_ids (a list of ids)");
+  if (threads < 0) throw Error("threads must be >= 0");
+  set_num_threads(threads);
+  RunModel run = load_run_model(run_dir);
+  std::vector<int32_t> ids;
+  if (prompt) {
+    if (!run.tokenizer)
+      throw Error(run_dir + " was trained on the " + run.config.task + " task, whose tokens are ids 0.." +
+                  std::to_string(run.config.model.vocab - 1) + ", not text: give them as prompt_ids=[1, 2, 3]");
+    check_utf8({reinterpret_cast<const std::byte*>(prompt->data()), prompt->size()}, "prompt");
+    ids = run.tokenizer->encode(*prompt);
+    if (ids.empty()) throw Error("prompt is empty: give at least one character");
+  } else {
+    ids = *prompt_ids;
+  }
+  const SampleOptions options{tokens, temperature, top_k, seed};
+  std::vector<int32_t> added;
+  {
+    nb::gil_scoped_release release;
+    added = generate(run.model, ids, options);
+  }
+  if (prompt) {
+    const std::string bytes = run.tokenizer->decode(added);
+    // Cut mid-character (byte tokens): invalid bytes become U+FFFD rather than an exception.
+    return nb::steal(PyUnicode_DecodeUTF8(bytes.data(), static_cast<Py_ssize_t>(bytes.size()), "replace"));
+  }
+  return nb::cast(added);
 }
 
 nb::dict gradnorm(const std::string& toml_path, const Items& items, const std::vector<std::string>& placements,
@@ -551,6 +596,8 @@ NB_MODULE(_core, m) {
   m.def("train", &train, "toml_path"_a, "items"_a, "overwrite"_a, "on_step"_a, "into"_a.none(), "probe_every"_a,
         "resume"_a.none() = nb::none());
   m.def("gradnorm", &gradnorm);
+  m.def("sample", &sample, "run_dir"_a, "prompt"_a.none(), "prompt_ids"_a.none(), "tokens"_a, "temperature"_a,
+        "top_k"_a, "seed"_a, "threads"_a);
   m.def("sweep", &sweep);
   m.def("residual_at_init", &residual_at_init);
   m.def("residual_of_run", &residual_of_run);
