@@ -88,7 +88,9 @@ void register_sample(CLI::App& root, std::vector<Command>& commands) {
       ->check(at_least(0))
       ->capture_default_str();
   app->add_option("--seed", f->options.seed, "seed of the sampling")->capture_default_str();
-  app->add_option("--threads", f->threads, "worker threads (0: all cores)")->check(at_least(0))->capture_default_str();
+  app->add_option("--threads", f->threads, "worker threads (0: all cores)")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
   app->footer(
       "Uses the run's final weights (model.safetensors, which reverse and text runs write) or its newest checkpoint\n"
       "that verifies, whichever is later, and the run's tokenizer. Prints the prompt and its continuation; the\n"

@@ -141,6 +141,8 @@ TEST(FlagSweepCli, OutOfRangeValuesNeverReachAnInternalError) {
   // them only their own flags and the sizes that decide their memory are swept.
   std::set<std::string> config_flags;
   const std::set<std::string> sizes = {"--batch", "--layers", "--width", "--mlp-ratio", "--threads", "--copy-len"};
+  const fs::path run = dir / "reverse";  // a run to sample from
+  ASSERT_EQ(run_cli("train --task reverse" + kTiny + "--steps 1 --out " + run.string()).status, 0);
   const std::vector<std::pair<std::string, std::string>> commands = {
       {"train", kTiny + "--steps 1 --out " + file.string()},  // first: its flags are the config flags
       {"bench", kTiny + "--bench-steps 1 --warmup-steps 0"},
@@ -149,10 +151,12 @@ TEST(FlagSweepCli, OutOfRangeValuesNeverReachAnInternalError) {
       {"depthmap", kTiny + "--steps 1 --out " + file.string()},
       {"reproduce", kTiny + "--quick --out " + file.string()},
       {"residual", kTiny + "--out " + file.string()},
-      {"standardize", "--out " + file.string()}};
+      {"standardize", "--out " + file.string()},
+      {"sample", run.string() + " --prompt-ids 1,2 --tokens 2 "}};
   const std::regex numeric_option(R"(^\s+(--[a-z0-9-]+)\s+(INT|FLOAT|UINT|N|K|NUMBER|N:INT|INT:|FLOAT:)\b)");
   // Valid values that ask for a very long computation (it runs before the output directory is checked).
-  const std::set<std::string> never_ending = {"bench --bench-steps", "bench --warmup-steps", "residual --trials"};
+  const std::set<std::string> never_ending = {"bench --bench-steps", "bench --warmup-steps", "residual --trials",
+                                              "sample --tokens"};
   int cases = 0;
   for (const auto& [command, base] : commands) {
     const auto help = run_cli(command + " --help");

@@ -85,6 +85,26 @@ TEST(SweepGrid, PlansTheCartesianProductTimesSeeds) {
   }
 }
 
+// A grid over the text task's data: the base (task = text without data) is complete only with the grid's key.
+TEST(SweepGrid, AGridCanGiveTheTextTasksData) {
+  const std::string data = std::string(BLOCKLAB_TEST_DATA) + "/web_ruth_jonah.txt";
+  const fs::path dir = bt::fresh_dir("sweep_text");
+  std::ofstream(dir / "short.txt") << bt::read_text(data).substr(0, 5000);
+  SweepOptions o = tiny_sweep(dir / "s", 1);
+  o.base.task = "text";
+  o.base.model.seq_len = 16;
+  o.grid = {parse_grid_axis("data=" + data + "," + (dir / "short.txt").string())};
+  o.seeds = {0};
+  const auto runs = plan_sweep(o);
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[1].config.data, (dir / "short.txt").string());
+  EXPECT_EQ(runs[1].config.model.vocab, 256);
+  const nlohmann::json settings = sweep_settings(o);
+  EXPECT_FALSE(settings["base"].contains("data"));
+  EXPECT_EQ(settings["base"]["task"], "text");
+  EXPECT_EQ(sweep_settings(o), settings);  // the same sweep, the same settings
+}
+
 TEST(Sweep, RunsInParallelWithIdenticalNumbersAndSkipsFinishedRuns) {
   const fs::path dir = bt::fresh_dir("sweep");
   const SweepResult one = run_sweep(tiny_sweep(dir / "jobs1", 1));

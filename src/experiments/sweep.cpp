@@ -151,7 +151,16 @@ std::vector<SweepRun> plan_sweep(const SweepOptions& options) {
 
 nlohmann::json sweep_settings(const SweepOptions& options) {
   RunConfig base = options.base;
-  resolve(base);
+  try {
+    resolve(base);
+  } catch (const Error&) {
+    // A base that is complete only with a grid key (task = text needs data, which the grid may give): the base
+    // with each axis at its first value (the grid's keys are dropped from it below).
+    base = options.base;
+    for (const GridAxis& axis : options.grid)
+      if (!axis.values.empty()) set_config_value(base, axis.key, axis.values.front());
+    resolve(base);
+  }
   nlohmann::json b = results_json(base);
   b.erase("seed");
   nlohmann::json grid = nlohmann::json::array();
