@@ -87,7 +87,7 @@ TEST(TextTokenizer, TokenizerJsonGivesTheHuggingFaceIdsAndItsOwnVocabSize) {
 
 TEST(TokenFile, MemoryMappedIdsEqualInMemoryTokenization) {
   const fs::path dir = blocklab::testing::fresh_dir("token_file");
-  for (const std::string key : {std::string("bytes"), kTokenizer.string()}) {
+  for (const std::string& key : {std::string("bytes"), kTokenizer.string()}) {
     const TextTokenizer tokenizer = TextTokenizer::from_key(key);
     const auto mapped = write_token_file(dir / "tokens.bin", kText, tokenizer);
     const auto in_memory = tokenize_text_file(kText, tokenizer);
@@ -98,8 +98,11 @@ TEST(TokenFile, MemoryMappedIdsEqualInMemoryTokenization) {
     ASSERT_EQ(mapped->size(), direct.size()) << key;
     EXPECT_TRUE(std::equal(direct.begin(), direct.end(), mapped->ids().begin())) << key;
     EXPECT_TRUE(std::equal(direct.begin(), direct.end(), in_memory->ids().begin())) << key;
-    if (key == "bytes") EXPECT_EQ(direct.size(), text.size());
-    else EXPECT_LT(direct.size(), text.size());  // BPE merges bytes into tokens
+    if (key == "bytes") {
+      EXPECT_EQ(direct.size(), text.size());
+    } else {
+      EXPECT_LT(direct.size(), text.size());  // BPE merges bytes into tokens
+    }
     // The header names the source and the tokenizer; reopening reads the same.
     const SourceId source = identify_source(kText);
     const auto reopened = TokenIds::open(dir / "tokens.bin");

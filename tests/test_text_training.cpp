@@ -57,7 +57,9 @@ TEST(TextRun, WritesValLossAtTheEvaluatedStepsAndTheRunsFiles) {
     const int step = static_cast<int>(row[0]);
     const bool evaluated = step % 4 == 0 || step == 10;
     EXPECT_EQ(std::isfinite(row[5]), evaluated) << "step " << step;  // empty cells elsewhere
-    if (evaluated) EXPECT_GT(row[5], 0);
+    if (evaluated) {
+      EXPECT_GT(row[5], 0);
+    }
   }
   ASSERT_TRUE(s.val_loss.has_value());
   EXPECT_EQ(s.val_loss_step, 10);
