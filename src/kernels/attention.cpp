@@ -55,7 +55,21 @@ BLOCKLAB_MULTIVERSION void attention_forward_head_tiled(T* o, T* p, T* scratch, 
       const T inv = T(1) / lane_sum(row, n);
       for (int s = 0; s < n; ++s) row[s] *= inv;
       for (int s = n; s < Tn; ++s) row[s] = 0;
-      weighted_rows(o + t * C, row, 1, v, n, hs, C3, false);  // o_t = sum_s p[t,s] v_s
+    }
+    // o_t = sum_s p[t,s] v_s, the group's rows sharing each load of V
+    if (rows == kQueryRows) {
+      T* out[kQueryRows];
+      const T* w[kQueryRows];
+      int first[kQueryRows], end[kQueryRows];
+      for (int r = 0; r < kQueryRows; ++r) {
+        out[r] = o + (t0 + r) * C;
+        w[r] = p + static_cast<long>(t0 + r) * Tn;
+        first[r] = 0;
+        end[r] = t0 + r + 1;
+      }
+      weighted_rows_multi(out, w, 1, v, first, end, hs, C3, false);
+    } else {
+      for (int t = t0; t < t0 + rows; ++t) weighted_rows(o + t * C, p + static_cast<long>(t) * Tn, 1, v, t + 1, hs, C3, false);
     }
   }
 }
@@ -84,12 +98,44 @@ BLOCKLAB_MULTIVERSION void attention_backward_head_tiled(T* dq, T* dk, T* dv, T*
       const int n = t + 1;
       const T inner = lane_dot(prow, dpt, n);
       for (int s = 0; s < n; ++s) dzrow[s] = prow[s] * (dpt[s] - inner) * scale;
-      weighted_rows(dq + t * C3, dzrow, 1, k, n, hs, C3, true);
+    }
+    if (rows == kQueryRows) {  // the group's rows share each load of K
+      T* out[kQueryRows];
+      const T* w[kQueryRows];
+      int first[kQueryRows], end[kQueryRows];
+      for (int r = 0; r < kQueryRows; ++r) {
+        out[r] = dq + (t0 + r) * C3;
+        w[r] = dz + static_cast<long>(t0 + r) * Tn;
+        first[r] = 0;
+        end[r] = t0 + r + 1;
+      }
+      weighted_rows_multi(out, w, 1, k, first, end, hs, C3, true);
+    } else {
+      for (int t = t0; t < t0 + rows; ++t) weighted_rows(dq + t * C3, dz + static_cast<long>(t) * Tn, 1, k, t + 1, hs, C3, true);
     }
   }
   // Pass 2, per key row s (over the queries t >= s that see it):
   //   dv_s += sum_t p[t,s] g_t,   dk_s += scale sum_t dz[t,s] q_t
-  for (int s = 0; s < Tn; ++s) {
+  // kQueryRows key rows at a time share each load of dout and of q.
+  int s = 0;
+  for (; s + kQueryRows <= Tn; s += kQueryRows) {
+    T* out[kQueryRows];
+    const T* w[kQueryRows];
+    int first[kQueryRows], end[kQueryRows];
+    for (int r = 0; r < kQueryRows; ++r) {
+      out[r] = dv + (s + r) * C3;
+      w[r] = p + static_cast<long>(s + r) * Tn + s + r;  // element (t = s + r, s + r)
+      first[r] = s + r;
+      end[r] = Tn;
+    }
+    weighted_rows_multi(out, w, Tn, dout, first, end, hs, C, true);
+    for (int r = 0; r < kQueryRows; ++r) {
+      out[r] = dk + (s + r) * C3;
+      w[r] = dz + static_cast<long>(s + r) * Tn + s + r;
+    }
+    weighted_rows_multi(out, w, Tn, q, first, end, hs, C3, true);
+  }
+  for (; s < Tn; ++s) {
     const long first = static_cast<long>(s) * Tn + s;  // element (t = s, s)
     weighted_rows(dv + s * C3, p + first, Tn, dout + s * C, Tn - s, hs, C, true);
     weighted_rows(dk + s * C3, dz + first, Tn, q + s * C3, Tn - s, hs, C3, true);

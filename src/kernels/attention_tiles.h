@@ -164,4 +164,134 @@ BLOCKLAB_ALWAYS_INLINE void weighted_rows(T* out, const T* w, long w_stride, con
   for (; ib < hs; ib += kLanes) weighted_rows_block<kLanes>(out + ib, w, w_stride, x + ib, n, stride, accumulate);
 }
 
+// The same sums for kQueryRows rows at once, sharing each load of x: out_r[0:hs] (+)= sum over
+// t in [first[r], end[r]) of w_r[(t - first[r]) * w_stride] * x_t[0:hs], x_t = x + t * stride. Row r's terms
+// go, in increasing t, to the even or odd accumulator by the parity of t - first[r], exactly as
+// weighted_rows_block puts them (local index s = t - first[r]), then even + odd: each row's result is
+// weighted_rows's, bit for bit. The windows may differ in both ends (query rows: first 0, end t + 1; key rows:
+// first s, end T); the stretch where all rows are active runs R x 2 x W / kLanes accumulator chains.
+// Terms s in [from, to) of one row (local indices; weight w[s * w_stride], row x + s * stride) into its even
+// and odd accumulators. Every product is written next to the add it feeds (a product shared by two
+// branches would be hoisted and then not fused with its add, which changes the bits).
+template <int NV, typename T>
+BLOCKLAB_ALWAYS_INLINE void weighted_span(simd::Vec<T> (&even)[NV], simd::Vec<T> (&odd)[NV], const T* w, long w_stride,
+                                          const T* x, long stride, int from, int to) {
+  using namespace simd;
+  constexpr int L = kWidth<T>;
+  int s = from;
+  if (s < to && (s & 1) != 0) {
+    const Vec<T> w1 = broadcast(w[s * w_stride]);
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) odd[v] += w1 * load(x + s * stride + v * L);
+    ++s;
+  }
+  for (; s + 1 < to; s += 2) {
+    const Vec<T> w0 = broadcast(w[s * w_stride]), w1 = broadcast(w[(s + 1) * w_stride]);
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      even[v] += w0 * load(x + s * stride + v * L);
+      odd[v] += w1 * load(x + (s + 1) * stride + v * L);
+    }
+  }
+  if (s < to) {
+    const Vec<T> w0 = broadcast(w[s * w_stride]);
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) even[v] += w0 * load(x + s * stride + v * L);
+  }
+}
+
+template <int W, int R, typename T>
+BLOCKLAB_ALWAYS_INLINE void weighted_rows_multi_block(T* const* out, const T* const* w, long w_stride, const T* x,
+                                                      long stride, const int* first, const int* end, bool accumulate) {
+  using namespace simd;
+  constexpr int L = kWidth<T>, NV = W / L;
+  Vec<T> even[R][NV], odd[R][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) even[r][v] = odd[r][v] = Vec<T>{};
+  int lo = first[0], hi = end[0];
+  for (int r = 1; r < R; ++r) {
+    lo = first[r] > lo ? first[r] : lo;
+    hi = end[r] < hi ? end[r] : hi;
+  }
+  if (hi < lo) hi = lo;
+  // rows that start before the shared stretch
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+    weighted_span<NV>(even[r], odd[r], w[r], w_stride, x + first[r] * stride, stride, 0, lo - first[r]);
+  // the shared stretch, two positions at a time: a row whose local index at lo is odd has its roles swapped
+  bool swapped[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    swapped[r] = ((lo - first[r]) & 1) != 0;
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      const Vec<T> e = even[r][v], o = odd[r][v];
+      even[r][v] = swapped[r] ? o : e;
+      odd[r][v] = swapped[r] ? e : o;
+    }
+  }
+  int t = lo;
+  for (; t + 1 < hi; t += 2) {
+    const T* x0 = x + t * stride;
+    const T* x1 = x0 + stride;
+    Vec<T> xv0[NV], xv1[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      xv0[v] = load(x0 + v * L);
+      xv1[v] = load(x1 + v * L);
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const T* wr = w[r] + static_cast<long>(t - first[r]) * w_stride;
+      const Vec<T> w0 = broadcast(wr[0]), w1 = broadcast(wr[w_stride]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) {
+        even[r][v] += w0 * xv0[v];
+        odd[r][v] += w1 * xv1[v];
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      const Vec<T> e = even[r][v], o = odd[r][v];
+      even[r][v] = swapped[r] ? o : e;
+      odd[r][v] = swapped[r] ? e : o;
+    }
+  // what is left of each row after the shared stretch
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+    weighted_span<NV>(even[r], odd[r], w[r], w_stride, x + first[r] * stride, stride, t - first[r], end[r] - first[r]);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      const Vec<T> sum = even[r][v] + odd[r][v];
+      store(out[r] + v * L, accumulate ? load(out[r] + v * L) + sum : sum);
+    }
+}
+
+// out[r][0:hs] (+)= sum_{t in [first[r], end[r])} w[r][(t - first[r]) * w_stride] * x_t[0:hs] for kQueryRows rows,
+// each bit for bit as weighted_rows(out[r], w[r], w_stride, x + first[r] * stride, end[r] - first[r], ...)
+template <typename T>
+BLOCKLAB_ALWAYS_INLINE void weighted_rows_multi(T* const* out, const T* const* w, long w_stride, const T* x,
+                                                const int* first, const int* end, int hs, long stride,
+                                                bool accumulate) {
+  constexpr int R = kQueryRows;
+  int ib = 0;
+  for (; ib + 2 * kLanes <= hs; ib += 2 * kLanes) {
+    T* o[R];
+    for (int r = 0; r < R; ++r) o[r] = out[r] + ib;
+    weighted_rows_multi_block<2 * kLanes, R>(o, w, w_stride, x + ib, stride, first, end, accumulate);
+  }
+  for (; ib < hs; ib += kLanes) {
+    T* o[R];
+    for (int r = 0; r < R; ++r) o[r] = out[r] + ib;
+    weighted_rows_multi_block<kLanes, R>(o, w, w_stride, x + ib, stride, first, end, accumulate);
+  }
+}
+
 }  // namespace blocklab::kernels::attention_tiles
