@@ -12,12 +12,7 @@ CopyTask::CopyTask(int vocab, int copy_len, uint64_t seed, bool reverse)
 
 void CopyTask::next(Batch& batch, int batch_size) {
   const int n = copy_len_, T = seq_len();
-  const size_t size = static_cast<size_t>(batch_size) * T;
-  batch.batch = batch_size;
-  batch.seq_len = T;
-  batch.inputs.resize(size);  // no-ops after the first batch of this size
-  batch.targets.resize(size);
-  batch.loss_mask.resize(size);
+  batch.resize(batch_size, T);
   // Sequence s (2n tokens): s[i] random for i < n, s[n + i] = s[i] (copy) or s[n - 1 - i] (reverse).
   // inputs = s[0 .. 2n-2], targets = s[1 .. 2n-1], both written in place.
   for (int b = 0; b < batch_size; ++b) {

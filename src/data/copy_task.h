@@ -3,6 +3,7 @@
 // The reverse task: the same n tokens, then those n in reverse order.
 // The model reads the first 2n-1 tokens; position t predicts token t+1; the loss counts only the n
 // predictions of the second half (positions n-1 .. 2n-2). Learning nothing gives ln V.
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -15,6 +16,16 @@ struct Batch {
   std::vector<int32_t> inputs;   // (B, T)
   std::vector<int32_t> targets;  // (B, T)
   std::vector<uint8_t> loss_mask;  // (B, T), 1 where the loss counts
+
+  // Sets the shape and sizes the three arrays (no-ops after the first batch of this size).
+  void resize(int batch_size, int seq) {
+    const size_t size = static_cast<size_t>(batch_size) * seq;
+    batch = batch_size;
+    seq_len = seq;
+    inputs.resize(size);
+    targets.resize(size);
+    loss_mask.resize(size);
+  }
 };
 
 class CopyTask {

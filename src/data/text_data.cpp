@@ -318,17 +318,8 @@ void TextTask::fill_window(Batch& batch, int row, size_t start, uint8_t mask) co
   std::fill(m, m + T, mask);
 }
 
-static void size_batch(Batch& batch, int batch_size, int T) {
-  const size_t size = static_cast<size_t>(batch_size) * T;
-  batch.batch = batch_size;
-  batch.seq_len = T;
-  batch.inputs.resize(size);  // no-ops after the first batch of this size
-  batch.targets.resize(size);
-  batch.loss_mask.resize(size);
-}
-
 void TextTask::next(Batch& batch, int batch_size) {
-  size_batch(batch, batch_size, seq_len_);
+  batch.resize(batch_size, seq_len_);
   // A window [o, o + T] (T inputs and the token after them) lies in the training split: o <= train_end - T - 1.
   const uint64_t starts = split_.train_end - static_cast<size_t>(seq_len_);
   for (int b = 0; b < batch_size; ++b) fill_window(batch, b, static_cast<size_t>(rng_.below(starts)), 1);
@@ -340,7 +331,7 @@ size_t TextTask::validation_windows() const {
 }
 
 void TextTask::validation_batch(Batch& batch, size_t first, int rows) const {
-  size_batch(batch, rows, seq_len_);
+  batch.resize(rows, seq_len_);
   const size_t n = validation_windows();
   for (int r = 0; r < rows; ++r) {
     const size_t w = first + r;
