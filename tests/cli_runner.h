@@ -2,12 +2,16 @@
 // Runs the blocklab executable as a user would and captures its exit status and output.
 #include <sys/wait.h>
 
+#include <gtest/gtest.h>
+
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace blocklab::testing {
 
@@ -50,6 +54,33 @@ inline std::filesystem::path fresh_dir(const std::string& name) {
   std::filesystem::remove_all(p);
   std::filesystem::create_directories(p);
   return p;
+}
+
+// The number of lines of a program's output (its newlines).
+inline int line_count(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+// `text` with every "{name}" placeholder replaced by its value.
+inline std::string substitute(std::string text, const std::vector<std::pair<std::string, std::string>>& values) {
+  for (const auto& [key, value] : values)
+    for (size_t p; (p = text.find(key)) != std::string::npos;) text.replace(p, key.size(), value);
+  return text;
+}
+
+// How blocklab refuses bad input: exit status 2 and exactly one line on stderr that contains `expected`.
+inline void expect_refused(const CliResult& r, const std::string& expected, const std::string& context = "") {
+  EXPECT_EQ(r.status, 2) << context << "\n" << r.err;
+  EXPECT_EQ(line_count(r.err), 1) << context << "\n" << r.err;
+  EXPECT_NE(r.err.find(expected), std::string::npos) << context << "\n" << r.err;
+}
+
+// A refused run leaves no trace of a run in its output directory.
+inline void expect_no_run_written(const std::filesystem::path& out) {
+  EXPECT_FALSE(std::filesystem::exists(out / "config.json")) << out;
+  EXPECT_FALSE(std::filesystem::exists(out / "metrics.csv")) << out;
 }
 
 }  // namespace blocklab::testing

@@ -14,7 +14,7 @@
 
 using namespace blocklab;
 using namespace blocklab::kernels;
-using blocklab::testing::gemm_reference;
+using blocklab::testing::BlockCount;
 using blocklab::testing::random_floats;
 using Case = blocklab::testing::GemmCase;
 
@@ -50,39 +50,8 @@ class Bf16Gemm : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Bf16Gemm, MatchesDoubleProductOfRoundedOperands) {
   SKIP_WITHOUT_BF16();
-  const auto [M, N, K] = GetParam();
-  Rng rng(M * 131 + N * 7 + K);
-  for (int ta = 0; ta < 2; ++ta)
-    for (int tb = 0; tb < 2; ++tb)
-      for (float beta : {0.f, 1.f}) {
-        const int lda = ta ? M + 3 : K + 1, ldb = tb ? K + 2 : N + 5, ldc = N + 4;  // padded leading dims
-        const auto A = random_floats(rng, static_cast<size_t>(ta ? K : M) * lda);
-        const auto B = random_floats(rng, static_cast<size_t>(tb ? N : K) * ldb);
-        auto C = random_floats(rng, static_cast<size_t>(M) * ldc);
-        std::vector<double> expected(C.begin(), C.end()), unrounded(C.begin(), C.end()), scale, unused;
-        gemm_reference(ta, tb, M, N, K, A, lda, B, ldb, beta, expected, scale, ldc, bf16_round);
-        gemm_reference(ta, tb, M, N, K, A, lda, B, ldb, beta, unrounded, unused, ldc);
-        ASSERT_TRUE(bf16_gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, beta, C.data(), ldc));
-        double worst = 0, worst_unrounded = 0;
-        for (int i = 0; i < M; ++i)
-          for (int j = 0; j < N; ++j) {
-            const size_t at = static_cast<size_t>(i) * ldc + j;
-            // float accumulation of exact bf16 products stays far below this; a dropped, doubled or
-            // unrounded term would be ~1/K of the scale, an unrounded operand ~2^-9 relative
-            worst = std::max(worst, std::abs(C[at] - expected[at]) / scale[at]);
-            worst_unrounded = std::max(worst_unrounded, std::abs(C[at] - unrounded[at]) / scale[at]);
-          }
-        EXPECT_LT(worst, 1e-5) << "ta " << ta << " tb " << tb << " beta " << beta;
-        // the operands really were rounded: the float product differs by bf16's rounding, not float's
-        if (K >= 8) {
-          EXPECT_GT(worst_unrounded, 1e-4) << "ta " << ta << " tb " << tb << " beta " << beta;
-        }
-        for (int i = 0; i < M; ++i)  // padding columns between N and ldc are untouched
-          for (int j = N; j < ldc; ++j) {
-            const size_t at = static_cast<size_t>(i) * ldc + j;
-            EXPECT_EQ(static_cast<double>(C[at]), expected[at]);
-          }
-      }
+  blocklab::testing::expect_matches_reference(
+      GetParam(), [](auto... args) { return bf16_gemm(args...); }, bf16_round);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Bf16Gemm,
@@ -93,18 +62,6 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Bf16Gemm,
                            return std::to_string(info.param.M) + "x" + std::to_string(info.param.N) + "x" +
                                   std::to_string(info.param.K);
                          });
-
-namespace {
-struct Blocks {
-  std::vector<int> covered;  // times each C element was handed to the callback
-  int N;
-};
-void count_block(void* context, int i0, int rows, int j0, int cols) {
-  auto* b = static_cast<Blocks*>(context);
-  for (int i = i0; i < i0 + rows; ++i)
-    for (int j = j0; j < j0 + cols; ++j) ++b->covered[static_cast<size_t>(i) * b->N + j];
-}
-}  // namespace
 
 // The bias is added in float after the product, the row sums of op(A) are the float values summed in k
 // order (equal to sgemm's bit for bit), and every C element reaches the callback exactly once.
@@ -118,9 +75,9 @@ TEST(Bf16Gemm, BiasRowSumsAndBlockCallbacks) {
     const int lda = ta ? M : K;
     std::vector<float> plain(static_cast<size_t>(M) * N), with_bias(plain.size());
     ASSERT_TRUE(bf16_gemm(ta, false, M, N, K, A.data(), lda, B.data(), N, 0.f, plain.data(), N));
-    Blocks blocks{std::vector<int>(plain.size(), 0), N};
+    BlockCount blocks(M, N);
     std::vector<float> sums(M, 0.5f), sums_sgemm(M, 0.5f);
-    SgemmExtras extras{.bias = bias.data(), .a_row_sums = sums.data(), .on_block_done = count_block, .context = &blocks};
+    SgemmExtras extras{.bias = bias.data(), .a_row_sums = sums.data(), .on_block_done = BlockCount::callback, .context = &blocks};
     ASSERT_TRUE(bf16_gemm(ta, false, M, N, K, A.data(), lda, B.data(), N, 0.f, with_bias.data(), N, extras));
     for (int i = 0; i < M; ++i)
       for (int j = 0; j < N; ++j) {

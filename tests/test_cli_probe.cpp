@@ -21,7 +21,13 @@ namespace fs = std::filesystem;
 
 const fs::path kHf = fs::path(BLOCKLAB_TEST_DATA) / "hf";
 
-std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
+// The path in single quotes, for the shell (appended, not "'" + ..., which trips gcc 12's -Wrestrict).
+std::string q(const fs::path& p) {
+  std::string quoted = "'";
+  quoted += p.string();
+  quoted += '\'';
+  return quoted;
+}
 
 bool have_gnuplot() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
 
