@@ -13,11 +13,19 @@ namespace blocklab::cli {
 namespace {
 
 void print_runs(const experiments::SweepResult& result) {
-  std::printf("%-48s %-14s %10s %10s %8s\n", "run", "outcome", "final", "min", "<0.01 at");
-  for (const auto& r : result.runs)
+  // Text runs: the lowest validation loss instead of the step below 0.01 (a text's loss does not go there);
+  // "learned" means below the text's unigram entropy (summary.csv has it).
+  const bool text = !result.runs.empty() && result.runs.front().run.config.is_text();
+  std::printf("%-48s %-14s %10s %10s %8s\n", "run", "outcome", "final", "min", text ? "min val" : "<0.01 at");
+  for (const auto& r : result.runs) {
+    char last[32] = "-";
+    if (text && r.min_val_loss)
+      std::snprintf(last, sizeof last, "%.4f", *r.min_val_loss);
+    else if (!text && r.curve.first_step_below)
+      std::snprintf(last, sizeof last, "%d", *r.curve.first_step_below);
     std::printf("%-48s %-14s %10.4f %10.4f %8s\n", r.run.name.c_str(), probe::to_string(r.curve.outcome).c_str(),
-                r.curve.final_loss, r.curve.min_loss,
-                r.curve.first_step_below ? std::to_string(*r.curve.first_step_below).c_str() : "-");
+                r.curve.final_loss, r.curve.min_loss, last);
+  }
 }
 
 // The grid flags shared by `sweep` and `sweep plan`.

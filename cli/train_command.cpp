@@ -158,8 +158,10 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
                                     s.steps, Progress::format_duration(s.seconds).c_str(), s.ms_per_step(), s.first_loss,
                                     s.final_loss, s.min_loss, s.min_loss_step, std::log(config.model.vocab));
                         if (s.val_loss)
-                          std::printf("validation loss %.4f at step %d (min %.4f at step %d)\n", *s.val_loss,
-                                      s.val_loss_step, *s.min_val_loss, s.min_val_loss_step);
+                          std::printf("validation loss %.4f at step %d (min %.4f at step %d); unigram entropy of the "
+                                      "training text %.4f\n",
+                                      *s.val_loss, s.val_loss_step, *s.min_val_loss, s.min_val_loss_step,
+                                      s.unigram_entropy.value_or(std::nan("")));
                         if (config.task == "copy")
                           std::printf("wrote %s/{config.json,metrics.csv,summary.json}\n", config.out.c_str());
                         else

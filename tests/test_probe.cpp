@@ -203,6 +203,21 @@ TEST(Outcome, LabelsSyntheticCurves) {
   EXPECT_THROW(summarize_curve({1, 2}, {1.0}, ln64), Error);
 }
 
+// A text run's "learned" threshold is its text's unigram entropy, not 0.1 ln V: a byte-level run (ln 256 =
+// 5.55) that falls to 2.5 has learned when the text's unigram entropy is 3.1, and is still learning at 3.5.
+TEST(Outcome, TheLearnedThresholdCanBeGiven) {
+  const double ln256 = std::log(256.0), entropy = 3.1;
+  std::vector<int> steps;
+  for (int i = 1; i <= 60; ++i) steps.push_back(i);
+  const auto curve_to = [&](double end) { return concat(flat(20, ln256), flat(40, end)); };
+  EXPECT_EQ(summarize_curve(steps, curve_to(2.5), ln256, entropy).outcome, Outcome::Learned);
+  EXPECT_EQ(summarize_curve(steps, curve_to(3.5), ln256, entropy).outcome, Outcome::Learning);
+  EXPECT_EQ(summarize_curve(steps, curve_to(2.5), ln256).outcome, Outcome::Learning);  // 0.1 ln V = 0.55
+  // The other labels do not depend on it.
+  EXPECT_EQ(summarize_curve(steps, flat(60, ln256), ln256, entropy).outcome, Outcome::NeverStarted);
+  EXPECT_EQ(summarize_curve(steps, curve_to(ln256 + 1), ln256, entropy).outcome, Outcome::BlewUp);
+}
+
 TEST(ResidualProbe, TrainProbeEveryWritesResidualCsvAndKeepsMetricsIdentical) {
   const auto dir = bt::fresh_dir("train_probe");
   const std::string args = "train --layers 2 --width 16 --heads 2 --vocab 8 --copy-len 4 --batch 4 --steps 10 --threads 1";

@@ -245,4 +245,8 @@ TEST(UnigramEntropy, IsTheEntropyOfTheTokenFrequencies) {
   EXPECT_NEAR(unigram_entropy(std::vector<int32_t>{0, 1, 2, 3}), std::log(4.0), 1e-12);
   // p = (1/2, 1/4, 1/4): 1.5 bits
   EXPECT_NEAR(unigram_entropy(std::vector<int32_t>{7, 7, 1, 2}), 1.5 * std::log(2.0), 1e-12);
+  EXPECT_EQ(unigram_entropy(std::vector<int32_t>{}), 0.0);
+  // large ids (a Hugging Face vocabulary): the same entropy as their ranks
+  EXPECT_NEAR(unigram_entropy(std::vector<int32_t>{151000, 151000, 5, 90000}), 1.5 * std::log(2.0), 1e-12);
+  EXPECT_THROW(unigram_entropy(std::vector<int32_t>{1, -2}), Error);
 }

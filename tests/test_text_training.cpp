@@ -197,6 +197,14 @@ TEST(TextRun, ASmallModelBeatsTheUnigramEntropyAndSamplesText) {
   EXPECT_LT(*s.val_loss, entropy);
   EXPECT_GT(entropy, 2.0);  // English bytes: about 4.3 bits
   EXPECT_LT(entropy, std::log(256.0));
+  // The run reports the entropy of its training split (the ids before the held-out tenth), also in summary.json.
+  const TextSplit split = split_tokens(tokens->ids().size(), c.val_fraction, c.model.seq_len, "test");
+  const double train_entropy = unigram_entropy(tokens->ids().first(split.train_end));
+  ASSERT_TRUE(s.unigram_entropy.has_value());
+  EXPECT_DOUBLE_EQ(*s.unigram_entropy, train_entropy);
+  EXPECT_NE(train_entropy, entropy);  // a different set of ids: the split is really applied
+  const auto summary = nlohmann::json::parse(blocklab::testing::read_text(dir / "run" / "summary.json"));
+  EXPECT_DOUBLE_EQ(summary["unigram_entropy"].get<double>(), train_entropy);
 
   RunModel run = load_run_model(dir / "run");
   SampleOptions greedy;

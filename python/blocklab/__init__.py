@@ -437,7 +437,8 @@ def sweep(config: Any = None, *, grid: Mapping[str, Any], seeds=(0,), jobs: int 
     OUT/<key>=<value>+...+seed=<S>/, ``jobs`` at a time. ``grid``: {key: [values]}.
 
     Returns one dict per finished run: name, out, cell ({key: value}), seed, steps, loss (arrays),
-    outcome, final_loss, min_loss, first_step_below, seconds. Re-running with the same out continues.
+    outcome, final_loss, min_loss, first_step_below, seconds; text runs also final_val_loss, min_val_loss and
+    unigram_entropy (their outcome "learned": the loss fell below it). Re-running with the same out continues.
     ``log``: called with each progress line (None: quiet).
     """
     specs = []

@@ -257,6 +257,9 @@ nb::dict summary_dict(const RunSummary& s) {
     d["min_val_loss"] = *s.min_val_loss;
     d["min_val_loss_step"] = s.min_val_loss_step;
   }
+  if (s.unigram_entropy) {  // text task: the training text's, the "learned" threshold
+    d["unigram_entropy"] = *s.unigram_entropy;
+  }
   return d;
 }
 
@@ -431,6 +434,12 @@ nb::list sweep(const std::string& toml_path, const Items& items, const std::vect
     d["min_loss"] = r.curve.min_loss;
     d["first_step_below"] = r.curve.first_step_below ? nb::cast(*r.curve.first_step_below) : nb::none();
     d["seconds"] = r.seconds;
+    if (r.run.config.is_text()) {  // the validation losses and the "learned" threshold
+      const auto optional = [](const std::optional<double>& v) { return v ? nb::cast(*v) : nb::none(); };
+      d["final_val_loss"] = optional(r.final_val_loss);
+      d["min_val_loss"] = optional(r.min_val_loss);
+      d["unigram_entropy"] = optional(r.unigram_entropy);
+    }
     runs.append(d);
   }
   return runs;

@@ -36,6 +36,21 @@ def test_train_on_a_text_has_val_loss_at_the_evaluated_steps(tmp_path):
     assert {"tokens.bin", "model.safetensors"} <= set(os.listdir(run.out))
 
 
+def test_a_text_sweep_reports_validation_loss_and_the_unigram_entropy(tmp_path):
+    runs = blocklab.sweep(SMALL_TEXT, steps=6, eval_every=3, grid={"norm_placement": ["post", "pre"]}, seeds=[0],
+                          jobs=1, out=tmp_path / "sweep", log=None)
+    assert len(runs) == 2
+    for r in runs:
+        assert 2.0 < r["unigram_entropy"] < math.log(256)  # English bytes: about 4.5 bits
+        assert r["min_val_loss"] <= r["final_val_loss"]
+        summary = blocklab.train(SMALL_TEXT, steps=6, eval_every=3, norm_placement=r["cell"]["norm_placement"],
+                                 out=tmp_path / r["name"], progress=False).summary
+        assert summary["unigram_entropy"] == r["unigram_entropy"]  # the run's own summary.json
+        assert summary["val_loss"] == pytest.approx(r["final_val_loss"], rel=1e-6)
+        # "learned" is a loss below the entropy; 6 steps stay above it
+        assert r["outcome"] != "learned"
+
+
 def test_train_with_a_tokenizer_json_takes_its_vocab(tmp_path):
     run = blocklab.train(SMALL_TEXT, tokenizer=TOKENIZER, steps=2, out=tmp_path / "run", progress=False)
     assert run.config["vocab"] > 256

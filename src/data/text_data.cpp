@@ -341,17 +341,17 @@ void TextTask::validation_batch(Batch& batch, size_t first, int rows) const {
 
 double unigram_entropy(std::span<const int32_t> ids) {
   if (ids.empty()) return 0.0;
-  std::vector<int32_t> sorted(ids.begin(), ids.end());
-  std::sort(sorted.begin(), sorted.end());
+  const int32_t top = *std::max_element(ids.begin(), ids.end());
+  if (*std::min_element(ids.begin(), ids.end()) < 0) throw Error("unigram_entropy: negative token id");
+  std::vector<uint64_t> count(static_cast<size_t>(top) + 1, 0);
+  for (int32_t id : ids) ++count[static_cast<size_t>(id)];
   double h = 0;
-  const double n = static_cast<double>(sorted.size());
-  for (size_t i = 0; i < sorted.size();) {
-    size_t j = i;
-    while (j < sorted.size() && sorted[j] == sorted[i]) ++j;
-    const double p = static_cast<double>(j - i) / n;
-    h -= p * std::log(p);
-    i = j;
-  }
+  const double n = static_cast<double>(ids.size());
+  for (uint64_t c : count)
+    if (c != 0) {
+      const double p = static_cast<double>(c) / n;
+      h -= p * std::log(p);
+    }
   return h;
 }
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <set>
 #include <thread>
 
@@ -187,20 +188,30 @@ SweepRunResult read_run(const SweepRun& run) {
   r.run = run;
   const fs::path dir(run.config.out);
   const io::MetricsTable table = io::read_metrics((dir / "metrics.csv").string());
-  const int step_col = table.column("step"), loss_col = table.column("loss");
+  const int step_col = table.column("step"), loss_col = table.column("loss"), val_col = table.column("val_loss");
   if (step_col < 0 || loss_col < 0) throw Error((dir / "metrics.csv").string() + ": no step/loss columns");
   for (const auto& row : table.rows) {
     r.steps.push_back(static_cast<int>(row[step_col]));
     r.losses.push_back(row[loss_col]);
+    if (val_col >= 0 && std::isfinite(row[val_col])) {  // evaluated steps only (the others are empty)
+      r.final_val_loss = row[val_col];
+      if (!r.min_val_loss || row[val_col] < *r.min_val_loss) r.min_val_loss = row[val_col], r.min_val_loss_step = r.steps.back();
+    }
   }
   if (r.steps.empty()) throw Error((dir / "metrics.csv").string() + ": no steps");
-  r.curve = probe::summarize_curve(r.steps, r.losses, std::log(static_cast<double>(run.config.model.vocab)));
   try {
     const auto j = nlohmann::json::parse(io::read_file(dir / "summary.json"));
     r.seconds = j.value("seconds", 0.0);
+    if (j.contains("unigram_entropy")) r.unigram_entropy = j["unigram_entropy"].get<double>();
   } catch (const nlohmann::json::exception&) {  // no time recorded: the summary is optional here
   } catch (const Error&) {
   }
+  // A text run has learned when its loss is below the text's unigram entropy; a run from before summary.json
+  // recorded it (or without a summary) gets no "learned" label, rather than the copy task's threshold.
+  const double ln_vocab = std::log(static_cast<double>(run.config.model.vocab));
+  std::optional<double> learned_below;
+  if (run.config.is_text()) learned_below = r.unigram_entropy.value_or(-std::numeric_limits<double>::infinity());
+  r.curve = probe::summarize_curve(r.steps, r.losses, ln_vocab, learned_below);
   return r;
 }
 

@@ -68,6 +68,10 @@ struct SweepRunResult {
   std::vector<int> steps;
   std::vector<double> losses;
   probe::CurveSummary curve;
+  // Text task: the last and the lowest validation loss (metrics.csv), and the training text's unigram
+  // entropy (summary.json), which is the run's "learned" threshold.
+  std::optional<double> final_val_loss, min_val_loss, unigram_entropy;
+  int min_val_loss_step = 0;
   double seconds = 0;    // training time (summary.json)
   bool reused = false;   // finished before this invocation
 };

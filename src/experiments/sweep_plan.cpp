@@ -6,6 +6,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -264,12 +265,19 @@ SweepResult merge_sweep(const SweepPlan& plan, bool log_loss, const std::string&
       result.unfinished.push_back(std::to_string(i) + " " + plan.runs[i].name + " (" + run_state(plan.runs[i]) + ")");
   }
 
+  const RunConfig& c = plan.runs.front().config;
+  // Text runs add their validation losses and the text's unigram entropy (their "learned" threshold).
+  const bool text = c.is_text();
   std::vector<std::string> header = {"run"};
   for (const GridAxis& axis : plan.grid) header.push_back(axis.key);
   for (const char* column : {"seed", "steps", "final_loss", "min_loss", "min_loss_step", "first_step_below_0.01",
                              "outcome", "seconds"})
     header.push_back(column);
+  if (text)
+    for (const char* column : {"final_val_loss", "min_val_loss", "min_val_loss_step", "unigram_entropy"})
+      header.push_back(column);
   io::CsvWriter csv(header);
+  const auto optional_number = [](const std::optional<double>& v) { return v ? io::csv_number(*v) : std::string(); };
   for (const auto& r : result.runs) {
     std::vector<std::string> row = {r.run.name};
     row.insert(row.end(), r.run.cell_values.begin(), r.run.cell_values.end());
@@ -277,17 +285,27 @@ SweepResult merge_sweep(const SweepPlan& plan, bool log_loss, const std::string&
                            io::csv_number(r.curve.min_loss), std::to_string(r.curve.min_loss_step),
                            r.curve.first_step_below ? std::to_string(*r.curve.first_step_below) : "",
                            probe::to_string(r.curve.outcome), io::csv_number(r.seconds, "%.1f")});
+    if (text)
+      row.insert(row.end(), {optional_number(r.final_val_loss), optional_number(r.min_val_loss),
+                             r.min_val_loss ? std::to_string(r.min_val_loss_step) : "", optional_number(r.unigram_entropy)});
     csv.row(row);
   }
   io::write_file_atomic((fs::path(plan.out) / "summary.csv").string(), csv.text());
 
-  const RunConfig& c = plan.runs.front().config;
   const double ln_vocab = std::log(static_cast<double>(c.model.vocab));
   std::string title = title_option;
   if (title.empty()) {
     std::ostringstream t;
-    t << "Copy task loss, " << c.model.layers << " blocks x width " << c.model.width << ", V=" << c.model.vocab
-      << " n=" << c.copy_len << ", batch " << c.batch << ", lr " << c.lr << ", " << plan.seeds.size() << " seed(s)";
+    const bool data_varies =
+        std::any_of(plan.grid.begin(), plan.grid.end(), [](const GridAxis& axis) { return axis.key == "data"; });
+    if (text)
+      t << "Text loss (" << (data_varies ? std::string() : fs::path(c.data).filename().string() + ", ") << "V="
+        << c.model.vocab << ", windows of " << c.model.seq_len << ")";
+    else
+      t << (c.task == "reverse" ? "Reverse" : "Copy") << " task loss";
+    t << ", " << c.model.layers << " blocks x width " << c.model.width;
+    if (!text) t << ", V=" << c.model.vocab << " n=" << c.copy_len;
+    t << ", batch " << c.batch << ", lr " << c.lr << ", " << plan.seeds.size() << " seed(s)";
     title = t.str();
   }
   result.figure = io::render_figure(sweep_figure(plan.grid, result.runs, ln_vocab, log_loss, title, lang),

@@ -31,7 +31,8 @@ std::optional<Outcome> parse_outcome(const std::string& text) {
   return std::nullopt;
 }
 
-CurveSummary summarize_curve(const std::vector<int>& steps, const std::vector<double>& losses, double ln_vocab) {
+CurveSummary summarize_curve(const std::vector<int>& steps, const std::vector<double>& losses, double ln_vocab,
+                             std::optional<double> learned_below) {
   if (steps.empty() || steps.size() != losses.size()) throw Error("a loss curve needs one loss per step");
   CurveSummary s;
   s.steps = steps.back();
@@ -60,7 +61,7 @@ CurveSummary summarize_curve(const std::vector<int>& steps, const std::vector<do
     if (smooth < kCollapseLow) went_low = true;
   }
   s.smoothed_final_loss = smooth;
-  const bool reached = std::isfinite(smooth) && smooth < kLearnedFractionOfLnV * ln_vocab;
+  const bool reached = std::isfinite(smooth) && smooth < learned_below.value_or(kLearnedFractionOfLnV * ln_vocab);
   const bool blew_up = std::isfinite(smooth) && smooth > ln_vocab + kBlewUpAboveLnV;
   s.outcome = !finite ? Outcome::Diverged
               : came_back ? Outcome::Collapsed

@@ -10,8 +10,10 @@
 //                  the uniform prediction that a stuck run settles on, without overflowing)
 //   never-started  the loss never fell below ln V - 0.05 (the untrained model's first losses sit
 //                  above ln V; only a drop below the band around ln V counts as leaving it)
-//   learned        the averaged loss of the last kSmoothSteps steps is below kLearnedFractionOfLnV x ln V
-//                  (0.1 ln V = 0.42 for V = 64): the run reached the stated "learned" threshold
+//   learned        the averaged loss of the last kSmoothSteps steps is below the "learned" threshold:
+//                  kLearnedFractionOfLnV x ln V for the copy and reverse tasks (0.1 ln V = 0.42 for V = 64),
+//                  the unigram entropy of the training text for the text task (the model predicts better
+//                  than each token's frequency alone: it uses the context)
 //   learning       otherwise: it left ln V and did not come back, but had not reached that threshold by
 //                  its last step (a run from 4.16 to 3.05 is still learning, not learned)
 #include <optional>
@@ -45,7 +47,9 @@ const std::vector<Outcome>& all_outcomes();
 // "learned" etc. -> the label; nullopt for any other text.
 std::optional<Outcome> parse_outcome(const std::string& text);
 
-// steps and losses are parallel (one entry per step, increasing). Throws Error when empty or uneven.
-CurveSummary summarize_curve(const std::vector<int>& steps, const std::vector<double>& losses, double ln_vocab);
+// steps and losses are parallel (one entry per step, increasing). learned_below: the "learned" threshold
+// (default: kLearnedFractionOfLnV x ln_vocab). Throws Error when empty or uneven.
+CurveSummary summarize_curve(const std::vector<int>& steps, const std::vector<double>& losses, double ln_vocab,
+                             std::optional<double> learned_below = std::nullopt);
 
 }  // namespace blocklab::probe

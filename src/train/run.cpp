@@ -78,6 +78,7 @@ void write_summary(const fs::path& dir, const RunSummary& summary, const char* s
     j["min_val_loss"] = *summary.min_val_loss;
     j["min_val_loss_step"] = summary.min_val_loss_step;
   }
+  if (summary.unigram_entropy) j["unigram_entropy"] = *summary.unigram_entropy;
   if (!summary.nonfinite_error.empty()) j["error"] = summary.nonfinite_error;
   io::write_file_atomic((dir / "summary.json").string(), j.dump(2) + "\n");
 }
@@ -119,6 +120,8 @@ RunSummary run_steps(Trainer& trainer, const RunConfig& config, io::MetricsWrite
   StopSignals signals;  // SIGINT/SIGTERM: finish this step, write a checkpoint, stop
   if (hook) hook(trainer);
   const bool text = config.is_text();
+  if (const TextTask* task = trainer.task().text())
+    summary.unigram_entropy = unigram_entropy(task->tokens().ids().first(task->split().train_end));
   std::vector<std::optional<double>> row(5);
   while (trainer.steps_done() < config.steps) {
     StepResult r = trainer.step();

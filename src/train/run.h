@@ -31,6 +31,9 @@ struct RunSummary {
   // Text task: the last validation loss and the lowest, with their steps.
   std::optional<double> val_loss, min_val_loss;
   int val_loss_step = 0, min_val_loss_step = 0;
+  // Text task: the unigram entropy (nats) of the training split: the loss of a model that knows each
+  // token's frequency and nothing else. A loss below it means the model uses the context.
+  std::optional<double> unigram_entropy;
   // Set when on_nonfinite = abort stopped the run: the step and the first non-finite gradient tensor.
   std::string nonfinite_error;
   // seconds covers only the steps run by this process (start_step + 1 .. steps).
