@@ -194,6 +194,8 @@ SweepRunResult read_run(const SweepRun& run) {
     r.steps.push_back(static_cast<int>(row[step_col]));
     r.losses.push_back(row[loss_col]);
     if (val_col >= 0 && std::isfinite(row[val_col])) {  // evaluated steps only (the others are empty)
+      r.val_steps.push_back(r.steps.back());
+      r.val_losses.push_back(row[val_col]);
       r.final_val_loss = row[val_col];
       if (!r.min_val_loss || row[val_col] < *r.min_val_loss) r.min_val_loss = row[val_col], r.min_val_loss_step = r.steps.back();
     }
@@ -275,6 +277,16 @@ io::PlotFigure sweep_figure(const std::vector<GridAxis>& grid, const std::vector
     std::snprintf(lnv, sizeof lnv, "ln V = %.3f", ln_vocab);
     p.hlines.push_back({ln_vocab, lnv, "#000000", 2, 2.0});
   }
+  // Text runs: their text's unigram entropy (the "learned" threshold), once per panel.
+  std::vector<bool> entropy_drawn(cells, false);
+  for (const auto& r : runs) {
+    if (!r.unigram_entropy || entropy_drawn[r.run.cell]) continue;
+    char label[96];
+    std::snprintf(label, sizeof label, "%s = %.3f", io::tr(lang, "unigram entropy", "유니그램 엔트로피").c_str(),
+                  *r.unigram_entropy);
+    panels[r.run.cell].hlines.push_back({*r.unigram_entropy, label, "#7f7f7f", 3, 1.5});
+    entropy_drawn[r.run.cell] = true;
+  }
   std::vector<int> seed_index(cells, 0);
   for (const auto& r : runs) {
     io::PlotSeries s;
@@ -285,6 +297,19 @@ io::PlotFigure sweep_figure(const std::vector<GridAxis>& grid, const std::vector
     s.title = io::tr(lang, "seed ", "시드 ") + std::to_string(r.run.seed) + " (" + probe::to_string(r.curve.outcome) + ")";
     s.color = io::palette(seed_index[r.run.cell]++);
     s.line_width = 1.2;
+    if (!r.val_steps.empty()) {  // the validation loss: points on a dashed line, in the training curve's colour
+      io::PlotSeries v;
+      v.x.assign(r.val_steps.begin(), r.val_steps.end());
+      v.y = r.val_losses;
+      v.title = io::tr(lang, "seed ", "시드 ") + std::to_string(r.run.seed) + io::tr(lang, " validation", " 검증");
+      v.color = s.color;
+      v.line_width = 1.5;
+      v.dash = 2;
+      v.points = true;
+      panels[r.run.cell].series.push_back(std::move(s));
+      panels[r.run.cell].series.push_back(std::move(v));
+      continue;
+    }
     panels[r.run.cell].series.push_back(std::move(s));
   }
   fig.panels = std::move(panels);

@@ -72,6 +72,8 @@ struct SweepRunResult {
   // entropy (summary.json), which is the run's "learned" threshold.
   std::optional<double> final_val_loss, min_val_loss, unigram_entropy;
   int min_val_loss_step = 0;
+  std::vector<int> val_steps;  // the evaluated steps and their validation losses
+  std::vector<double> val_losses;
   double seconds = 0;    // training time (summary.json)
   bool reused = false;   // finished before this invocation
 };

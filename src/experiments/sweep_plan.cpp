@@ -303,12 +303,13 @@ SweepResult merge_sweep(const SweepPlan& plan, bool log_loss, const std::string&
         << c.model.vocab << ", windows of " << c.model.seq_len << ")";
     else
       t << (c.task == "reverse" ? "Reverse" : "Copy") << " task loss";
-    t << ", " << c.model.layers << " blocks x width " << c.model.width;
+    t << ", " << c.model.layers << (c.model.layers == 1 ? " block" : " blocks") << " x width " << c.model.width;
     if (!text) t << ", V=" << c.model.vocab << " n=" << c.copy_len;
     t << ", batch " << c.batch << ", lr " << c.lr << ", " << plan.seeds.size() << " seed(s)";
     title = t.str();
   }
-  result.figure = io::render_figure(sweep_figure(plan.grid, result.runs, ln_vocab, log_loss, title, lang),
+  // A text run's losses stay within a decade (ln V down to about 1): a linear axis reads better there.
+  result.figure = io::render_figure(sweep_figure(plan.grid, result.runs, ln_vocab, log_loss && !text, title, lang),
                                     (fs::path(plan.out) / "loss").string());
   if (log) log(result.figure.drawn ? "wrote " + plan.out + "/summary.csv and loss.{png,svg}" : result.figure.message);
   return result;
