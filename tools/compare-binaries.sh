@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Trains the same short runs with two blocklab binaries and compares what they write byte for byte (the loss
 # curve, metrics.csv, and the final checkpoint: weights and Adam moments). A kernel change that must keep
-# every fp32 result (a new blocking, a fused pass, a prefetch) has to pass this against the binary before it.
+# every fp32 result (a new blocking, a fused pass, a prefetch) has to pass this against the binary before it;
+# the bf16 runs check the bf16 GEMM path the CPU dispatches to in the same way.
 #   tools/compare-binaries.sh BEFORE AFTER [WORKDIR]
 # Exit status: 0 when every run matches, 1 when one differs, 2 on bad input.
 set -uo pipefail
@@ -45,6 +46,9 @@ for t in 1 2; do
   run "hs16-T79-post-t$t" --layers 2 --width 64 --heads 4 --copy-len 40 --steps 6 --batch 6 --threads "$t" \
       --norm-placement post
   run "rmsnorm-t$t" --layers 3 --width 64 --heads 2 --steps 8 --batch 8 --threads "$t" --norm rmsnorm
+  # bf16 mixed precision: the bf16 GEMM path this CPU dispatches to (fp32 where it has none)
+  run "bf16-width128-t$t" --layers 2 --width 128 --heads 4 --steps 6 --batch 32 --threads "$t" --precision bf16
+  run "bf16-width96-t$t" --layers 2 --width 96 --heads 4 --steps 6 --batch 20 --threads "$t" --precision bf16
 done
 [[ $# -ge 3 ]] || rm -rf "$work"
 exit $status

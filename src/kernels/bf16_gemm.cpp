@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/bf16_onednn.h"
+#include "kernels/gemm_partition.h"
 
 namespace blocklab::kernels {
 
@@ -160,33 +161,19 @@ uint32_t* aligned_words(std::vector<uint32_t>& v, size_t words) {
 // The driver of sgemm (sgemm.cpp: run) with both operands always packed, as bf16 pairs.
 void run(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb, float beta,
          float* C, int ldc, const SgemmExtras& extras) {
-  const int n_panels = (N + kNr - 1) / kNr;
-  const int row_panels = (M + kMr - 1) / kMr;
   const bool nested = omp_in_parallel() != 0;
-  const int threads = nested ? 1 : omp_get_max_threads();
-  // Split C along the larger dimension (see sgemm.cpp); the split never changes what any C element sums.
-  const bool split_columns = row_panels < threads || (N > M && n_panels >= threads);
+  const GemmPartition partition(M, N, kMr, kNr, nested ? 1 : omp_get_max_threads());
 
 #pragma omp parallel if (!nested)
   {
     static thread_local std::vector<uint32_t> a_storage, b_storage;
     static thread_local std::vector<float> sums_storage;
-    const int thread = omp_get_thread_num(), team = omp_get_num_threads();
-    const auto share = [&](int total, int t) { return static_cast<int>(static_cast<long>(total) * t / team); };
-    const int q_lo = split_columns ? share(n_panels, thread) : 0;
-    const int q_hi = split_columns ? share(n_panels, thread + 1) : n_panels;
-    const int p_lo = split_columns ? 0 : share(row_panels, thread);
-    const int p_hi = split_columns ? row_panels : share(row_panels, thread + 1);
-    const int i_begin = p_lo * kMr, i_end = std::min(p_hi * kMr, M);
-    if (q_lo < q_hi && i_begin < i_end) {
+    const ThreadRect rect = partition.rect(omp_get_thread_num(), omp_get_num_threads());
+    const int q_lo = rect.q_lo, q_hi = rect.q_hi, i_begin = rect.i_begin, i_end = rect.i_end;
+    if (!rect.empty()) {
       uint32_t* Ap = aligned_words(a_storage, static_cast<size_t>(kMc) * kPairsPerChunk);
       uint32_t* Bp = aligned_words(b_storage, static_cast<size_t>(q_hi - q_lo) * kNr * kPairsPerChunk);
-      float* sums = nullptr;
-      if (extras.a_row_sums != nullptr && q_lo == 0) {
-        if (sums_storage.size() < static_cast<size_t>(i_end - i_begin)) sums_storage.resize(i_end - i_begin);
-        sums = sums_storage.data();
-        std::fill(sums, sums + (i_end - i_begin), 0.f);
-      }
+      const ThreadRowSums sums(extras, rect, sums_storage);
       for (int k0 = 0; k0 < K; k0 += kKc) {
         const int kc = std::min(kKc, K - k0), kpc = (kc + 1) / 2;
         const bool accumulate = k0 > 0 || beta != 0.f;
@@ -197,7 +184,7 @@ void run(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int ld
         for (int i0 = i_begin; i0 < i_end; i0 += kMc) {
           const int rows = std::min(kMc, i_end - i0);
           if (trans_a)
-            pack_a_panels(Ap, A, lda, i0, rows, k0, kc, sums == nullptr ? nullptr : sums + (i0 - i_begin));
+            pack_a_panels(Ap, A, lda, i0, rows, k0, kc, sums.at(i0));
           else
             pack_a_rows(Ap, A, lda, i0, rows, k0, kc);
           for (int q = q_lo; q < q_hi; ++q) {
@@ -215,14 +202,10 @@ void run(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int ld
                                   ldc, mr, nr, accumulate, bias);
             }
           }
-          if (last_chunk && extras.on_block_done != nullptr) {
-            const int j_begin = q_lo * kNr, j_end = std::min(q_hi * kNr, N);
-            extras.on_block_done(extras.context, i0, rows, j_begin, j_end - j_begin);
-          }
+          if (last_chunk) report_block_done(extras, rect, kNr, N, i0, rows);
         }
       }
-      if (sums != nullptr)
-        for (int i = i_begin; i < i_end; ++i) extras.a_row_sums[i] += sums[i - i_begin];
+      sums.add_to_output();
     }
   }
 }

@@ -1,6 +1,7 @@
 #include "kernels/sgemm.h"
 
 #include "kernels/fast_math.h"
+#include "kernels/gemm_partition.h"
 #include "util/profiler.h"
 
 #include <immintrin.h>
@@ -279,40 +280,23 @@ float* aligned_buffer(std::vector<float>& v, size_t floats) {
 template <int MR, int NR, typename Kernel>
 void run(Kernel packed_kernel, Kernel direct_kernel, bool trans_a, bool trans_b, int M, int N, int K, const float* A,
          int lda, const float* B, int ldb, float beta, float* C, int ldc, const SgemmExtras& extras) {
-  const int n_panels = (N + NR - 1) / NR;
-  const int row_panels = (M + MR - 1) / MR;
   // Called inside a parallel region (one caller per thread), the product runs on the calling thread.
   const bool nested = omp_in_parallel() != 0;
-  const int threads = nested ? 1 : omp_get_max_threads();
-  // One parallel region, no barrier inside: each thread owns a rectangle of C and packs the operands it
-  // needs itself. Splitting C by rows makes every thread pack all of B (N x K); splitting by columns makes
-  // every thread read or pack all of A (M x K), so the split runs along the larger dimension. The split
-  // never changes what any C element sums, or in which order: results are the same for every thread count.
-  const bool split_columns = row_panels < threads || (N > M && n_panels >= threads);
+  const GemmPartition partition(M, N, MR, NR, nested ? 1 : omp_get_max_threads());
 
 #pragma omp parallel if (!nested)
   {
     // Buffers per thread, grown once and reused: no allocation in steady state.
     static thread_local std::vector<float> a_storage, b_storage, sums_storage;
-    const int thread = omp_get_thread_num(), team = omp_get_num_threads();
-    const auto share = [&](int total, int t) { return static_cast<int>(static_cast<long>(total) * t / team); };
-    const int q_lo = split_columns ? share(n_panels, thread) : 0;
-    const int q_hi = split_columns ? share(n_panels, thread + 1) : n_panels;
-    const int p_lo = split_columns ? 0 : share(row_panels, thread);
-    const int p_hi = split_columns ? row_panels : share(row_panels, thread + 1);
-    const int i_begin = p_lo * MR, i_end = std::min(p_hi * MR, M);
-    if (q_lo < q_hi && i_begin < i_end) {
+    const ThreadRect rect = partition.rect(omp_get_thread_num(), omp_get_num_threads());
+    const int q_lo = rect.q_lo, q_hi = rect.q_hi, i_begin = rect.i_begin, i_end = rect.i_end;
+    if (!rect.empty()) {
       float* Ap = aligned_buffer(a_storage, static_cast<size_t>(kMc) * kKc);
       float* Bp = aligned_buffer(b_storage, static_cast<size_t>(q_hi - q_lo) * NR * kKc);
-      // Row sums of op(A), running over all K-chunks, taken by the thread that owns column 0.
-      float* sums = nullptr;
-      if (extras.a_row_sums != nullptr && q_lo == 0) {
-        sums = aligned_buffer(sums_storage, static_cast<size_t>(i_end - i_begin));
-        std::fill(sums, sums + (i_end - i_begin), 0.f);
-      }
+      const ThreadRowSums sums(extras, rect, sums_storage);
       // A not transposed (and no row sums wanted): full MR-row panels are read in place; only a last
       // partial panel is packed (zero-padded).
-      const bool direct_a = !trans_a && sums == nullptr;
+      const bool direct_a = !trans_a && !sums.wanted();
       // B not transposed: full NR-column panels are read in place (each k row of a panel is contiguous);
       // a last partial panel, and every panel of a transposed B, is packed.
       const auto direct_b = [&](int q) { return !trans_b && (q + 1) * NR <= N; };
@@ -328,7 +312,7 @@ void run(Kernel packed_kernel, Kernel direct_kernel, bool trans_a, bool trans_b,
           const int rows = std::min(kMc, i_end - i0);
           const int full_panels = rows / MR;
           if (!direct_a)
-            pack_a<MR>(Ap, A, lda, trans_a, i0, rows, k0, kc, sums == nullptr ? nullptr : sums + (i0 - i_begin));
+            pack_a<MR>(Ap, A, lda, trans_a, i0, rows, k0, kc, sums.at(i0));
           else if (rows % MR != 0)
             pack_a<MR>(Ap, A, lda, false, i0 + full_panels * MR, rows % MR, k0, kc, nullptr);
           // transposed A: prefetch what the next row block reads (its A rows of this K-chunk, or the first rows
@@ -369,14 +353,10 @@ void run(Kernel packed_kernel, Kernel direct_kernel, bool trans_a, bool trans_b,
               prefetch.step();
             }
           }
-          if (last_chunk && extras.on_block_done != nullptr) {  // the row block across the thread's columns
-            const int j_begin = q_lo * NR, j_end = std::min(q_hi * NR, N);
-            extras.on_block_done(extras.context, i0, rows, j_begin, j_end - j_begin);
-          }
+          if (last_chunk) report_block_done(extras, rect, NR, N, i0, rows);
         }
       }
-      if (sums != nullptr)
-        for (int i = i_begin; i < i_end; ++i) extras.a_row_sums[i] += sums[i - i_begin];
+      sums.add_to_output();
     }
   }
 }
