@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 
 import copy_model as cm  # noqa: E402
-from make_copy_fixtures import read_safetensors  # noqa: E402  (spec-based reader, numpy only)
+from fixture_tools import read_safetensors  # noqa: E402  (spec-based reader, numpy only)
 
 MASK = (1 << 64) - 1
 

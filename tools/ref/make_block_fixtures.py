@@ -19,7 +19,6 @@ central differences at 2 entries of every parameter tensor.
 Each file holds param.<name>, tokens, logits, loss, grad.<name>, adam_losses, adam_final.<name>
 and metadata (see tools/ref/README.md). Task and loss are copy_model.copy_batch / copy_loss.
 """
-import argparse
 import os
 import sys
 
@@ -29,10 +28,7 @@ from torch.nn.utils import stateless
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import block_models as bm  # noqa: E402
 import copy_model as cm  # noqa: E402
-import make_copy_fixtures as mcf  # noqa: E402  (safetensors writer and independent reader)
-
-REPO = mcf.REPO
-OUT_DIR = mcf.OUT_DIR
+import fixture_tools as ft  # noqa: E402  (safetensors writer and reader, fixture run, generate/verify, CLI)
 
 BASE = dict(layers=2, width=16, heads=4, vocab=11, copy_len=5, batch=3, mlp_ratio=4)
 CFGS = {
@@ -43,14 +39,12 @@ CFGS = {
 }
 # A fixed seed per preset (stable across runs; do not change).
 SEEDS = {"gpt2": 2001, "qwen3": 2002, "sd": 2003}
-ADAM = mcf.ADAM            # lr 1e-2, betas (0.9, 0.999), eps 1e-8, no weight decay
-ADAM_STEPS = mcf.ADAM_STEPS  # 5
 META_KEYS = ("block", "layers", "width", "heads", "kv_heads", "head_dim", "vocab", "copy_len", "batch",
              "mlp_ratio", "norm_eps", "rope_theta", "tie_head", "adam_lr")
 
 
 def fixture_path(preset):
-    return os.path.join(OUT_DIR, f"ref_block_{preset}.safetensors")
+    return os.path.join(ft.OUT_DIR, f"ref_block_{preset}.safetensors")
 
 
 def expected_params(cfg):
@@ -105,7 +99,7 @@ def metadata(preset):
     cfg = CFGS[preset]
     fmt = {bool: lambda v: "true" if v else "false", int: str, str: str, float: lambda v: f"{v:g}"}
     meta = {k: fmt[type(cfg[k])](cfg[k]) for k in META_KEYS if k != "adam_lr"}
-    meta["adam_lr"] = f"{ADAM['lr']:g}"
+    meta["adam_lr"] = f"{ft.ADAM['lr']:g}"
     meta["generator"] = "tools/ref/make_block_fixtures.py"
     meta["torch_version"] = torch.__version__
     return meta
@@ -120,29 +114,19 @@ def seeded_model(preset):
     torch.manual_seed(SEEDS[preset])
     model = bm.init_fixture(bm.build(cfg).double(), embed_std=embed_std(cfg))
     tokens = cm.copy_batch(cfg["batch"], cfg["copy_len"], cfg["vocab"])
-    got = {n: tuple(p.shape) for n, p in model.named_parameters()}
-    exp = expected_params(cfg)
-    assert got == exp, f"{preset}: parameter names/shapes differ from blocklab's: " \
-        f"extra {sorted(set(got) - set(exp))}, missing {sorted(set(exp) - set(got))}, " \
-        f"shape {[n for n in got if n in exp and got[n] != exp[n]]}"
+    ft.check_param_shapes(model, expected_params(cfg), f"{preset}: parameter names/shapes differ from blocklab's")
     return model, tokens
 
 
 def compute(preset, params=None, tokens=None):
     """Results for the seeded init/batch, or for the given params/tokens."""
     model, seeded_tokens = seeded_model(preset)
-    if params is not None:
-        with torch.no_grad():
-            for name, p in model.named_parameters():
-                p.copy_(params[name])
-    if tokens is None:
-        tokens = seeded_tokens
-    return mcf.run_fixture(model, tokens)
+    return ft.run_fixture(model, seeded_tokens if tokens is None else tokens, params)
 
 
 # ----------------------------------------------------------------------------- self-checks
 
-normwise = mcf.normwise
+normwise = ft.normwise
 
 
 def hf_layout_logits(preset, P, tokens):
@@ -197,16 +181,10 @@ def self_check(preset):
     """Raises AssertionError on any failure; returns a one-line summary."""
     cfg = CFGS[preset]
     model, tokens = seeded_model(preset)
-    n = cfg["copy_len"]
-    inputs, targets = tokens[:, :-1], tokens[:, 1:]
+    inputs, loss_of = tokens[:, :-1], ft.copy_loss_of(tokens)
     names = [k for k, _ in model.named_parameters()]
     params = [p for _, p in model.named_parameters()]
     P = dict(model.named_parameters())
-
-    def loss_of(logits):
-        V = logits.shape[-1]
-        return torch.nn.functional.cross_entropy(logits[:, n - 1:].reshape(-1, V),
-                                                 targets[:, n - 1:].reshape(-1))
 
     # 1. the module stack against the second formulation: logits and every gradient
     logits = model(inputs)
@@ -243,23 +221,8 @@ def self_check(preset):
     msg += f", gradcheck {sum(t.numel() for t in ins)} entries"
 
     # 4. central differences at 2 entries of every parameter tensor (full batch)
-    gen = torch.Generator().manual_seed(7)
-    h, worst_fd, count = 1e-5, 0.0, 0
-    with torch.no_grad():
-        for name, p, g in zip(names, params, g_main):
-            for idx in torch.randint(0, p.numel(), (2,), generator=gen).tolist():
-                flat = p.view(-1)
-                old = flat[idx].item()
-                flat[idx] = old + h
-                lp = cm.copy_loss(model, tokens).item()
-                flat[idx] = old - h
-                lm = cm.copy_loss(model, tokens).item()
-                flat[idx] = old
-                fd, ad = (lp - lm) / (2 * h), g.view(-1)[idx].item()
-                err = abs(fd - ad) / (1e-6 + abs(ad))
-                assert abs(fd - ad) < 1e-8 + 1e-6 * abs(ad), \
-                    f"{preset}: {name}[{idx}] autograd {ad:.10g} vs central difference {fd:.10g}"
-                worst_fd, count = max(worst_fd, err), count + 1
+    count, worst_fd = ft.central_differences(preset, names, params, g_main,
+                                             lambda: cm.copy_loss(model, tokens).item())
     msg += f", central differences {count} entries (worst rel {worst_fd:.1e})"
     return msg
 
@@ -271,93 +234,9 @@ def run_self_checks():
 
 # ----------------------------------------------------------------------------- generate / verify
 
-def generate():
-    os.makedirs(OUT_DIR, exist_ok=True)
-    for preset in CFGS:
-        r = compute(preset)
-        tensors = [("tokens", r["tokens"]), ("logits", r["logits"]), ("loss", r["loss"]),
-                   ("adam_losses", r["adam_losses"])]
-        tensors += [(f"param.{n}", r["init"][n]) for n in r["names"]]
-        tensors += [(f"grad.{n}", r["grads"][n]) for n in r["names"]]
-        tensors += [(f"adam_final.{n}", r["final"][n]) for n in r["names"]]
-        path = fixture_path(preset)
-        mcf.write_safetensors(path, tensors, metadata(preset))
-        print(f"{os.path.relpath(path, REPO)}: {os.path.getsize(path)} bytes, {len(tensors)} tensors, "
-              f"loss={r['loss'].item():.17g} "
-              f"adam_losses={[float(f'{x:.10g}') for x in r['adam_losses'].tolist()]}")
-
-
-def verify():
-    import numpy as np
-    ok = True
-    for preset in CFGS:
-        cfg = CFGS[preset]
-        path = fixture_path(preset)
-        meta, t = mcf.read_safetensors(path)      # numpy-only reader with strict format checks
-        exp_meta = metadata(preset)
-        exp_meta.pop("torch_version")
-        for k, v in exp_meta.items():
-            assert meta.get(k) == v, f"{path}: metadata {k}={meta.get(k)!r}, expected {v!r}"
-        assert "torch_version" in meta
-        exp = expected_params(cfg)
-        names = [k[len("param."):] for k in t if k.startswith("param.")]
-        assert sorted(names) == sorted(exp), f"{path}: parameter set differs from blocklab's names"
-        for prefix in ("param.", "grad.", "adam_final."):
-            for name, shape in exp.items():
-                assert tuple(t[prefix + name].shape) == shape, f"{path}: {prefix}{name} shape"
-                assert t[prefix + name].dtype == np.float64
-        other = sorted(k for k in t if not k.startswith(("param.", "grad.", "adam_final.")))
-        assert other == ["adam_losses", "logits", "loss", "tokens"], f"{path}: unexpected tensors {other}"
-        B, n, V = cfg["batch"], cfg["copy_len"], cfg["vocab"]
-        assert t["tokens"].shape == (B, 2 * n) and t["tokens"].dtype == np.int64
-        assert t["logits"].shape == (B, 2 * n - 1, V) and t["loss"].shape == (1,)
-        assert t["adam_losses"].shape == (ADAM_STEPS,)
-        params = {k: torch.from_numpy(t["param." + k].copy()) for k in names}
-        tokens = torch.from_numpy(t["tokens"].copy())
-        assert torch.equal(tokens[:, :n], tokens[:, n:]), "tokens second half is not a copy"
-        assert int(tokens.min()) >= 0 and int(tokens.max()) < V
-        # Recompute from the stored params/tokens only, compare to stored results.
-        r = compute(preset, params=params, tokens=tokens)
-        # Fresh regeneration from the seed must also reproduce the stored init and batch.
-        r0 = compute(preset)
-        maxdiff = 0.0
-        checks = [("logits", r["logits"]), ("loss", r["loss"]), ("adam_losses", r["adam_losses"])]
-        checks += [("grad." + k, r["grads"][k]) for k in names]
-        checks += [("adam_final." + k, r["final"][k]) for k in names]
-        checks += [("param." + k, r0["init"][k]) for k in names]
-        checks += [("tokens", r0["tokens"])]
-        for key, val in checks:
-            stored = t[key]
-            assert list(stored.shape) == list(val.shape), f"{key}: shape {stored.shape} vs {val.shape}"
-            d = float(np.max(np.abs(stored.astype(np.float64) - val.numpy().astype(np.float64))))
-            maxdiff = max(maxdiff, d)
-            if d > 1e-12:
-                ok = False
-                print(f"FAIL {path}: {key} max|diff|={d:.3e}")
-        assert t["adam_losses"][0] == t["loss"][0], "adam_losses[0] != loss"
-        zero = [k for k in names if not np.any(t["grad." + k])]
-        if zero:
-            ok = False
-            print(f"FAIL {path}: all-zero grads for {zero}")
-        print(f"ok {os.path.relpath(path, REPO)}: {len(t)} tensors, loss={t['loss'][0]:.17g}, "
-              f"max recompute diff {maxdiff:.1e}")
-    if not ok:
-        sys.exit(1)
-    print("verify: all fixtures OK")
-
-
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    g = ap.add_mutually_exclusive_group()
-    g.add_argument("--verify", action="store_true", help="self-checks, then re-read and check the fixtures")
-    g.add_argument("--check", action="store_true", help="self-checks only")
-    args = ap.parse_args()
-    run_self_checks()
-    if args.verify:
-        verify()
-    elif not args.check:
-        generate()
+FIXTURES = ft.Fixtures(CFGS, fixture_path, metadata, compute, cfg=CFGS.get,
+                       expected=lambda preset: expected_params(CFGS[preset]))
 
 
 if __name__ == "__main__":
-    main()
+    ft.main(__doc__, FIXTURES, run_self_checks)

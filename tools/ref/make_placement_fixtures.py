@@ -24,7 +24,6 @@ Self-checks, for every placement x norm kind (rezero and tfixup have no norms: o
 Each file holds param.<name>, tokens, logits, loss, grad.<name>, adam_losses (5 Adam steps, lr 1e-2),
 adam_final.<name> and metadata (see tools/ref/README.md). Task and loss: copy_model.copy_batch / copy_loss.
 """
-import argparse
 import os
 import sys
 
@@ -33,16 +32,11 @@ from torch.nn.utils import stateless
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import copy_model as cm  # noqa: E402
-import make_copy_fixtures as mcf  # noqa: E402  (safetensors writer and independent reader)
+import fixture_tools as ft  # noqa: E402  (safetensors writer and reader, fixture run, generate/verify, CLI)
 import placement_models as pm  # noqa: E402
-
-REPO = mcf.REPO
-OUT_DIR = mcf.OUT_DIR
 
 BASE = dict(layers=2, width=16, heads=2, vocab=11, copy_len=5, batch=3, mlp_ratio=4, norm_eps=1e-5)
 TINY = dict(layers=2, width=8, heads=2, vocab=5, copy_len=3, batch=1, mlp_ratio=4, norm_eps=1e-5)
-ADAM = mcf.ADAM              # lr 1e-2, betas (0.9, 0.999), eps 1e-8, no weight decay
-ADAM_STEPS = mcf.ADAM_STEPS  # 5
 
 # The 15 fixtures and their fixed seeds (stable across runs; do not change or reorder).
 VARIANTS = {
@@ -65,7 +59,7 @@ def cfg_for(placement, base=BASE):
 
 
 def fixture_path(placement, norm):
-    return os.path.join(OUT_DIR, f"ref_place_{placement}_{norm}.safetensors")
+    return os.path.join(ft.OUT_DIR, f"ref_place_{placement}_{norm}.safetensors")
 
 
 def expected_params(cfg, placement, norm):
@@ -108,7 +102,7 @@ def metadata(placement, norm):
     for k in ("layers", "width", "heads", "vocab", "copy_len", "batch", "mlp_ratio"):
         meta[k] = str(cfg[k])
     meta["norm_eps"] = f"{cfg['norm_eps']:g}"          # "1e-05", as the ref_copy fixtures
-    meta["adam_lr"] = f"{ADAM['lr']:g}"                # "0.01"
+    meta["adam_lr"] = f"{ft.ADAM['lr']:g}"             # "0.01"
     if placement == "deepnorm":
         meta["deepnorm_alpha"] = repr(pm.deepnorm_alpha(cfg["layers"]))
     meta["generator"] = "tools/ref/make_placement_fixtures.py"
@@ -124,40 +118,21 @@ def seeded_model(placement, norm, cfg, seed):
     torch.manual_seed(seed)
     model = pm.init_fixture(pm.PlacementModel(cfg, placement, norm).double())
     tokens = cm.copy_batch(cfg["batch"], cfg["copy_len"], cfg["vocab"])
-    got = {n: tuple(p.shape) for n, p in model.named_parameters()}
-    exp = expected_params(cfg, placement, norm)
-    assert got == exp, f"{placement}/{norm}: parameter names/shapes differ from the spec: " \
-        f"extra {sorted(set(got) - set(exp))}, missing {sorted(set(exp) - set(got))}, " \
-        f"shape {[n for n in got if n in exp and got[n] != exp[n]]}"
+    ft.check_param_shapes(model, expected_params(cfg, placement, norm),
+                          f"{placement}/{norm}: parameter names/shapes differ from the spec")
     return model, tokens
 
 
 def compute(placement, norm, params=None, tokens=None):
     """Results for the seeded init/batch, or for the given params/tokens."""
     model, seeded_tokens = seeded_model(placement, norm, cfg_for(placement), VARIANTS[(placement, norm)])
-    if params is not None:
-        with torch.no_grad():
-            for name, p in model.named_parameters():
-                p.copy_(params[name])
-    if tokens is None:
-        tokens = seeded_tokens
-    return mcf.run_fixture(model, tokens)
+    return ft.run_fixture(model, seeded_tokens if tokens is None else tokens, params)
 
 
 # ----------------------------------------------------------------------------- self-checks
 
-normwise = mcf.normwise
-
-
-def loss_fn(tokens):
-    n = tokens.shape[1] // 2
-    targets = tokens[:, 1:]
-
-    def f(logits):
-        V = logits.shape[-1]
-        return torch.nn.functional.cross_entropy(logits[:, n - 1:].reshape(-1, V),
-                                                 targets[:, n - 1:].reshape(-1))
-    return f
+normwise = ft.normwise
+loss_fn = ft.copy_loss_of
 
 
 def check_alt(placement, norm):
@@ -234,22 +209,8 @@ def check_central(placement, norm):
     inputs, lf = tokens[:, :-1], loss_fn(tokens)
     names, params = zip(*model.named_parameters())
     g_main = torch.autograd.grad(lf(model(inputs)), params)
-    gen = torch.Generator().manual_seed(7)
-    h, worst_fd, count = 1e-5, 0.0, 0
-    with torch.no_grad():
-        for name, p, g in zip(names, params, g_main):
-            for idx in torch.randint(0, p.numel(), (2,), generator=gen).tolist():
-                flat = p.view(-1)
-                old = flat[idx].item()
-                flat[idx] = old + h
-                lp = lf(model(inputs)).item()
-                flat[idx] = old - h
-                lm = lf(model(inputs)).item()
-                flat[idx] = old
-                fd, ad = (lp - lm) / (2 * h), g.view(-1)[idx].item()
-                assert abs(fd - ad) < 1e-8 + 1e-6 * abs(ad), \
-                    f"{placement}/{norm}: {name}[{idx}] autograd {ad:.10g} vs central difference {fd:.10g}"
-                worst_fd, count = max(worst_fd, abs(fd - ad) / (1e-6 + abs(ad))), count + 1
+    count, worst_fd = ft.central_differences(f"{placement}/{norm}", names, params, g_main,
+                                             lambda: lf(model(inputs)).item())
     return f"central differences {count} (worst rel {worst_fd:.1e})"
 
 
@@ -269,108 +230,31 @@ def run_self_checks():
 
 # ----------------------------------------------------------------------------- generate / verify
 
-def generate():
-    os.makedirs(OUT_DIR, exist_ok=True)
-    for placement, norm in VARIANTS:
-        r = compute(placement, norm)
-        tensors = [("tokens", r["tokens"]), ("logits", r["logits"]), ("loss", r["loss"]),
-                   ("adam_losses", r["adam_losses"])]
-        tensors += [(f"param.{n}", r["init"][n]) for n in r["names"]]
-        tensors += [(f"grad.{n}", r["grads"][n]) for n in r["names"]]
-        tensors += [(f"adam_final.{n}", r["final"][n]) for n in r["names"]]
-        path = fixture_path(placement, norm)
-        mcf.write_safetensors(path, tensors, metadata(placement, norm))
-        print(f"{os.path.relpath(path, REPO)}: {os.path.getsize(path)} bytes, {len(tensors)} tensors, "
-              f"loss={r['loss'].item():.17g} "
-              f"adam_losses={[float(f'{x:.10g}') for x in r['adam_losses'].tolist()]}")
-
-
 # The key rows [C, 2C) of attn.qkv.bias get a gradient that is zero up to rounding (softmax is invariant
 # to a per-query constant); Adam (eps 1e-8) turns that ~1e-17 noise into steps of ~1e-11, which depend
 # on the machine's summation order. Only those entries of adam_final are compared loosely.
 KEY_BIAS_TOL = 1e-9
 
 
-def verify():
-    import numpy as np
-    ok = True
-    for placement, norm in VARIANTS:
-        cfg = cfg_for(placement)
-        C = cfg["width"]
-        path = fixture_path(placement, norm)
-        meta, t = mcf.read_safetensors(path)      # numpy-only reader with strict format checks
-        exp_meta = metadata(placement, norm)
-        exp_meta.pop("torch_version")
-        assert "torch_version" in meta
-        assert sorted(meta) == sorted(list(exp_meta) + ["torch_version"]), f"{path}: metadata keys {sorted(meta)}"
-        for k, v in exp_meta.items():
-            assert meta.get(k) == v, f"{path}: metadata {k}={meta.get(k)!r}, expected {v!r}"
-        exp = expected_params(cfg, placement, norm)
-        names = [k[len("param."):] for k in t if k.startswith("param.")]
-        assert sorted(names) == sorted(exp), f"{path}: parameter set differs from the spec"
-        for prefix in ("param.", "grad.", "adam_final."):
-            for name, shape in exp.items():
-                assert tuple(t[prefix + name].shape) == shape, f"{path}: {prefix}{name} shape"
-                assert t[prefix + name].dtype == np.float64
-        other = sorted(k for k in t if not k.startswith(("param.", "grad.", "adam_final.")))
-        assert other == ["adam_losses", "logits", "loss", "tokens"], f"{path}: unexpected tensors {other}"
-        B, n, V = cfg["batch"], cfg["copy_len"], cfg["vocab"]
-        assert t["tokens"].shape == (B, 2 * n) and t["tokens"].dtype == np.int64
-        assert t["logits"].shape == (B, 2 * n - 1, V) and t["loss"].shape == (1,)
-        assert t["adam_losses"].shape == (ADAM_STEPS,)
-        params = {k: torch.from_numpy(t["param." + k].copy()) for k in names}
-        tokens = torch.from_numpy(t["tokens"].copy())
-        assert torch.equal(tokens[:, :n], tokens[:, n:]), "tokens second half is not a copy"
-        assert int(tokens.min()) >= 0 and int(tokens.max()) < V
-        # Recompute from the stored params/tokens only, compare to stored results.
-        r = compute(placement, norm, params=params, tokens=tokens)
-        # Fresh regeneration from the seed must also reproduce the stored init and batch.
-        r0 = compute(placement, norm)
-        maxdiff = 0.0
-        checks = [("logits", r["logits"]), ("loss", r["loss"]), ("adam_losses", r["adam_losses"])]
-        checks += [("grad." + k, r["grads"][k]) for k in names]
-        checks += [("adam_final." + k, r["final"][k]) for k in names]
-        checks += [("param." + k, r0["init"][k]) for k in names]
-        checks += [("tokens", r0["tokens"])]
-        for key, val in checks:
-            stored = t[key].astype(np.float64)
-            val = val.numpy().astype(np.float64)
-            assert list(stored.shape) == list(val.shape), f"{key}: shape {stored.shape} vs {val.shape}"
-            diff = np.abs(stored - val)
-            if key.startswith("adam_final.") and key.endswith(".attn.qkv.bias"):
-                if float(diff[C:2 * C].max()) > KEY_BIAS_TOL:
-                    ok = False
-                    print(f"FAIL {path}: {key}[C:2C] max|diff|={float(diff[C:2 * C].max()):.3e}")
-                diff[C:2 * C] = 0.0
-            d = float(diff.max())
-            maxdiff = max(maxdiff, d)
-            if d > 1e-12:
-                ok = False
-                print(f"FAIL {path}: {key} max|diff|={d:.3e}")
-        assert t["adam_losses"][0] == t["loss"][0], "adam_losses[0] != loss"
-        zero = [k for k in names if not np.any(t["grad." + k])]
-        if zero:
-            ok = False
-            print(f"FAIL {path}: all-zero grads for {zero}")
-        print(f"ok {os.path.relpath(path, REPO)}: {len(t)} tensors, loss={t['loss'][0]:.17g}, "
-              f"max recompute diff {maxdiff:.1e}")
-    if not ok:
-        sys.exit(1)
-    print("verify: all fixtures OK")
+def loose_key_bias(cfg, path, key, diff):
+    """--verify: the key rows of adam_final.*.attn.qkv.bias compared to KEY_BIAS_TOL, then left out of
+    the 1e-12 comparison."""
+    if not (key.startswith("adam_final.") and key.endswith(".attn.qkv.bias")):
+        return True
+    C = cfg["width"]
+    worst = float(diff[C:2 * C].max())
+    diff[C:2 * C] = 0.0
+    if worst > KEY_BIAS_TOL:
+        print(f"FAIL {path}: {key}[C:2C] max|diff|={worst:.3e}")
+        return False
+    return True
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    g = ap.add_mutually_exclusive_group()
-    g.add_argument("--verify", action="store_true", help="self-checks, then re-read and check the fixtures")
-    g.add_argument("--check", action="store_true", help="self-checks only")
-    args = ap.parse_args()
-    run_self_checks()
-    if args.verify:
-        verify()
-    elif not args.check:
-        generate()
+FIXTURES = ft.Fixtures(VARIANTS, fixture_path, metadata, compute,
+                       cfg=lambda placement, norm: cfg_for(placement),
+                       expected=lambda placement, norm: expected_params(cfg_for(placement), placement, norm),
+                       loose=loose_key_bias)
 
 
 if __name__ == "__main__":
-    main()
+    ft.main(__doc__, FIXTURES, run_self_checks)
