@@ -8,8 +8,8 @@ Written from the published architectures (Qwen3 / Qwen2 / Llama: RMSNorm pre-nor
 attention, rotary embeddings in the rotate-half layout, SwiGLU; Qwen3 adds per-head RMSNorm on q and k
 before RoPE. GPT-2: Pre-LN LayerNorm, learned positions, tanh-GELU, Conv1D weights stored (in, out)),
 not from the transformers package. Each model directory gets a config.json as Hugging Face writes it,
-weights in safetensors (written by hand below: 8-byte little-endian header length, JSON header, data),
-and reference.safetensors:
+weights in safetensors (written by hand: fixture_tools.write_safetensors; 8-byte little-endian header
+length, JSON header, data), and reference.safetensors:
 
   tokens         I64 (T)
   hidden_states  F64 (L+1, T, C)   residual stream: 0 = embeddings, l = output of block l (not normed)
@@ -22,51 +22,16 @@ comparison measures the C++ forward pass, not the storage format.
 import json
 import math
 import os
-import struct
+import sys
 
 import torch
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-OUT = os.path.join(REPO, "tests", "data", "hf")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fixture_tools as ft  # noqa: E402  (safetensors writer)
+
+OUT = os.path.join(ft.OUT_DIR, "hf")
 
 STORAGE = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64}
-
-
-# ----------------------------------------------------------------------------- safetensors writer
-
-def tensor_bytes(t, code):
-    t = t.detach().contiguous().cpu()
-    if code == "F64":
-        return t.to(torch.float64).numpy().astype("<f8").tobytes()
-    if code == "F32":
-        return t.to(torch.float32).numpy().astype("<f4").tobytes()
-    if code == "F16":
-        return t.to(torch.float16).numpy().astype("<f2").tobytes()
-    if code == "BF16":
-        return t.to(torch.bfloat16).view(torch.int16).numpy().astype("<i2").tobytes()
-    if code == "I64":
-        return t.to(torch.int64).numpy().astype("<i8").tobytes()
-    raise ValueError(code)
-
-
-def write_safetensors(path, tensors, metadata=None):
-    """tensors: list of (name, tensor, dtype code) in file order."""
-    header, blobs, off = {}, [], 0
-    if metadata:
-        header["__metadata__"] = metadata
-    for name, t, code in tensors:
-        raw = tensor_bytes(t, code)
-        header[name] = {"dtype": code, "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
-        blobs.append(raw)
-        off += len(raw)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
-    return off
 
 
 # ----------------------------------------------------------------------------- building blocks
@@ -341,7 +306,7 @@ def write_json(path, obj):
 
 
 def write_reference(d, tokens, hidden, final, logits):
-    write_safetensors(os.path.join(d, "reference.safetensors"), [
+    ft.write_safetensors(os.path.join(d, "reference.safetensors"), [
         ("tokens", torch.tensor(tokens, dtype=torch.int64), "I64"),
         ("hidden_states", hidden, "F64"),
         ("final_hidden", final, "F64"),
@@ -357,10 +322,23 @@ def write_sharded(d, items, code, shards):
     for s in range(shards):
         part = items[s * per:(s + 1) * per]
         name = f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
-        total += write_safetensors(os.path.join(d, name), [(k, v, code) for k, v in part], {"format": "pt"})
+        total += ft.write_safetensors(os.path.join(d, name), [(k, v, code) for k, v in part], {"format": "pt"})
         for k, _ in part:
             weight_map[k] = name
     write_json(os.path.join(d, "model.safetensors.index.json"), {"metadata": {"total_size": total}, "weight_map": weight_map})
+
+
+def write_model(name, w, config, metadata=None, shards=1):
+    """OUT/name with config.json and the weights w in their storage dtype: model.safetensors, or `shards`
+    files and their index. Returns the directory."""
+    d = os.path.join(OUT, name)
+    os.makedirs(d, exist_ok=True)
+    write_json(os.path.join(d, "config.json"), config)
+    if shards > 1:
+        write_sharded(d, w.items, w.code, shards)
+    else:
+        ft.write_safetensors(os.path.join(d, "model.safetensors"), [(k, v, w.code) for k, v in w.items], metadata)
+    return d
 
 
 def tokens_for(seed, n, vocab):
@@ -369,11 +347,10 @@ def tokens_for(seed, n, vocab):
 
 
 def make_qwen3():
-    d = os.path.join(OUT, "qwen3")
-    os.makedirs(d, exist_ok=True)
     cfg = dict(hidden=32, heads=4, kv_heads=2, head_dim=16, intermediate=48, layers=3, vocab=300, eps=1e-6,
                theta=10000.0, tied=False, qkv_bias=False, o_bias=False, qk_norm=True)
-    write_json(os.path.join(d, "config.json"), {
+    w = qwen_weights(cfg, "model.", 11, "F32")
+    d = write_model("qwen3", w, metadata={"format": "pt"}, config={
         "architectures": ["Qwen3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
         "bos_token_id": 299, "eos_token_id": 299, "head_dim": 16, "hidden_act": "silu", "hidden_size": 32,
         "initializer_range": 0.02, "intermediate_size": 48, "max_position_embeddings": 128,
@@ -381,19 +358,17 @@ def make_qwen3():
         "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 10000.0,
         "sliding_window": None, "tie_word_embeddings": False, "torch_dtype": "float32",
         "use_cache": True, "use_sliding_window": False, "vocab_size": 300})
-    w = qwen_weights(cfg, "model.", 11, "F32")
-    write_safetensors(os.path.join(d, "model.safetensors"), [(k, v, "F32") for k, v in w.items], {"format": "pt"})
     write_json(os.path.join(d, "tokenizer.json"), tiny_tokenizer(300))
     tokens = tokens_for(12, 9, cfg["vocab"])
     write_reference(d, tokens, *qwen_forward(w.dict(), cfg, "model.", tokens))
 
 
 def make_qwen3_vl():
-    d = os.path.join(OUT, "qwen3_vl_bf16_sharded")
-    os.makedirs(d, exist_ok=True)
     cfg = dict(hidden=32, heads=4, kv_heads=1, head_dim=8, intermediate=64, layers=2, vocab=64, eps=1e-6,
                theta=1000000.0, tied=True, qkv_bias=False, o_bias=False, qk_norm=True)
-    write_json(os.path.join(d, "config.json"), {
+    w = qwen_weights(cfg, "model.language_model.", 21, "BF16")
+    w.extra("model.visual.patch_embed.proj.weight", (8, 3, 2, 2))  # a vision-tower tensor the language model skips
+    d = write_model("qwen3_vl_bf16_sharded", w, shards=2, config={
         "architectures": ["Qwen3VLForConditionalGeneration"], "image_token_id": 60, "model_type": "qwen3_vl",
         "text_config": {
             "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 61, "dtype": "bfloat16",
@@ -406,59 +381,47 @@ def make_qwen3_vl():
         "vision_config": {"depth": 1, "hidden_size": 8, "model_type": "qwen3_vl", "out_hidden_size": 32,
                           "patch_size": 2, "in_channels": 3},
         "vision_end_token_id": 59, "vision_start_token_id": 58})
-    w = qwen_weights(cfg, "model.language_model.", 21, "BF16")
-    w.extra("model.visual.patch_embed.proj.weight", (8, 3, 2, 2))  # a vision-tower tensor the language model skips
-    write_sharded(d, w.items, "BF16", 2)
     tokens = tokens_for(22, 7, cfg["vocab"])
     write_reference(d, tokens, *qwen_forward(w.dict(), cfg, "model.language_model.", tokens))
 
 
 def make_qwen2():
-    d = os.path.join(OUT, "qwen2")
-    os.makedirs(d, exist_ok=True)
     cfg = dict(hidden=24, heads=6, kv_heads=2, head_dim=4, intermediate=40, layers=2, vocab=50, eps=1e-5,
                theta=50000.0, tied=True, qkv_bias=True, o_bias=False, qk_norm=False)
+    w = qwen_weights(cfg, "model.", 31, "F32")
     # transformers v5 style: rope_theta inside rope_parameters
-    write_json(os.path.join(d, "config.json"), {
+    d = write_model("qwen2", w, config={
         "architectures": ["Qwen2ForCausalLM"], "hidden_act": "silu", "hidden_size": 24, "intermediate_size": 40,
         "max_position_embeddings": 64, "model_type": "qwen2", "num_attention_heads": 6, "num_hidden_layers": 2,
         "num_key_value_heads": 2, "rms_norm_eps": 1e-05, "rope_parameters": {"rope_theta": 50000.0, "rope_type": "default"},
         "tie_word_embeddings": True, "use_sliding_window": False, "vocab_size": 50})
-    w = qwen_weights(cfg, "model.", 31, "F32")
-    write_safetensors(os.path.join(d, "model.safetensors"), [(k, v, "F32") for k, v in w.items])
     tokens = tokens_for(32, 7, cfg["vocab"])
     write_reference(d, tokens, *qwen_forward(w.dict(), cfg, "model.", tokens))
 
 
 def make_llama():
-    d = os.path.join(OUT, "llama_f16")
-    os.makedirs(d, exist_ok=True)
     scaling = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                "original_max_position_embeddings": 16, "rope_type": "llama3"}
     cfg = dict(hidden=32, heads=4, kv_heads=4, head_dim=8, intermediate=56, layers=2, vocab=48, eps=1e-5,
                theta=10000.0, tied=False, qkv_bias=False, o_bias=False, qk_norm=False, rope_scaling=scaling)
-    write_json(os.path.join(d, "config.json"), {
+    w = qwen_weights(cfg, "model.", 41, "F16")
+    d = write_model("llama_f16", w, config={
         "architectures": ["LlamaForCausalLM"], "attention_bias": False, "hidden_act": "silu", "hidden_size": 32,
         "intermediate_size": 56, "max_position_embeddings": 128, "mlp_bias": False, "model_type": "llama",
         "num_attention_heads": 4, "num_hidden_layers": 2, "num_key_value_heads": 4, "rms_norm_eps": 1e-05,
         "rope_scaling": scaling, "rope_theta": 10000.0, "tie_word_embeddings": False, "vocab_size": 48})
-    w = qwen_weights(cfg, "model.", 41, "F16")
-    write_safetensors(os.path.join(d, "model.safetensors"), [(k, v, "F16") for k, v in w.items])
     tokens = tokens_for(42, 7, cfg["vocab"])
     write_reference(d, tokens, *qwen_forward(w.dict(), cfg, "model.", tokens))
 
 
 def make_gpt2():
-    d = os.path.join(OUT, "gpt2")
-    os.makedirs(d, exist_ok=True)
     cfg = dict(hidden=32, heads=4, layers=2, vocab=64, positions=16, eps=1e-5)
-    write_json(os.path.join(d, "config.json"), {
+    w = gpt2_weights(cfg, 51, "F32")
+    d = write_model("gpt2", w, metadata={"format": "pt"}, config={
         "activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "attn_pdrop": 0.1,
         "bos_token_id": 63, "embd_pdrop": 0.1, "eos_token_id": 63, "initializer_range": 0.02,
         "layer_norm_epsilon": 1e-05, "model_type": "gpt2", "n_ctx": 16, "n_embd": 32, "n_head": 4, "n_inner": None,
         "n_layer": 2, "n_positions": 16, "resid_pdrop": 0.1, "scale_attn_weights": True, "vocab_size": 64})
-    w = gpt2_weights(cfg, 51, "F32")
-    write_safetensors(os.path.join(d, "model.safetensors"), [(k, v, "F32") for k, v in w.items], {"format": "pt"})
     tokens = tokens_for(52, 11, cfg["vocab"])
     write_reference(d, tokens, *gpt2_forward(w.dict(), cfg, tokens))
 
