@@ -55,7 +55,8 @@ def metadata(placement, norm):
             "generator": "tools/ref/make_copy_fixtures.py", "torch_version": torch.__version__}
 
 
-FIXTURES = ft.Fixtures(VARIANTS, fixture_path, metadata, compute, cfg=lambda placement, norm: CFG)
+FIXTURES = ft.Fixtures(VARIANTS, fixture_path, metadata, compute, cfg=lambda placement, norm: CFG,
+                       loose=ft.loose_key_bias)
 
 
 if __name__ == "__main__":

@@ -230,30 +230,10 @@ def run_self_checks():
 
 # ----------------------------------------------------------------------------- generate / verify
 
-# The key rows [C, 2C) of attn.qkv.bias get a gradient that is zero up to rounding (softmax is invariant
-# to a per-query constant); Adam (eps 1e-8) turns that ~1e-17 noise into steps of ~1e-11, which depend
-# on the machine's summation order. Only those entries of adam_final are compared loosely.
-KEY_BIAS_TOL = 1e-9
-
-
-def loose_key_bias(cfg, path, key, diff):
-    """--verify: the key rows of adam_final.*.attn.qkv.bias compared to KEY_BIAS_TOL, then left out of
-    the 1e-12 comparison."""
-    if not (key.startswith("adam_final.") and key.endswith(".attn.qkv.bias")):
-        return True
-    C = cfg["width"]
-    worst = float(diff[C:2 * C].max())
-    diff[C:2 * C] = 0.0
-    if worst > KEY_BIAS_TOL:
-        print(f"FAIL {path}: {key}[C:2C] max|diff|={worst:.3e}")
-        return False
-    return True
-
-
 FIXTURES = ft.Fixtures(VARIANTS, fixture_path, metadata, compute,
                        cfg=lambda placement, norm: cfg_for(placement),
                        expected=lambda placement, norm: expected_params(cfg_for(placement), placement, norm),
-                       loose=loose_key_bias)
+                       loose=ft.loose_key_bias)
 
 
 if __name__ == "__main__":
