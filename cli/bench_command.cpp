@@ -151,13 +151,19 @@ void register_bench(CLI::App& root, std::vector<Command>& commands) {
                           std::printf("process CPU time per step (all threads): %.1f ms (median)\n",
                                       1e3 * median(cpu_seconds));
                         std::printf("model: %.2f GFLOP/step -> %.1f GFLOP/s\n", flops / 1e9, flops / step / 1e9);
-                        std::printf("%s peak (%dx%dx%d, %d threads): %.1f GFLOP/s -> MFU %.0f%%\n",
+                        // whole percent, or two significant digits below 10% (a tiny model's MFU is not 0)
+                        const auto percent = [](double p) {
+                          char text[32];
+                          std::snprintf(text, sizeof text, p >= 10 ? "%.0f%%" : "%.2g%%", p);
+                          return std::string(text);
+                        };
+                        std::printf("%s peak (%dx%dx%d, %d threads): %.1f GFLOP/s -> MFU %s\n",
                                     bf16 ? "bf16 gemm" : "sgemm", config.batch * T, 4 * config.model.width,
-                                    config.model.width, threads, peak, 100.0 * flops / step / 1e9 / peak);
+                                    config.model.width, threads, peak, percent(100.0 * flops / step / 1e9 / peak).c_str());
                         if (threads == 1)  // the same ratio by CPU time: on a busy machine, without the waits for a core
-                          std::printf("by CPU time: step %.1f ms, %s peak %.1f GFLOP/s -> MFU %.0f%%\n",
+                          std::printf("by CPU time: step %.1f ms, %s peak %.1f GFLOP/s -> MFU %s\n",
                                       1e3 * median(cpu_seconds), bf16 ? "bf16 gemm" : "sgemm", peaks.cpu,
-                                      100.0 * flops / median(cpu_seconds) / 1e9 / peaks.cpu);
+                                      percent(100.0 * flops / median(cpu_seconds) / 1e9 / peaks.cpu).c_str());
                         // Peak RSS (the whole process: program, libraries, threads, the peak measurement's
                         // buffers) against the training state proper.
                         const double mib = 1024.0 * 1024.0;

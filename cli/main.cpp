@@ -10,27 +10,11 @@
 #include "commands.h"
 #include "train/run.h"
 #include "util/error.h"
-
-namespace {
-// OpenMP threads that wait by spinning (libgomp's default: up to ~3 ms) make every parallel region wait
-// for the slowest core: on a 2-core machine shared with other work, a 2-thread training step measured 7x
-// slower than with passive waiting (8.7 s vs 1.2 s). Purely passive waiting (sleep at once) costs a
-// wake-up per parallel region instead: ~12% of a 2-thread step on an idle machine (470 vs 415 ms). A
-// short spin (GOMP_SPINCOUNT 3000, tens of microseconds) bridges the gaps between the regions of a step
-// and still gives the core away soon when another program wants it (busy machine: 830 vs 790 ms).
-// libgomp reads both variables when it loads, so when the user has set neither we set them and restart
-// the program once. Results do not depend on them.
-void prefer_short_openmp_waits(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
-  ::setenv("OMP_WAIT_POLICY", "passive", 1);
-  ::setenv("GOMP_SPINCOUNT", "3000", 1);
-  ::execv("/proc/self/exe", argv);  // returns only on failure: then run on with the default policy
-}
-}  // namespace
+#include "util/threads.h"
 
 int main(int argc, char** argv) {
   using namespace blocklab;
-  prefer_short_openmp_waits(argv);
+  prefer_short_openmp_waits(argv);  // util/threads.h: why
   CLI::App app{"blocklab: build, train and probe stacks of transformer blocks on the CPU"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "blocklab 0.1.0");

@@ -21,7 +21,7 @@ import tempfile
 import warnings
 from typing import Any, Mapping
 
-# The kernels' OpenMP threads should wait briefly, not spin for milliseconds (see cli/main.cpp); libgomp
+# The kernels' OpenMP threads should wait briefly, not spin for milliseconds (src/util/threads.h); libgomp
 # reads these when it loads, which happens with the import of _core below.
 if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     os.environ["OMP_WAIT_POLICY"] = "passive"

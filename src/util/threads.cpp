@@ -2,7 +2,9 @@
 
 #include <cblas.h>
 #include <omp.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <thread>
 
 namespace blocklab {
@@ -19,5 +21,12 @@ void set_num_threads(int n) {
 }
 
 int num_threads() { return omp_get_max_threads(); }
+
+void prefer_short_openmp_waits(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
+  ::setenv("OMP_WAIT_POLICY", "passive", 1);
+  ::setenv("GOMP_SPINCOUNT", "3000", 1);
+  ::execv("/proc/self/exe", argv);  // returns only on failure
+}
 
 }  // namespace blocklab
