@@ -159,6 +159,42 @@ TEST(TextRun, ResumeRefusesAChangedDataFile) {
   EXPECT_NO_THROW(resume_run(more, find_resume_point((dir / "run").string())));
 }
 
+// Without tokens.bin the text is tokenized again, in memory, and the checkpoint refuses ids other than the ones
+// it trained on: a changed file is found, and the run directory is left as it was.
+TEST(TextRun, ResumeWithoutTokensBinChecksTheIdsAgainstTheCheckpoint) {
+  const fs::path dir = blocklab::testing::fresh_dir("text_run_no_tokens");
+  fs::copy_file(kText, dir / "text.txt");
+  RunConfig c = text_run(dir / "run", 4);
+  c.data = (dir / "text.txt").string();
+  c.checkpoint_every = 2;
+  train_run(c, false);
+  RunConfig whole = c;  // the same run without interruption, for comparison
+  whole.out = (dir / "whole").string();
+  whole.steps = 8;
+  train_run(whole, false);
+  fs::remove(dir / "run" / "tokens.bin");
+  std::ofstream(dir / "text.txt", std::ios::app) << "One more line.\n";
+  const ResumePoint from = find_resume_point((dir / "run").string());
+  RunConfig more = from.config;
+  more.steps = 8;
+  const std::string metrics_before = read(dir / "run" / "metrics.csv");
+  try {
+    resume_run(more, from);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("step_0000004: the run trained on "), std::string::npos) << what;
+    EXPECT_NE(what.find(" token ids, xxh3_64 "), std::string::npos) << what;
+    EXPECT_NE(what.find("the data file or the tokenizer changed"), std::string::npos) << what;
+  }
+  EXPECT_EQ(read(dir / "run" / "metrics.csv"), metrics_before);
+  EXPECT_FALSE(fs::exists(dir / "run" / "tokens.bin"));  // nothing written for the changed text
+  // With the text restored, the run continues, and ends as the uninterrupted run does.
+  fs::copy_file(kText, dir / "text.txt", fs::copy_options::overwrite_existing);
+  resume_run(more, find_resume_point((dir / "run").string()));
+  EXPECT_EQ(read(dir / "run" / "metrics.csv"), read(dir / "whole" / "metrics.csv"));
+}
+
 TEST(TextRun, BadDataWritesNoRun) {
   const fs::path dir = blocklab::testing::fresh_dir("text_run_bad");
   std::ofstream(dir / "short.txt") << "Too short to hold two windows of sixteen bytes.";

@@ -242,11 +242,12 @@ fs::path write_checkpoint(const fs::path& run_dir, const TrainingState& state, i
     std::array<int64_t, 4> rng;
     for (int i = 0; i < 4; ++i) rng[i] = std::bit_cast<int64_t>(state.data_rng[i]);
     moments.push_back(tensor_view(kDataRng, {4}, std::span<const int64_t>(rng)));
-    const FileChecksum state_sum = write_safetensors((tmp / kStateFile).string(), moments,
-                                                     {{"format", kFormat},
-                                                      {"format_version", std::to_string(kCheckpointFormatVersion)},
-                                                      {"step", step_text},
-                                                      {"config", state.config_json}});
+    std::map<std::string, std::string> metadata = {{"format", kFormat},
+                                                   {"format_version", std::to_string(kCheckpointFormatVersion)},
+                                                   {"step", step_text},
+                                                   {"config", state.config_json}};
+    if (!state.data_ids.empty()) metadata["data"] = state.data_ids;
+    const FileChecksum state_sum = write_safetensors((tmp / kStateFile).string(), moments, metadata);
     write_complete_marker(tmp, state.step, model_sum, state_sum);  // also fsyncs tmp: the three entries are durable
 
     if (fs::exists(final_dir, ec)) discard(root, final_dir);
@@ -310,6 +311,13 @@ std::vector<std::string> read_checkpoint(const fs::path& checkpoint, TrainingSta
     throw Error(state.path() + ": checkpoint format version " + meta("format_version") +
                 " is not supported (this build reads version " + std::to_string(kCheckpointFormatVersion) + ")");
   (void)meta("config");
+  // A text run resumes on the token ids it trained on (tokens.bin may have been made again from a changed
+  // file or with another tokenizer).
+  if (const auto it = state.metadata().find("data"); it != state.metadata().end() && it->second != out.data_ids)
+    throw Error(checkpoint.string() + ": the run trained on " + it->second + ", but its data now gives " +
+                (out.data_ids.empty() ? std::string("no token ids") : out.data_ids) +
+                " (the data file or the tokenizer changed); a resumed run must train on the same text: restore "
+                "it, or start a new run");
 
   // --- tensors: every expected name, dtype and shape, and nothing else ----------------------------------
   auto expect = [](const SafetensorsReader& r, const std::string& name, DType dtype,

@@ -7,7 +7,8 @@
 //     state.safetensors   adam.m.<param>, adam.v.<param> (F32, the parameter's shape);
 //                         step, adam.step, skipped_steps, data.batches_drawn (I64 scalars);
 //                         rng.data (the data stream's xoshiro256** state, 4 words stored as I64 bit patterns);
-//                         __metadata__: format "blocklab-checkpoint", format_version, step, config (resolved JSON)
+//                         __metadata__: format "blocklab-checkpoint", format_version, step, config (resolved JSON),
+//                         and for the text task data ("<count> token ids, xxh3_64 <hex>": the ids it trains on)
 //     COMPLETE            written last: "step N", then per file "<name> <bytes> xxh3_64:<16 hex digits>"
 //
 // Both safetensors files carry the XXH3-64 of every tensor in their __metadata__ (io/safetensors.h), and
@@ -48,6 +49,9 @@ struct TrainingState {
   std::array<uint64_t, 4> data_rng{};       // the data stream's generator state
   int64_t data_batches_drawn = 0;
   std::string config_json;                  // the resolved run config
+  // Text task: "<count> token ids, xxh3_64 <16 hex digits>", the ids the run trains on; empty otherwise.
+  // read_checkpoint refuses a checkpoint whose recorded ids differ from the ones given here.
+  std::string data_ids;
 };
 
 struct CheckpointRef {
@@ -82,8 +86,9 @@ std::vector<std::string> verify_checkpoint(const std::filesystem::path& checkpoi
 
 // Loads a checkpoint into `state`, whose layout and arena sizes describe the model it must match.
 // The checkpoint is verified (verify_checkpoint) and every file, tensor name, dtype, shape and counter is
-// checked before anything is copied; a mismatch, a damaged or malformed file throws Error naming the file
-// and the problem, and leaves `state` untouched. Returns verify_checkpoint's notes.
+// checked before anything is copied, and so are the token ids a text run trains on (state.data_ids, when the
+// checkpoint records them); a mismatch, a damaged or malformed file throws Error naming the file and the
+// problem, and leaves `state` untouched. Returns verify_checkpoint's notes.
 std::vector<std::string> read_checkpoint(const std::filesystem::path& checkpoint, TrainingState& state);
 
 }  // namespace blocklab::io

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "io/checksum.h"
 #include "util/error.h"
 
 namespace blocklab {
@@ -139,6 +140,10 @@ io::TrainingState Trainer::checkpoint_state() {
   config.erase("out");
   config.erase("threads");
   s.config_json = config.dump();
+  if (const TextTask* text = task_.text()) {
+    const TokenFileHeader& h = text->tokens().header();
+    s.data_ids = std::to_string(h.count) + " token ids, xxh3_64 " + io::checksum_hex(h.ids_checksum);
+  }
   return s;
 }
 
