@@ -134,26 +134,38 @@ TEST(TextRun, ResumeContinuesBitExactlyAndReusesTheTokenFile) {
   EXPECT_DOUBLE_EQ(*s.min_val_loss, whole_summary["min_val_loss"].get<double>());
 }
 
-TEST(TextRun, ResumeRefusesAChangedDataFile) {
-  const fs::path dir = blocklab::testing::fresh_dir("text_run_changed");
+namespace {
+// A 4-step run on dir/text.txt (a copy of the test text) with checkpoints every 2 steps; then a line is
+// appended to the text, so that the run's data has changed. Returns the resumed run to 8 steps.
+RunConfig run_then_change_its_text(const fs::path& dir) {
   fs::copy_file(kText, dir / "text.txt");
   RunConfig c = text_run(dir / "run", 4);
   c.data = (dir / "text.txt").string();
   c.checkpoint_every = 2;
   train_run(c, false);
   std::ofstream(dir / "text.txt", std::ios::app) << "One more line.\n";
-  const ResumePoint from = find_resume_point((dir / "run").string());
-  RunConfig more = from.config;
+  RunConfig more = find_resume_point((dir / "run").string()).config;
   more.steps = 8;
-  const std::string metrics_before = read(dir / "run" / "metrics.csv");
+  return more;
+}
+
+// Resuming `more` fails with an error containing each of `expected`, and leaves metrics.csv as it was.
+void expect_resume_refused(const RunConfig& more, const fs::path& run, const std::vector<std::string>& expected) {
+  const std::string metrics_before = read(run / "metrics.csv");
   try {
-    resume_run(more, from);
+    resume_run(more, find_resume_point(run.string()));
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("text.txt: the data file changed since this run tokenized it"), std::string::npos)
-        << e.what();
+    for (const std::string& part : expected) EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
   }
-  EXPECT_EQ(read(dir / "run" / "metrics.csv"), metrics_before);  // nothing changed
+  EXPECT_EQ(read(run / "metrics.csv"), metrics_before);  // nothing changed
+}
+}  // namespace
+
+TEST(TextRun, ResumeRefusesAChangedDataFile) {
+  const fs::path dir = blocklab::testing::fresh_dir("text_run_changed");
+  const RunConfig more = run_then_change_its_text(dir);
+  expect_resume_refused(more, dir / "run", {"text.txt: the data file changed since this run tokenized it"});
   // With the text restored, the run continues.
   fs::copy_file(kText, dir / "text.txt", fs::copy_options::overwrite_existing);
   EXPECT_NO_THROW(resume_run(more, find_resume_point((dir / "run").string())));
@@ -163,35 +175,18 @@ TEST(TextRun, ResumeRefusesAChangedDataFile) {
 // it trained on: a changed file is found, and the run directory is left as it was.
 TEST(TextRun, ResumeWithoutTokensBinChecksTheIdsAgainstTheCheckpoint) {
   const fs::path dir = blocklab::testing::fresh_dir("text_run_no_tokens");
-  fs::copy_file(kText, dir / "text.txt");
-  RunConfig c = text_run(dir / "run", 4);
-  c.data = (dir / "text.txt").string();
-  c.checkpoint_every = 2;
-  train_run(c, false);
-  RunConfig whole = c;  // the same run without interruption, for comparison
-  whole.out = (dir / "whole").string();
-  whole.steps = 8;
-  train_run(whole, false);
+  const RunConfig more = run_then_change_its_text(dir);
   fs::remove(dir / "run" / "tokens.bin");
-  std::ofstream(dir / "text.txt", std::ios::app) << "One more line.\n";
-  const ResumePoint from = find_resume_point((dir / "run").string());
-  RunConfig more = from.config;
-  more.steps = 8;
-  const std::string metrics_before = read(dir / "run" / "metrics.csv");
-  try {
-    resume_run(more, from);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("step_0000004: the run trained on "), std::string::npos) << what;
-    EXPECT_NE(what.find(" token ids, xxh3_64 "), std::string::npos) << what;
-    EXPECT_NE(what.find("the data file or the tokenizer changed"), std::string::npos) << what;
-  }
-  EXPECT_EQ(read(dir / "run" / "metrics.csv"), metrics_before);
+  expect_resume_refused(more, dir / "run",
+                        {"step_0000004: the run trained on ", " token ids, xxh3_64 ",
+                         "the data file or the tokenizer changed"});
   EXPECT_FALSE(fs::exists(dir / "run" / "tokens.bin"));  // nothing written for the changed text
-  // With the text restored, the run continues, and ends as the uninterrupted run does.
+  // With the text restored, the run continues, and ends as the same run without interruption does.
   fs::copy_file(kText, dir / "text.txt", fs::copy_options::overwrite_existing);
   resume_run(more, find_resume_point((dir / "run").string()));
+  RunConfig whole = more;
+  whole.out = (dir / "whole").string();
+  train_run(whole, false);
   EXPECT_EQ(read(dir / "run" / "metrics.csv"), read(dir / "whole" / "metrics.csv"));
 }
 
