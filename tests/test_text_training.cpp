@@ -190,6 +190,18 @@ TEST(TextRun, ResumeWithoutTokensBinChecksTheIdsAgainstTheCheckpoint) {
   EXPECT_EQ(read(dir / "run" / "metrics.csv"), read(dir / "whole" / "metrics.csv"));
 }
 
+// A damaged tokens.bin is not used, nor written again: the ids are made in memory and checked the same way.
+TEST(TextRun, ResumeWithADamagedTokensBinChecksTheIdsAgainstTheCheckpoint) {
+  const fs::path dir = blocklab::testing::fresh_dir("text_run_damaged_tokens");
+  const RunConfig more = run_then_change_its_text(dir);
+  fs::resize_file(dir / "run" / "tokens.bin", 100);
+  const std::string damaged = read(dir / "run" / "tokens.bin");
+  expect_resume_refused(more, dir / "run", {"step_0000004: the run trained on ", "the data file or the tokenizer changed"});
+  EXPECT_EQ(read(dir / "run" / "tokens.bin"), damaged);
+  fs::copy_file(kText, dir / "text.txt", fs::copy_options::overwrite_existing);
+  EXPECT_NO_THROW(resume_run(more, find_resume_point((dir / "run").string())));
+}
+
 TEST(TextRun, BadDataWritesNoRun) {
   const fs::path dir = blocklab::testing::fresh_dir("text_run_bad");
   std::ofstream(dir / "short.txt") << "Too short to hold two windows of sixteen bytes.";

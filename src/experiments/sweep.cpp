@@ -297,20 +297,19 @@ io::PlotFigure sweep_figure(const std::vector<GridAxis>& grid, const std::vector
     s.title = io::tr(lang, "seed ", "시드 ") + std::to_string(r.run.seed) + " (" + probe::to_string(r.curve.outcome) + ")";
     s.color = io::palette(seed_index[r.run.cell]++);
     s.line_width = 1.2;
+    const std::string color = s.color;
+    panels[r.run.cell].series.push_back(std::move(s));
     if (!r.val_steps.empty()) {  // the validation loss: points on a dashed line, in the training curve's colour
       io::PlotSeries v;
       v.x.assign(r.val_steps.begin(), r.val_steps.end());
       v.y = r.val_losses;
       v.title = io::tr(lang, "seed ", "시드 ") + std::to_string(r.run.seed) + io::tr(lang, " validation", " 검증");
-      v.color = s.color;
+      v.color = color;
       v.line_width = 1.5;
       v.dash = 2;
       v.points = true;
-      panels[r.run.cell].series.push_back(std::move(s));
       panels[r.run.cell].series.push_back(std::move(v));
-      continue;
     }
-    panels[r.run.cell].series.push_back(std::move(s));
   }
   fig.panels = std::move(panels);
   return fig;

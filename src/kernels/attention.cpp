@@ -57,20 +57,7 @@ BLOCKLAB_MULTIVERSION void attention_forward_head_tiled(T* o, T* p, T* scratch, 
       for (int s = n; s < Tn; ++s) row[s] = 0;
     }
     // o_t = sum_s p[t,s] v_s, the group's rows sharing each load of V
-    if (rows == kQueryRows) {
-      T* out[kQueryRows];
-      const T* w[kQueryRows];
-      int first[kQueryRows], end[kQueryRows];
-      for (int r = 0; r < kQueryRows; ++r) {
-        out[r] = o + (t0 + r) * C;
-        w[r] = p + static_cast<long>(t0 + r) * Tn;
-        first[r] = 0;
-        end[r] = t0 + r + 1;
-      }
-      weighted_rows_multi(out, w, 1, v, first, end, hs, C3, false);
-    } else {
-      for (int t = t0; t < t0 + rows; ++t) weighted_rows(o + t * C, p + static_cast<long>(t) * Tn, 1, v, t + 1, hs, C3, false);
-    }
+    causal_weighted_query_rows(o, C, p, Tn, t0, rows, v, hs, C3, false);
   }
 }
 
@@ -99,20 +86,7 @@ BLOCKLAB_MULTIVERSION void attention_backward_head_tiled(T* dq, T* dk, T* dv, T*
       const T inner = lane_dot(prow, dpt, n);
       for (int s = 0; s < n; ++s) dzrow[s] = prow[s] * (dpt[s] - inner) * scale;
     }
-    if (rows == kQueryRows) {  // the group's rows share each load of K
-      T* out[kQueryRows];
-      const T* w[kQueryRows];
-      int first[kQueryRows], end[kQueryRows];
-      for (int r = 0; r < kQueryRows; ++r) {
-        out[r] = dq + (t0 + r) * C3;
-        w[r] = dz + static_cast<long>(t0 + r) * Tn;
-        first[r] = 0;
-        end[r] = t0 + r + 1;
-      }
-      weighted_rows_multi(out, w, 1, k, first, end, hs, C3, true);
-    } else {
-      for (int t = t0; t < t0 + rows; ++t) weighted_rows(dq + t * C3, dz + static_cast<long>(t) * Tn, 1, k, t + 1, hs, C3, true);
-    }
+    causal_weighted_query_rows(dq, C3, dz, Tn, t0, rows, k, hs, C3, true);  // the group's rows share each load of K
   }
   // Pass 2, per key row s (over the queries t >= s that see it):
   //   dv_s += sum_t p[t,s] g_t,   dk_s += scale sum_t dz[t,s] q_t

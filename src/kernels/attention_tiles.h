@@ -294,4 +294,27 @@ BLOCKLAB_ALWAYS_INLINE void weighted_rows_multi(T* const* out, const T* const* w
   }
 }
 
+// The causal query rows t0 .. t0+rows-1 (rows <= kQueryRows): out_t (+)= sum_{s <= t} w[t][s] x_s, w's rows Tn
+// apart, out's out_stride apart, x's stride apart. A full group shares each load of x (weighted_rows_multi);
+// a shorter last group takes one row at a time. Either way each row is bit for bit weighted_rows'.
+template <typename T>
+BLOCKLAB_ALWAYS_INLINE void causal_weighted_query_rows(T* out, long out_stride, const T* w, int Tn, int t0, int rows,
+                                                       const T* x, int hs, long stride, bool accumulate) {
+  if (rows == kQueryRows) {
+    T* o[kQueryRows];
+    const T* wr[kQueryRows];
+    int first[kQueryRows], end[kQueryRows];
+    for (int r = 0; r < kQueryRows; ++r) {
+      o[r] = out + (t0 + r) * out_stride;
+      wr[r] = w + static_cast<long>(t0 + r) * Tn;
+      first[r] = 0;
+      end[r] = t0 + r + 1;
+    }
+    weighted_rows_multi(o, wr, 1, x, first, end, hs, stride, accumulate);
+  } else {
+    for (int t = t0; t < t0 + rows; ++t)
+      weighted_rows(out + t * out_stride, w + static_cast<long>(t) * Tn, 1, x, t + 1, hs, stride, accumulate);
+  }
+}
+
 }  // namespace blocklab::kernels::attention_tiles

@@ -247,7 +247,7 @@ std::shared_ptr<const TokenIds> prepare_run_tokens(const RunConfig& config, bool
     try {
       tokens = TokenIds::open(path);
     } catch (const Error&) {
-      tokens = nullptr;  // damaged: tokenized again below
+      tokens = nullptr;  // damaged: tokenized again below, in memory
     }
     if (tokens) {
       const TokenFileHeader& h = tokens->header();
@@ -261,14 +261,10 @@ std::shared_ptr<const TokenIds> prepare_run_tokens(const RunConfig& config, bool
                     tokenizer.describe() + "); a resumed run must use the same tokenizer");
     }
   }
-  if (!tokens && reuse && !fs::exists(path)) {
-    // A resumed run whose tokens.bin is gone: the ids are made again in memory only, and the checkpoint
-    // then refuses them unless they are the ones it trained on (io::TrainingState::data_ids), so a changed
-    // file or tokenizer leaves the run directory as it was.
-    tokens = tokenize_text_file(config.data, tokenizer);
-  } else if (!tokens) {
-    tokens = write_token_file(path, config.data, tokenizer);
-  }
+  // A resumed run whose tokens.bin is gone or damaged makes the ids again in memory only: the checkpoint then
+  // refuses them unless they are the ones it trained on (io::TrainingState::data_ids), so a changed file or
+  // tokenizer leaves the run directory as it was.
+  if (!tokens) tokens = reuse ? tokenize_text_file(config.data, tokenizer) : write_token_file(path, config.data, tokenizer);
   if (!tokenizer.is_bytes()) io::write_file_atomic((dir / "tokenizer.json").string(), tokenizer.json_text());
   return tokens;
 }
