@@ -24,6 +24,9 @@ struct Command {
   Action action;
 };
 
+// The instruction-set level and the path of each kernel family, one line (bench, --version).
+std::string describe_kernels();
+
 void register_train(CLI::App& root, std::vector<Command>& commands);
 void register_bench(CLI::App& root, std::vector<Command>& commands);
 void register_gradnorm(CLI::App& root, std::vector<Command>& commands);

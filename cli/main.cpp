@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "commands.h"
+#include "kernels/isa.h"
 #include "train/run.h"
 #include "util/error.h"
 #include "util/threads.h"
@@ -17,7 +18,11 @@ int main(int argc, char** argv) {
   prefer_short_openmp_waits(argv);  // util/threads.h: why
   CLI::App app{"blocklab: build, train and probe stacks of transformer blocks on the CPU"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "blocklab 0.1.0");
+  app.set_version_flag("--version", [] { return "blocklab 0.1.0\n" + cli::describe_kernels(); });
+  if (const std::string bad = kernels::check_isa_setting(); !bad.empty()) {
+    std::fprintf(stderr, "blocklab: error: %s\n", bad.c_str());
+    return 2;
+  }
   std::vector<cli::Command> commands;
   cli::register_train(app, commands);
   cli::register_bench(app, commands);

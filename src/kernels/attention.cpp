@@ -35,8 +35,8 @@ namespace {
 
 using namespace attention_tiles;
 
-template <typename T>
-BLOCKLAB_MULTIVERSION void attention_forward_head_tiled(T* o, T* p, T* scratch, const T* q, const T* k, const T* v,
+template <Isa I, typename T>
+BLOCKLAB_ALWAYS_INLINE void attention_forward_head_tiled(T* o, T* p, T* scratch, const T* q, const T* k, const T* v,
                                                         int Tn, int hs, long C3, long C) {
   const int Tp = padded(Tn);
   T* kt = scratch + static_cast<long>(Tn) * Tn;
@@ -45,7 +45,7 @@ BLOCKLAB_MULTIVERSION void attention_forward_head_tiled(T* o, T* p, T* scratch, 
   const T scale = T(1) / std::sqrt(static_cast<T>(hs));
   for (int t0 = 0; t0 < Tn; t0 += kQueryRows) {  // query rows in groups that share each load of K
     const int rows = std::min(kQueryRows, Tn - t0);
-    rows_times_transposed(z, Tp, q + t0 * C3, C3, rows, kt, t0 + rows, Tp, hs, scale);  // z_t[s] = scale q_t . k_s
+    rows_times_transposed<I>(z, Tp, q + t0 * C3, C3, rows, kt, t0 + rows, Tp, hs, scale);  // z_t[s] = scale q_t . k_s
     for (int t = t0; t < t0 + rows; ++t) {
       const T* zt = z + static_cast<long>(t - t0) * Tp;
       T* row = p + static_cast<long>(t) * Tn;
@@ -57,12 +57,12 @@ BLOCKLAB_MULTIVERSION void attention_forward_head_tiled(T* o, T* p, T* scratch, 
       for (int s = n; s < Tn; ++s) row[s] = 0;
     }
     // o_t = sum_s p[t,s] v_s, the group's rows sharing each load of V
-    causal_weighted_query_rows(o, C, p, Tn, t0, rows, v, hs, C3, false);
+    causal_weighted_query_rows<I>(o, C, p, Tn, t0, rows, v, hs, C3, false);
   }
 }
 
-template <typename T>
-BLOCKLAB_MULTIVERSION void attention_backward_head_tiled(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T* q,
+template <Isa I, typename T>
+BLOCKLAB_ALWAYS_INLINE void attention_backward_head_tiled(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T* q,
                                                          const T* k, const T* v, const T* p, int Tn, int hs, long C3,
                                                          long C) {
   const int Tp = padded(Tn);
@@ -77,7 +77,7 @@ BLOCKLAB_MULTIVERSION void attention_backward_head_tiled(T* dq, T* dk, T* dv, T*
   //   forward z = scale q_t . k_s      =>  dq_t += scale sum_s dz[t,s] k_s
   for (int t0 = 0; t0 < Tn; t0 += kQueryRows) {  // query rows in groups that share each load of V
     const int rows = std::min(kQueryRows, Tn - t0);
-    rows_times_transposed(dp, Tp, dout + t0 * C, C, rows, vt, t0 + rows, Tp, hs, T(1));
+    rows_times_transposed<I>(dp, Tp, dout + t0 * C, C, rows, vt, t0 + rows, Tp, hs, T(1));
     for (int t = t0; t < t0 + rows; ++t) {
       const T* prow = p + static_cast<long>(t) * Tn;
       const T* dpt = dp + static_cast<long>(t - t0) * Tp;
@@ -86,7 +86,7 @@ BLOCKLAB_MULTIVERSION void attention_backward_head_tiled(T* dq, T* dk, T* dv, T*
       const T inner = lane_dot(prow, dpt, n);
       for (int s = 0; s < n; ++s) dzrow[s] = prow[s] * (dpt[s] - inner) * scale;
     }
-    causal_weighted_query_rows(dq, C3, dz, Tn, t0, rows, k, hs, C3, true);  // the group's rows share each load of K
+    causal_weighted_query_rows<I>(dq, C3, dz, Tn, t0, rows, k, hs, C3, true);  // the group's rows share each load of K
   }
   // Pass 2, per key row s (over the queries t >= s that see it):
   //   dv_s += sum_t p[t,s] g_t,   dk_s += scale sum_t dz[t,s] q_t
@@ -102,12 +102,12 @@ BLOCKLAB_MULTIVERSION void attention_backward_head_tiled(T* dq, T* dk, T* dv, T*
       first[r] = s + r;
       end[r] = Tn;
     }
-    weighted_rows_multi(out, w, Tn, dout, first, end, hs, C, true);
+    weighted_rows_multi<I>(out, w, Tn, dout, first, end, hs, C, true);
     for (int r = 0; r < kQueryRows; ++r) {
       out[r] = dk + (s + r) * C3;
       w[r] = dz + static_cast<long>(s + r) * Tn + s + r;
     }
-    weighted_rows_multi(out, w, Tn, q, first, end, hs, C3, true);
+    weighted_rows_multi<I>(out, w, Tn, q, first, end, hs, C3, true);
   }
   for (; s < Tn; ++s) {
     const long first = static_cast<long>(s) * Tn + s;  // element (t = s, s)
@@ -123,7 +123,7 @@ namespace {
 // One (batch, head): q, k, v point at the head's first column in row 0; rows are C3 apart.
 // kt (hs, T) scratch for K transposed; p (T, T) the probabilities; o (T, C) the head's output columns.
 template <typename T>
-BLOCKLAB_MULTIVERSION void attention_forward_head(T* o, T* p, T* kt, const T* q, const T* k, const T* v, int Tn,
+BLOCKLAB_ALWAYS_INLINE void attention_forward_head(T* o, T* p, T* kt, const T* q, const T* k, const T* v, int Tn,
                                                   int hs, long C3, long C) {
   for (int s = 0; s < Tn; ++s)
     for (int i = 0; i < hs; ++i) kt[static_cast<long>(i) * Tn + s] = k[s * C3 + i];
@@ -160,7 +160,7 @@ BLOCKLAB_MULTIVERSION void attention_forward_head(T* o, T* p, T* kt, const T* q,
 }
 
 template <typename T>
-BLOCKLAB_MULTIVERSION void attention_backward_head(T* dq, T* dk, T* dv, T* dp, T* vt, const T* dout, const T* q,
+BLOCKLAB_ALWAYS_INLINE void attention_backward_head(T* dq, T* dk, T* dv, T* dp, T* vt, const T* dout, const T* q,
                                                    const T* k, const T* v, const T* p, int Tn, int hs, long C3,
                                                    long C) {
   for (int s = 0; s < Tn; ++s)
@@ -216,10 +216,13 @@ void attention_forward(T* out, T* att, T* scratch, const T* qkv, int B, int Tn, 
       const T* base = qkv + static_cast<long>(b) * Tn * C3 + h * hs;
       T* head_scratch_ptr = scratch + bh * static_cast<long>(head_scratch(Tn, hs));
       T* o = out + static_cast<long>(b) * Tn * C + h * hs;
-      if (hs % kLanes == 0)
-        attention_forward_head_tiled(o, att + bh * Tn * Tn, head_scratch_ptr, base, base + C, base + 2 * C, Tn, hs, C3, C);
-      else
-        attention_forward_head(o, att + bh * Tn * Tn, head_scratch_ptr, base, base + C, base + 2 * C, Tn, hs, C3, C);
+      on_isa([&](auto isa) {
+        if (hs % kLanes == 0)
+          attention_forward_head_tiled<isa.value>(o, att + bh * Tn * Tn, head_scratch_ptr, base, base + C, base + 2 * C,
+                                                  Tn, hs, C3, C);
+        else
+          attention_forward_head(o, att + bh * Tn * Tn, head_scratch_ptr, base, base + C, base + 2 * C, Tn, hs, C3, C);
+      });
     }
 }
 
@@ -240,12 +243,14 @@ void attention_backward(T* dqkv, T* scratch, const T* dout, const T* qkv, const 
       const T* g = dout + static_cast<long>(b) * Tn * C + h * hs;
       for (int t = 0; t < Tn; ++t)  // the head's slices of dq, dk, dv: the passes below accumulate into them
         for (int part = 0; part < 3; ++part) std::fill_n(dbase + t * C3 + part * C, hs, T(0));
-      if (hs % kLanes == 0)
-        attention_backward_head_tiled(dbase, dbase + C, dbase + 2 * C, hsc, g, base, base + C, base + 2 * C,
-                                      att + bh * Tn * Tn, Tn, hs, C3, C);
-      else
-        attention_backward_head(dbase, dbase + C, dbase + 2 * C, hsc, hsc + static_cast<long>(Tn) * Tn, g, base,
-                                base + C, base + 2 * C, att + bh * Tn * Tn, Tn, hs, C3, C);
+      on_isa([&](auto isa) {
+        if (hs % kLanes == 0)
+          attention_backward_head_tiled<isa.value>(dbase, dbase + C, dbase + 2 * C, hsc, g, base, base + C,
+                                                   base + 2 * C, att + bh * Tn * Tn, Tn, hs, C3, C);
+        else
+          attention_backward_head(dbase, dbase + C, dbase + 2 * C, hsc, hsc + static_cast<long>(Tn) * Tn, g, base,
+                                  base + C, base + 2 * C, att + bh * Tn * Tn, Tn, hs, C3, C);
+      });
     }
 }
 

@@ -63,7 +63,7 @@ BLOCKLAB_ALWAYS_INLINE void weighted_sum(T* out, const T* w, long w_stride, cons
 // One (batch, query head): q, k, v, o point at the head's columns in its batch's first row.
 // p (Tq, Tk) the head's probabilities; slot its scratch.
 template <bool Tiled, typename T>
-BLOCKLAB_MULTIVERSION void forward_head(T* o, long o_stride, T* p, T* slot, const T* q, long q_stride, const T* k,
+BLOCKLAB_ALWAYS_INLINE void forward_head(T* o, long o_stride, T* p, T* slot, const T* q, long q_stride, const T* k,
                                         long k_stride, const T* v, long v_stride, int Tq, int Tk, int D, bool causal,
                                         T scale) {
   const int Tkp = padded(Tk);
@@ -87,7 +87,7 @@ BLOCKLAB_MULTIVERSION void forward_head(T* o, long o_stride, T* p, T* slot, cons
 // Tq*Tk apart in p; their scratch slots are slot_size apart from `slots`. k, v, dk, dv point at the kv
 // head's columns. Every output is overwritten.
 template <bool Tiled, typename T>
-BLOCKLAB_MULTIVERSION void backward_group(T* dq, long dq_stride, T* dk, long dk_stride, T* dv, long dv_stride,
+BLOCKLAB_ALWAYS_INLINE void backward_group(T* dq, long dq_stride, T* dk, long dk_stride, T* dv, long dv_stride,
                                           T* slots, long slot_size, const T* dout, long dout_stride, const T* q,
                                           long q_stride, const T* k, long k_stride, const T* v, long v_stride,
                                           const T* p, int group, int Tq, int Tk, int D, bool causal, T scale) {
@@ -176,12 +176,14 @@ void attention_gqa_forward(T* out, long out_stride, T* att, T* scratch, const T*
       const T* qh = q + qrow * q_stride + hc;
       const T* kh = k + krow * k_stride + gc;
       const T* vh = v + krow * v_stride + gc;
-      if (tiled)
-        forward_head<true>(o, out_stride, att + bh * TT, scratch + bh * slot, qh, q_stride, kh, k_stride, vh, v_stride,
-                           Tq, Tk, D, causal, scale);
-      else
-        forward_head<false>(o, out_stride, att + bh * TT, scratch + bh * slot, qh, q_stride, kh, k_stride, vh,
-                            v_stride, Tq, Tk, D, causal, scale);
+      on_isa([&](auto) {
+        if (tiled)
+          forward_head<true>(o, out_stride, att + bh * TT, scratch + bh * slot, qh, q_stride, kh, k_stride, vh,
+                             v_stride, Tq, Tk, D, causal, scale);
+        else
+          forward_head<false>(o, out_stride, att + bh * TT, scratch + bh * slot, qh, q_stride, kh, k_stride, vh,
+                              v_stride, Tq, Tk, D, causal, scale);
+      });
     }
 }
 
@@ -208,14 +210,16 @@ void attention_gqa_backward(T* dq, long dq_stride, T* dk, long dk_stride, T* dv,
       const T* qg = q + qrow * q_stride + hc;
       const T* kg = k + krow * k_stride + gc;
       const T* vg = v + krow * v_stride + gc;
-      if (tiled)
-        backward_group<true>(dqg, dq_stride, dkg, dk_stride, dvg, dv_stride, scratch + bh0 * slot, slot, doutg,
-                             dout_stride, qg, q_stride, kg, k_stride, vg, v_stride, att + bh0 * TT, group, Tq, Tk, D,
-                             causal, scale);
-      else
-        backward_group<false>(dqg, dq_stride, dkg, dk_stride, dvg, dv_stride, scratch + bh0 * slot, slot, doutg,
-                              dout_stride, qg, q_stride, kg, k_stride, vg, v_stride, att + bh0 * TT, group, Tq, Tk, D,
-                              causal, scale);
+      on_isa([&](auto) {
+        if (tiled)
+          backward_group<true>(dqg, dq_stride, dkg, dk_stride, dvg, dv_stride, scratch + bh0 * slot, slot, doutg,
+                               dout_stride, qg, q_stride, kg, k_stride, vg, v_stride, att + bh0 * TT, group, Tq, Tk,
+                               D, causal, scale);
+        else
+          backward_group<false>(dqg, dq_stride, dkg, dk_stride, dvg, dv_stride, scratch + bh0 * slot, slot, doutg,
+                                dout_stride, qg, q_stride, kg, k_stride, vg, v_stride, att + bh0 * TT, group, Tq, Tk,
+                                D, causal, scale);
+      });
     }
 }
 

@@ -3,7 +3,9 @@
 // for head sizes that are a multiple of kLanes (the common case). Every sum keeps a kLanes-wide
 // accumulator in registers across its whole reduction, in a fixed order; a fixed-size inner loop over
 // lanes is what the compiler turns into one vector instruction. All functions are forced inline into
-// the (target_clones) kernel that calls them.
+// the kernel entry point of the running level (on_isa, kernels/isa.h); the multi-row tiles take the level
+// as a template argument and size themselves to its registers.
+#include "kernels/isa.h"
 #include "kernels/simd.h"
 
 namespace blocklab::kernels::attention_tiles {
@@ -68,24 +70,25 @@ BLOCKLAB_ALWAYS_INLINE void row_times_transposed(T* row, const T* a, const T* xt
 // causal window (the first query rows) no longer waits on one chain's FMA latency.
 inline constexpr int kQueryRows = 4;
 
-template <int W, int R, typename T>
+template <int W, int R, typename T, int VB = 64>
 BLOCKLAB_ALWAYS_INLINE void rows_times_transposed_tile(T* out, long out_stride, const T* const* a, const T* xt, int Tp,
                                                        int hs, T scale) {
   using namespace simd;
-  constexpr int L = kWidth<T>, NV = W / L;
-  Vec<T> acc[R][NV];
+  using V = Vec<T, VB>;
+  constexpr int L = kWidth<T, VB>, NV = W / L;
+  V acc[R][NV];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) acc[r][v] = Vec<T>{};
+    for (int v = 0; v < NV; ++v) acc[r][v] = V{};
   for (int i = 0; i < hs; ++i) {
     const T* x = xt + static_cast<long>(i) * Tp;
-    Vec<T> xv[NV];
+    V xv[NV];
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) xv[v] = load(x + v * L);
+    for (int v = 0; v < NV; ++v) xv[v] = load<T, VB>(x + v * L);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const Vec<T> ai = broadcast(a[r][i] * scale);
+      const V ai = broadcast<T, VB>(a[r][i] * scale);
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) acc[r][v] += ai * xv[v];
     }
@@ -93,16 +96,25 @@ BLOCKLAB_ALWAYS_INLINE void rows_times_transposed_tile(T* out, long out_stride, 
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) store(out + r * out_stride + v * L, acc[r][v]);
+    for (int v = 0; v < NV; ++v) store<T, VB>(out + r * out_stride + v * L, acc[r][v]);
 }
 
 // out rows r < rows (out_stride apart, each with room for n rounded up to kLanes) = a_r . xt over the
-// window n of the last row, a_r = a + r * a_stride; rows <= kQueryRows.
-template <typename T>
+// window n of the last row, a_r = a + r * a_stride; rows <= kQueryRows. Every tile keeps 8 accumulator
+// registers of the level I: with AVX-512 (32 registers) up to 64 positions of two rows or 32 of four; with
+// AVX2 and SSE (16 registers) 2 registers' width (16 or 8 positions) of the four rows. The sums are the same
+// at every level, element for element: each runs over i in order.
+template <Isa I, typename T>
 BLOCKLAB_ALWAYS_INLINE void rows_times_transposed(T* out, long out_stride, const T* a, long a_stride, int rows,
                                                   const T* xt, int n, int Tp, int hs, T scale) {
   const T* a_rows[kQueryRows];
   for (int r = 0; r < kQueryRows; ++r) a_rows[r] = a + (r < rows ? r : rows - 1) * a_stride;
+  if constexpr (I != Isa::Avx512) {
+    constexpr int VB = kVectorBytes<I>, W = 2 * simd::kWidth<T, VB>;
+    for (int sb = 0; sb < n; sb += W)
+      rows_times_transposed_tile<W, kQueryRows, T, VB>(out + sb, out_stride, a_rows, xt + sb, Tp, hs, scale);
+    return;
+  }
   for (int sb = 0; sb < n; sb += kRowBlock) {
     const int valid = n - sb < kRowBlock ? n - sb : kRowBlock;
     const T* x = xt + sb;
@@ -173,43 +185,45 @@ BLOCKLAB_ALWAYS_INLINE void weighted_rows(T* out, const T* w, long w_stride, con
 // Terms s in [from, to) of one row (local indices; weight w[s * w_stride], row x + s * stride) into its even
 // and odd accumulators. Every product is written next to the add it feeds (a product shared by two
 // branches would be hoisted and then not fused with its add, which changes the bits).
-template <int NV, typename T>
-BLOCKLAB_ALWAYS_INLINE void weighted_span(simd::Vec<T> (&even)[NV], simd::Vec<T> (&odd)[NV], const T* w, long w_stride,
+template <int NV, typename T, int VB>
+BLOCKLAB_ALWAYS_INLINE void weighted_span(simd::Vec<T, VB> (&even)[NV], simd::Vec<T, VB> (&odd)[NV], const T* w, long w_stride,
                                           const T* x, long stride, int from, int to) {
   using namespace simd;
-  constexpr int L = kWidth<T>;
+  constexpr int L = kWidth<T, VB>;
+  using V = Vec<T, VB>;
   int s = from;
   if (s < to && (s & 1) != 0) {
-    const Vec<T> w1 = broadcast(w[s * w_stride]);
+    const V w1 = broadcast<T, VB>(w[s * w_stride]);
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) odd[v] += w1 * load(x + s * stride + v * L);
+    for (int v = 0; v < NV; ++v) odd[v] += w1 * load<T, VB>(x + s * stride + v * L);
     ++s;
   }
   for (; s + 1 < to; s += 2) {
-    const Vec<T> w0 = broadcast(w[s * w_stride]), w1 = broadcast(w[(s + 1) * w_stride]);
+    const V w0 = broadcast<T, VB>(w[s * w_stride]), w1 = broadcast<T, VB>(w[(s + 1) * w_stride]);
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) {
-      even[v] += w0 * load(x + s * stride + v * L);
-      odd[v] += w1 * load(x + (s + 1) * stride + v * L);
+      even[v] += w0 * load<T, VB>(x + s * stride + v * L);
+      odd[v] += w1 * load<T, VB>(x + (s + 1) * stride + v * L);
     }
   }
   if (s < to) {
-    const Vec<T> w0 = broadcast(w[s * w_stride]);
+    const V w0 = broadcast<T, VB>(w[s * w_stride]);
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) even[v] += w0 * load(x + s * stride + v * L);
+    for (int v = 0; v < NV; ++v) even[v] += w0 * load<T, VB>(x + s * stride + v * L);
   }
 }
 
-template <int W, int R, typename T>
+template <int W, int R, typename T, int VB = 64>
 BLOCKLAB_ALWAYS_INLINE void weighted_rows_multi_block(T* const* out, const T* const* w, long w_stride, const T* x,
                                                       long stride, const int* first, const int* end, bool accumulate) {
   using namespace simd;
-  constexpr int L = kWidth<T>, NV = W / L;
-  Vec<T> even[R][NV], odd[R][NV];
+  constexpr int L = kWidth<T, VB>, NV = W / L;
+  using V = Vec<T, VB>;
+  V even[R][NV], odd[R][NV];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) even[r][v] = odd[r][v] = Vec<T>{};
+    for (int v = 0; v < NV; ++v) even[r][v] = odd[r][v] = V{};
   int lo = first[0], hi = end[0];
   for (int r = 1; r < R; ++r) {
     lo = first[r] > lo ? first[r] : lo;
@@ -219,7 +233,7 @@ BLOCKLAB_ALWAYS_INLINE void weighted_rows_multi_block(T* const* out, const T* co
   // rows that start before the shared stretch
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
-    weighted_span<NV>(even[r], odd[r], w[r], w_stride, x + first[r] * stride, stride, 0, lo - first[r]);
+    weighted_span<NV, T, VB>(even[r], odd[r], w[r], w_stride, x + first[r] * stride, stride, 0, lo - first[r]);
   // the shared stretch, two positions at a time: a row whose local index at lo is odd has its roles swapped
   bool swapped[R];
 #pragma GCC unroll 8
@@ -227,7 +241,7 @@ BLOCKLAB_ALWAYS_INLINE void weighted_rows_multi_block(T* const* out, const T* co
     swapped[r] = ((lo - first[r]) & 1) != 0;
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) {
-      const Vec<T> e = even[r][v], o = odd[r][v];
+      const V e = even[r][v], o = odd[r][v];
       even[r][v] = swapped[r] ? o : e;
       odd[r][v] = swapped[r] ? e : o;
     }
@@ -236,16 +250,16 @@ BLOCKLAB_ALWAYS_INLINE void weighted_rows_multi_block(T* const* out, const T* co
   for (; t + 1 < hi; t += 2) {
     const T* x0 = x + t * stride;
     const T* x1 = x0 + stride;
-    Vec<T> xv0[NV], xv1[NV];
+    V xv0[NV], xv1[NV];
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) {
-      xv0[v] = load(x0 + v * L);
-      xv1[v] = load(x1 + v * L);
+      xv0[v] = load<T, VB>(x0 + v * L);
+      xv1[v] = load<T, VB>(x1 + v * L);
     }
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const T* wr = w[r] + static_cast<long>(t - first[r]) * w_stride;
-      const Vec<T> w0 = broadcast(wr[0]), w1 = broadcast(wr[w_stride]);
+      const V w0 = broadcast<T, VB>(wr[0]), w1 = broadcast<T, VB>(wr[w_stride]);
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) {
         even[r][v] += w0 * xv0[v];
@@ -257,29 +271,42 @@ BLOCKLAB_ALWAYS_INLINE void weighted_rows_multi_block(T* const* out, const T* co
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) {
-      const Vec<T> e = even[r][v], o = odd[r][v];
+      const V e = even[r][v], o = odd[r][v];
       even[r][v] = swapped[r] ? o : e;
       odd[r][v] = swapped[r] ? e : o;
     }
   // what is left of each row after the shared stretch
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
-    weighted_span<NV>(even[r], odd[r], w[r], w_stride, x + first[r] * stride, stride, t - first[r], end[r] - first[r]);
+    weighted_span<NV, T, VB>(even[r], odd[r], w[r], w_stride, x + first[r] * stride, stride, t - first[r], end[r] - first[r]);
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) {
-      const Vec<T> sum = even[r][v] + odd[r][v];
-      store(out[r] + v * L, accumulate ? load(out[r] + v * L) + sum : sum);
+      const V sum = even[r][v] + odd[r][v];
+      store<T, VB>(out[r] + v * L, accumulate ? load<T, VB>(out[r] + v * L) + sum : sum);
     }
 }
 
 // out[r][0:hs] (+)= sum_{t in [first[r], end[r])} w[r][(t - first[r]) * w_stride] * x_t[0:hs] for kQueryRows rows,
 // each bit for bit as weighted_rows(out[r], w[r], w_stride, x + first[r] * stride, end[r] - first[r], ...)
-template <typename T>
+// Tiles of the level I: with AVX-512 all four rows over 32 (then 16) columns, 16 accumulator registers of
+// 32; with AVX2 and SSE two rows at a time over two registers' width (16 or 8 floats), 8 of 16. Either way
+// each row's sums are the same.
+template <Isa I, typename T>
 BLOCKLAB_ALWAYS_INLINE void weighted_rows_multi(T* const* out, const T* const* w, long w_stride, const T* x,
                                                 const int* first, const int* end, int hs, long stride,
                                                 bool accumulate) {
+  if constexpr (I != Isa::Avx512) {
+    constexpr int VB = kVectorBytes<I>, W = 2 * simd::kWidth<T, VB>, R = 2;
+    for (int r0 = 0; r0 < kQueryRows; r0 += R)
+      for (int ib = 0; ib < hs; ib += W) {
+        T* o[R];
+        for (int r = 0; r < R; ++r) o[r] = out[r0 + r] + ib;
+        weighted_rows_multi_block<W, R, T, VB>(o, w + r0, w_stride, x + ib, stride, first + r0, end + r0, accumulate);
+      }
+    return;
+  }
   constexpr int R = kQueryRows;
   int ib = 0;
   for (; ib + 2 * kLanes <= hs; ib += 2 * kLanes) {
@@ -297,7 +324,7 @@ BLOCKLAB_ALWAYS_INLINE void weighted_rows_multi(T* const* out, const T* const* w
 // The causal query rows t0 .. t0+rows-1 (rows <= kQueryRows): out_t (+)= sum_{s <= t} w[t][s] x_s, w's rows Tn
 // apart, out's out_stride apart, x's stride apart. A full group shares each load of x (weighted_rows_multi);
 // a shorter last group takes one row at a time. Either way each row is bit for bit weighted_rows'.
-template <typename T>
+template <Isa I, typename T>
 BLOCKLAB_ALWAYS_INLINE void causal_weighted_query_rows(T* out, long out_stride, const T* w, int Tn, int t0, int rows,
                                                        const T* x, int hs, long stride, bool accumulate) {
   if (rows == kQueryRows) {
@@ -310,7 +337,7 @@ BLOCKLAB_ALWAYS_INLINE void causal_weighted_query_rows(T* out, long out_stride, 
       first[r] = 0;
       end[r] = t0 + r + 1;
     }
-    weighted_rows_multi(o, wr, 1, x, first, end, hs, stride, accumulate);
+    weighted_rows_multi<I>(o, wr, 1, x, first, end, hs, stride, accumulate);
   } else {
     for (int t = t0; t < t0 + rows; ++t)
       weighted_rows(out + t * out_stride, w + static_cast<long>(t) * Tn, 1, x, t + 1, hs, stride, accumulate);

@@ -1,5 +1,7 @@
 #include "kernels/bf16_gemm.h"
 
+#include "kernels/isa.h"
+
 #include <cpuid.h>
 #include <immintrin.h>
 #include <omp.h>
@@ -239,8 +241,10 @@ Dispatch detect() {
   const std::string choice = forced == nullptr ? "" : forced;
   __builtin_cpu_init();
   // avx512bf16 in CPUID leaf 7 subleaf 1 (EAX bit 5); __builtin_cpu_supports knows it as "avx512bf16".
-  const bool bf16 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+  const bool bf16_cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+  const bool capped = isa() != Isa::Avx512;  // BLOCKLAB_ISA below avx512 (kernels/isa.h)
+  const bool bf16 = bf16_cpu && !capped;
   const bool amx = cpuid_amx_bf16(), intel = cpu_is_intel();
   const std::string amx_text = amx ? "AMX-BF16 present" : "no AMX on this CPU";
   auto own = [&](const std::string& why) {
@@ -261,12 +265,17 @@ Dispatch detect() {
   } else if (choice == "avx512_bf16") {
     if (bf16)
       own("BLOCKLAB_GEMM=avx512_bf16; " + amx_text);
+    else if (bf16_cpu)
+      d.description = "fp32 (BLOCKLAB_GEMM=avx512_bf16, but BLOCKLAB_ISA caps the kernels at " +
+                      std::string(isa_name(isa())) + "; " + amx_text + ")";
     else
       d.description = "fp32 (BLOCKLAB_GEMM=avx512_bf16, but this CPU has no AVX512-BF16)";
   } else if (amx && onednn_available()) {
     onednn("AMX-BF16 present");
   } else if (bf16 && !intel) {
     own(amx_text);
+  } else if (bf16_cpu && capped) {
+    d.description = "fp32 (BLOCKLAB_ISA caps the kernels at " + std::string(isa_name(isa())) + "; " + amx_text + ")";
   } else if (bf16) {
     d.description = std::string("fp32 (an Intel core: AVX512-BF16 dot products are not faster than fp32 there; ") +
                     (amx ? "AMX-BF16 present, but this build has no oneDNN for it" : "no AMX on this CPU") + ")";

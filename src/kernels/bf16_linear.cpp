@@ -13,7 +13,7 @@ namespace {
 
 // Rows [o0, o1) of the output for all N inputs. The dot products use a vector reduction (fixed order
 // for a given instruction set, independent of the thread count).
-BLOCKLAB_MULTIVERSION void bf16_rows(float* out, const float* inp, const uint16_t* weight, int N, int C, int OC,
+BLOCKLAB_ALWAYS_INLINE void bf16_rows(float* out, const float* inp, const uint16_t* weight, int N, int C, int OC,
                                      int o0, int o1, float* row) {
   for (int o = o0; o < o1; ++o) {
     const uint16_t* w = weight + static_cast<long>(o) * C;
@@ -37,7 +37,7 @@ void bf16_linear_forward(float* out, const float* inp, const uint16_t* weight, i
     const int threads = omp_get_num_threads(), id = omp_get_thread_num();
     const long per = (static_cast<long>(OC) + threads - 1) / threads;
     const int o0 = static_cast<int>(std::min<long>(OC, per * id)), o1 = static_cast<int>(std::min<long>(OC, per * (id + 1)));
-    bf16_rows(out, inp, weight, N, C, OC, o0, o1, scratch + static_cast<long>(id) * C);
+    on_isa([&](auto) { bf16_rows(out, inp, weight, N, C, OC, o0, o1, scratch + static_cast<long>(id) * C); });
   }
 }
 

@@ -14,12 +14,12 @@ namespace {
 constexpr long kChunk = 4096;  // elements per parallel work item
 
 template <typename T>
-BLOCKLAB_MULTIVERSION void gelu_forward_chunk(T* out, const T* inp, long n) {
+BLOCKLAB_ALWAYS_INLINE void gelu_forward_chunk(T* out, const T* inp, long n) {
   for (long i = 0; i < n; ++i) out[i] = gelu_value(inp[i]);
 }
 
 template <typename T>
-BLOCKLAB_MULTIVERSION void gelu_backward_chunk(T* dinp, const T* dout, const T* inp, long n) {
+BLOCKLAB_ALWAYS_INLINE void gelu_backward_chunk(T* dinp, const T* dout, const T* inp, long n) {
   for (long i = 0; i < n; ++i) dinp[i] += dout[i] * gelu_derivative(inp[i]);
 }
 }  // namespace
@@ -28,7 +28,7 @@ template <typename T>
 void gelu_forward(T* out, const T* inp, long N) {
   BLOCKLAB_PROFILE("gelu_forward");
 #pragma omp parallel for schedule(static)
-  for (long c = 0; c < N; c += kChunk) gelu_forward_chunk(out + c, inp + c, std::min(kChunk, N - c));
+  for (long c = 0; c < N; c += kChunk) on_isa([&](auto) { gelu_forward_chunk(out + c, inp + c, std::min(kChunk, N - c)); });
 }
 
 template <typename T>
@@ -36,7 +36,7 @@ void gelu_backward(T* dinp, const T* dout, const T* inp, long N) {
   BLOCKLAB_PROFILE("gelu_backward");
 #pragma omp parallel for schedule(static)
   for (long c = 0; c < N; c += kChunk)
-    gelu_backward_chunk(dinp + c, dout + c, inp + c, std::min(kChunk, N - c));
+    on_isa([&](auto) { gelu_backward_chunk(dinp + c, dout + c, inp + c, std::min(kChunk, N - c)); });
 }
 
 template <typename T>

@@ -7,10 +7,12 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/isa.h"
+
 namespace blocklab::kernels {
 
 // exp(x) for x <= ~88; relative error ~2 ulp. Inputs below -87.3 return ~0 (2^-126 scale).
-inline float exp_approx(float x) {
+BLOCKLAB_ALWAYS_INLINE float exp_approx(float x) {
   x = x < -87.3f ? -87.3f : x;
   x = x > 88.0f ? 88.0f : x;
   // n = round(x / ln 2) by the 1.5 * 2^23 trick (no rounding-mode dependence, vectorises)
@@ -32,7 +34,7 @@ inline float exp_approx(float x) {
 }
 
 // erf(x) by Abramowitz & Stegun 7.1.26: |error| <= 1.5e-7.
-inline float erf_approx(float x) {
+BLOCKLAB_ALWAYS_INLINE float erf_approx(float x) {
   const float ax = std::fabs(x);
   const float t = 1.0f / (1.0f + 0.3275911f * ax);
   float y = 1.061405429f;
@@ -45,7 +47,7 @@ inline float erf_approx(float x) {
 }
 
 template <typename T>
-inline T fast_exp(T x) {
+BLOCKLAB_ALWAYS_INLINE T fast_exp(T x) {
   if constexpr (std::is_same_v<T, float>)
     return exp_approx(x);
   else
@@ -53,7 +55,7 @@ inline T fast_exp(T x) {
 }
 
 template <typename T>
-inline T fast_erf(T x) {
+BLOCKLAB_ALWAYS_INLINE T fast_erf(T x) {
   if constexpr (std::is_same_v<T, float>)
     return erf_approx(x);
   else
@@ -61,10 +63,3 @@ inline T fast_erf(T x) {
 }
 
 }  // namespace blocklab::kernels
-
-// Hot loops are compiled for AVX-512, AVX2 and baseline x86-64; the loader picks one per CPU.
-#if defined(__x86_64__) && !defined(__clang__)
-#define BLOCKLAB_MULTIVERSION __attribute__((target_clones("avx512f", "arch=haswell", "default")))
-#else
-#define BLOCKLAB_MULTIVERSION
-#endif

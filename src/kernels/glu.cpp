@@ -16,7 +16,7 @@ inline T sigmoid(T x) {
 
 // One row: value (I), gate (I) -> out (I).
 template <typename T>
-BLOCKLAB_MULTIVERSION void glu_forward_row(T* out, const T* value, const T* gate, int I, GluKind kind) {
+BLOCKLAB_ALWAYS_INLINE void glu_forward_row(T* out, const T* value, const T* gate, int I, GluKind kind) {
   if (kind == GluKind::SwiGLU) {
     for (int i = 0; i < I; ++i) out[i] = value[i] * (gate[i] * sigmoid(gate[i]));
   } else {
@@ -26,7 +26,7 @@ BLOCKLAB_MULTIVERSION void glu_forward_row(T* out, const T* value, const T* gate
 
 // One row: dout (I), value (I), gate (I) -> dvalue (I), dgate (I).
 template <typename T>
-BLOCKLAB_MULTIVERSION void glu_backward_row(T* dvalue, T* dgate, const T* dout, const T* value, const T* gate, int I,
+BLOCKLAB_ALWAYS_INLINE void glu_backward_row(T* dvalue, T* dgate, const T* dout, const T* value, const T* gate, int I,
                                             GluKind kind) {
   if (kind == GluKind::SwiGLU) {
     for (int i = 0; i < I; ++i) {
@@ -51,7 +51,7 @@ void glu_forward(T* out, const T* inp, int N, int I, GluKind kind) {
 #pragma omp parallel for schedule(static) if (static_cast<long>(N) * I > 16384)
   for (int n = 0; n < N; ++n) {
     const T* row = inp + n * I2;
-    glu_forward_row(out + static_cast<long>(n) * I, row, row + I, I, kind);
+    on_isa([&](auto) { glu_forward_row(out + static_cast<long>(n) * I, row, row + I, I, kind); });
   }
 }
 
@@ -63,7 +63,7 @@ void glu_backward(T* dinp, const T* dout, const T* inp, int N, int I, GluKind ki
   for (int n = 0; n < N; ++n) {
     const T* row = inp + n * I2;
     T* drow = dinp + n * I2;
-    glu_backward_row(drow, drow + I, dout + static_cast<long>(n) * I, row, row + I, I, kind);
+    on_isa([&](auto) { glu_backward_row(drow, drow + I, dout + static_cast<long>(n) * I, row, row + I, I, kind); });
   }
 }
 

@@ -28,14 +28,18 @@ inline __attribute__((always_inline)) void update_block(const GeluBlock& b, int 
   }
 }
 
-BLOCKLAB_MULTIVERSION void gelu_of_block(void* context, int i0, int rows, int j0, int cols) {
-  update_block(*static_cast<const GeluBlock*>(context), i0, rows, j0, cols,
-               [](float, float pre) { return gelu_value(pre); });
+void gelu_of_block(void* context, int i0, int rows, int j0, int cols) {
+  on_isa([&](auto) {
+    update_block(*static_cast<const GeluBlock*>(context), i0, rows, j0, cols,
+                 [](float, float pre) { return gelu_value(pre); });
+  });
 }
 
-BLOCKLAB_MULTIVERSION void gelu_derivative_times_block(void* context, int i0, int rows, int j0, int cols) {
-  update_block(*static_cast<const GeluBlock*>(context), i0, rows, j0, cols,
-               [](float dact, float pre) { return dact * gelu_derivative(pre); });
+void gelu_derivative_times_block(void* context, int i0, int rows, int j0, int cols) {
+  on_isa([&](auto) {
+    update_block(*static_cast<const GeluBlock*>(context), i0, rows, j0, cols,
+                 [](float dact, float pre) { return dact * gelu_derivative(pre); });
+  });
 }
 }  // namespace
 

@@ -40,7 +40,7 @@ void accumulate_affine_grads(T* dweight, T* dbias, const T* dout, int N, int C, 
 
 // Per-row kernels: every reduction over a row's C values runs in the fixed lane order of lane_reduce.h.
 template <typename T>
-BLOCKLAB_MULTIVERSION void layernorm_forward_row(T* y, T* mean, T* rstd, const T* x, const T* weight, const T* bias,
+BLOCKLAB_ALWAYS_INLINE void layernorm_forward_row(T* y, T* mean, T* rstd, const T* x, const T* weight, const T* bias,
                                                  int C, T eps) {
   const T m = lane_sum(x, C) / C;
   const T var = lane_sum_of<T>(C, [x, m](int c) { return (x[c] - m) * (x[c] - m); }) / C;  // two-pass: no cancellation
@@ -56,14 +56,16 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, 
   BLOCKLAB_PROFILE("layernorm_forward");
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n)
-    layernorm_forward_row(out + static_cast<long>(n) * C, mean + n, rstd + n, inp + static_cast<long>(n) * C, weight,
-                          bias, C, eps);
+    on_isa([&](auto) {
+      layernorm_forward_row(out + static_cast<long>(n) * C, mean + n, rstd + n, inp + static_cast<long>(n) * C, weight,
+                            bias, C, eps);
+    });
 }
 
 // forward: xhat = (x - mean) * rstd;  y = xhat * w + b
 // dxhat = dy * w;  dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
 template <typename T>
-BLOCKLAB_MULTIVERSION void layernorm_backward_row(T* dx, const T* g, const T* x, const T* weight, T m, T s, int C) {
+BLOCKLAB_ALWAYS_INLINE void layernorm_backward_row(T* dx, const T* g, const T* x, const T* weight, T m, T s, int C) {
   const T mean_dxhat = lane_dot(g, weight, C) / C;
   const T mean_dxhat_xhat = lane_sum_of<T>(C, [=](int c) { return g[c] * weight[c] * ((x[c] - m) * s); }) / C;
   for (int c = 0; c < C; ++c) {
@@ -78,15 +80,17 @@ void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* i
   BLOCKLAB_PROFILE("layernorm_backward");
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n)
-    layernorm_backward_row(dinp + static_cast<long>(n) * C, dout + static_cast<long>(n) * C,
-                           inp + static_cast<long>(n) * C, weight, mean[n], rstd[n], C);
+    on_isa([&](auto) {
+      layernorm_backward_row(dinp + static_cast<long>(n) * C, dout + static_cast<long>(n) * C,
+                             inp + static_cast<long>(n) * C, weight, mean[n], rstd[n], C);
+    });
   accumulate_affine_grads(dweight, dbias, dout, N, C, [&](int n, int c) {
     return (inp[static_cast<long>(n) * C + c] - mean[n]) * rstd[n];
   });
 }
 
 template <typename T>
-BLOCKLAB_MULTIVERSION void rmsnorm_forward_row(T* y, T* rstd, const T* x, const T* weight, int C, T eps) {
+BLOCKLAB_ALWAYS_INLINE void rmsnorm_forward_row(T* y, T* rstd, const T* x, const T* weight, int C, T eps) {
   const T s = T(1) / std::sqrt(lane_dot(x, x, C) / C + eps);
   for (int c = 0; c < C; ++c) y[c] = x[c] * s * weight[c];
   *rstd = s;
@@ -97,13 +101,15 @@ void rmsnorm_forward(T* out, T* rstd, const T* inp, const T* weight, int N, int 
   BLOCKLAB_PROFILE("rmsnorm_forward");
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n)
-    rmsnorm_forward_row(out + static_cast<long>(n) * C, rstd + n, inp + static_cast<long>(n) * C, weight, C, eps);
+    on_isa([&](auto) {
+      rmsnorm_forward_row(out + static_cast<long>(n) * C, rstd + n, inp + static_cast<long>(n) * C, weight, C, eps);
+    });
 }
 
 // forward: xhat = x * rstd;  y = xhat * w,  rstd = (mean(x^2) + eps)^(-1/2)
 // d rstd / d x_j = -rstd^3 x_j / C  =>  dx = rstd * (dxhat - xhat * mean(dxhat * xhat)),  dxhat = dy * w
 template <typename T>
-BLOCKLAB_MULTIVERSION void rmsnorm_backward_row(T* dx, const T* g, const T* x, const T* weight, T s, int C) {
+BLOCKLAB_ALWAYS_INLINE void rmsnorm_backward_row(T* dx, const T* g, const T* x, const T* weight, T s, int C) {
   const T mean_dxhat_xhat = lane_sum_of<T>(C, [=](int c) { return g[c] * weight[c] * x[c] * s; }) / C;
   for (int c = 0; c < C; ++c) dx[c] += s * (g[c] * weight[c] - x[c] * s * mean_dxhat_xhat);
 }
@@ -114,8 +120,10 @@ void rmsnorm_backward(T* dinp, T* dweight, const T* dout, const T* inp, const T*
   BLOCKLAB_PROFILE("rmsnorm_backward");
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n)
-    rmsnorm_backward_row(dinp + static_cast<long>(n) * C, dout + static_cast<long>(n) * C,
-                         inp + static_cast<long>(n) * C, weight, rstd[n], C);
+    on_isa([&](auto) {
+      rmsnorm_backward_row(dinp + static_cast<long>(n) * C, dout + static_cast<long>(n) * C,
+                           inp + static_cast<long>(n) * C, weight, rstd[n], C);
+    });
   accumulate_affine_grads<T>(dweight, nullptr, dout, N, C,
                              [&](int n, int c) { return inp[static_cast<long>(n) * C + c] * rstd[n]; });
 }

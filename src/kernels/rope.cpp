@@ -22,7 +22,7 @@ namespace {
 
 // One row (all heads of one token): sign = +1 rotates by +angle (forward), -1 by -angle (backward).
 template <typename T>
-BLOCKLAB_MULTIVERSION void rope_row(T* x, const T* c, const T* s, int heads, int half_dim, T sign) {
+BLOCKLAB_ALWAYS_INLINE void rope_row(T* x, const T* c, const T* s, int heads, int half_dim, T sign) {
   for (int h = 0; h < heads; ++h) {
     T* x1 = x + static_cast<long>(h) * 2 * half_dim;
     T* x2 = x1 + half_dim;
@@ -41,7 +41,7 @@ void rope_apply(T* x, const T* cos, const T* sin, int B, int Tn, int heads, int 
 #pragma omp parallel for schedule(static) if (rows * heads * half_dim > 16384)
   for (long r = 0; r < rows; ++r) {
     const long t = r % Tn;
-    rope_row(x + r * row_stride, cos + t * half_dim, sin + t * half_dim, heads, half_dim, sign);
+    on_isa([&](auto) { rope_row(x + r * row_stride, cos + t * half_dim, sin + t * half_dim, heads, half_dim, sign); });
   }
 }
 

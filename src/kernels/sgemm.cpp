@@ -2,6 +2,7 @@
 
 #include "kernels/fast_math.h"
 #include "kernels/gemm_partition.h"
+#include "kernels/isa.h"
 #include "util/profiler.h"
 
 #include <immintrin.h>
@@ -44,7 +45,7 @@ __attribute__((target("avx512f"))) void pack_a_transposed_panel12(float* dst, co
 // Ap[p][k][r] = op(A)[i0 + p*MR + r][k0 + k]. With row_sums, also row_sums[i - i0] += op(A)[i][k0 + k]
 // in k order (the caller keeps the sums across K-chunks).
 template <int MR>
-BLOCKLAB_MULTIVERSION void pack_a(float* Ap, const float* A, int lda, bool trans, int i0, int rows, int k0, int kc,
+BLOCKLAB_ALWAYS_INLINE void pack_a(float* Ap, const float* A, int lda, bool trans, int i0, int rows, int k0, int kc,
                                   float* row_sums) {
   for (int p = 0; p * MR < rows; ++p) {
     float* dst = Ap + static_cast<long>(p) * MR * kc;
@@ -89,7 +90,7 @@ BLOCKLAB_MULTIVERSION void pack_a(float* Ap, const float* A, int lda, bool trans
 
 // Bp[q][k][j] = op(B)[k0 + k][q*NR + j]
 template <int NR>
-BLOCKLAB_MULTIVERSION void pack_b_panel(float* dst, const float* B, int ldb, bool trans, int j0, int cols, int k0, int kc) {
+BLOCKLAB_ALWAYS_INLINE void pack_b_panel(float* dst, const float* B, int ldb, bool trans, int j0, int cols, int k0, int kc) {
   if (trans) {  // B stored (N, K): op(B)[k][j] = B[j][k]
     for (int j = 0; j < cols; ++j) {
       const float* src = B + static_cast<long>(j0 + j) * ldb + k0;
@@ -190,6 +191,7 @@ __attribute__((target("avx2,fma"))) void kernel_avx2(int kc, const float* A, lon
                                                      float* C, int ldc, int mr, int nr, bool accumulate,
                                                      const float* bias) {
   __m256 acc[kMr256][2];
+#pragma GCC unroll 6
   for (int r = 0; r < kMr256; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   for (int k = 0; k < kc; ++k) {
     const __m256 b0 = _mm256_loadu_ps(Bp + k * ldbp);
@@ -201,30 +203,65 @@ __attribute__((target("avx2,fma"))) void kernel_avx2(int kc, const float* A, lon
       acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
     }
   }
+  // The accumulators go through a tile in memory, indexed by constants only: an index known only at run time
+  // (r < mr) would make GCC keep the 12 registers in memory, storing each of them on every k (2x slower).
+  alignas(32) float tile[kMr256 * kNr256];
+#pragma GCC unroll 6
+  for (int r = 0; r < kMr256; ++r) {
+    _mm256_store_ps(tile + r * kNr256, acc[r][0]);
+    _mm256_store_ps(tile + r * kNr256 + 8, acc[r][1]);
+  }
   if (nr == kNr256) {
     const __m256 bias0 = bias == nullptr ? _mm256_setzero_ps() : _mm256_loadu_ps(bias);
     const __m256 bias1 = bias == nullptr ? _mm256_setzero_ps() : _mm256_loadu_ps(bias + 8);
     for (int r = 0; r < mr; ++r) {
       float* c = C + static_cast<long>(r) * ldc;
+      __m256 c0 = _mm256_load_ps(tile + r * kNr256), c1 = _mm256_load_ps(tile + r * kNr256 + 8);
       if (accumulate) {
-        acc[r][0] = _mm256_add_ps(acc[r][0], _mm256_loadu_ps(c));
-        acc[r][1] = _mm256_add_ps(acc[r][1], _mm256_loadu_ps(c + 8));
+        c0 = _mm256_add_ps(c0, _mm256_loadu_ps(c));
+        c1 = _mm256_add_ps(c1, _mm256_loadu_ps(c + 8));
       }
       if (bias != nullptr) {
-        acc[r][0] = _mm256_add_ps(acc[r][0], bias0);
-        acc[r][1] = _mm256_add_ps(acc[r][1], bias1);
+        c0 = _mm256_add_ps(c0, bias0);
+        c1 = _mm256_add_ps(c1, bias1);
       }
-      _mm256_storeu_ps(c, acc[r][0]);
-      _mm256_storeu_ps(c + 8, acc[r][1]);
+      _mm256_storeu_ps(c, c0);
+      _mm256_storeu_ps(c + 8, c1);
     }
   } else {
-    alignas(32) float tile[kMr256 * kNr256];
-    for (int r = 0; r < kMr256; ++r) {
-      _mm256_store_ps(tile + r * kNr256, acc[r][0]);
-      _mm256_store_ps(tile + r * kNr256 + 8, acc[r][1]);
-    }
     store_tile<kMr256, kNr256>(C, ldc, tile, mr, nr, accumulate, bias);
   }
+}
+
+// The baseline kernel (x86-64 without AVX2: SSE2, 16 registers of 4 floats, no FMA), in GCC vector extensions:
+// a 4 x 8 tile of 8 accumulators, each product rounded before its add.
+constexpr int kMrGeneric = 4, kNrGeneric = 8;
+
+template <bool kDirectA>
+void kernel_generic(int kc, const float* A, long lda, const float* Bp, long ldbp, float* C, int ldc, int mr, int nr,
+                    bool accumulate, const float* bias) {
+  typedef float V4 __attribute__((vector_size(16)));
+  auto load = [](const float* p) {
+    V4 v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  };
+  V4 acc[kMrGeneric][2] = {};
+  for (int k = 0; k < kc; ++k) {
+    const V4 b0 = load(Bp + k * ldbp), b1 = load(Bp + k * ldbp + 4);
+#pragma GCC unroll 4
+    for (int r = 0; r < kMrGeneric; ++r) {
+      const V4 av = V4{} + (kDirectA ? A[r * lda + k] : A[k * kMrGeneric + r]);
+      acc[r][0] += av * b0;
+      acc[r][1] += av * b1;
+    }
+  }
+  alignas(16) float tile[kMrGeneric * kNrGeneric];
+  for (int r = 0; r < kMrGeneric; ++r) {
+    std::memcpy(tile + r * kNrGeneric, &acc[r][0], sizeof(V4));
+    std::memcpy(tile + r * kNrGeneric + 4, &acc[r][1], sizeof(V4));
+  }
+  store_tile<kMrGeneric, kNrGeneric>(C, ldc, tile, mr, nr, accumulate, bias);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -306,15 +343,19 @@ void run(Kernel packed_kernel, Kernel direct_kernel, bool trans_a, bool trans_b,
         const bool last_chunk = k0 + kc == K;
         for (int q = q_lo; q < q_hi; ++q)
           if (!direct_b(q))
-            pack_b_panel<NR>(Bp + static_cast<long>(q - q_lo) * NR * kc, B, ldb, trans_b, q * NR,
-                             std::min(NR, N - q * NR), k0, kc);
+            on_isa([&](auto) {
+              pack_b_panel<NR>(Bp + static_cast<long>(q - q_lo) * NR * kc, B, ldb, trans_b, q * NR,
+                               std::min(NR, N - q * NR), k0, kc);
+            });
         for (int i0 = i_begin; i0 < i_end; i0 += kMc) {  // row blocks whose packed A stays in L2
           const int rows = std::min(kMc, i_end - i0);
           const int full_panels = rows / MR;
-          if (!direct_a)
-            pack_a<MR>(Ap, A, lda, trans_a, i0, rows, k0, kc, sums.at(i0));
-          else if (rows % MR != 0)
-            pack_a<MR>(Ap, A, lda, false, i0 + full_panels * MR, rows % MR, k0, kc, nullptr);
+          on_isa([&](auto) {
+            if (!direct_a)
+              pack_a<MR>(Ap, A, lda, trans_a, i0, rows, k0, kc, sums.at(i0));
+            else if (rows % MR != 0)
+              pack_a<MR>(Ap, A, lda, false, i0 + full_panels * MR, rows % MR, k0, kc, nullptr);
+          });
           // transposed A: prefetch what the next row block reads (its A rows of this K-chunk, or the first rows
           // of the next chunk and that chunk's B rows)
           Prefetcher prefetch;
@@ -361,29 +402,31 @@ void run(Kernel packed_kernel, Kernel direct_kernel, bool trans_a, bool trans_b,
   }
 }
 
+// The running instruction-set level (BLOCKLAB_ISA caps it); BLOCKLAB_GEMM=blas takes BLAS instead, =avx2 caps
+// the GEMM alone at AVX2.
 SgemmIsa detect_isa() {
-  const char* forced = std::getenv("BLOCKLAB_GEMM");
-  const std::string choice = forced == nullptr ? "" : forced;
+  static const std::string choice = [] {
+    const char* forced = std::getenv("BLOCKLAB_GEMM");
+    return std::string(forced == nullptr ? "" : forced);
+  }();
   if (choice == "blas") return SgemmIsa::None;
-  __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  const bool avx512 = __builtin_cpu_supports("avx512f");
-  if (avx512 && choice != "avx2") return SgemmIsa::Avx512;
-  if (avx2) return SgemmIsa::Avx2;
-  return SgemmIsa::None;
+  switch (isa()) {
+    case Isa::Avx512: return choice == "avx2" ? SgemmIsa::Avx2 : SgemmIsa::Avx512;
+    case Isa::Avx2: return SgemmIsa::Avx2;
+    case Isa::Generic: break;
+  }
+  return SgemmIsa::Generic;
 }
 
 }  // namespace
 
-SgemmIsa sgemm_isa() {
-  static const SgemmIsa isa = detect_isa();
-  return isa;
-}
+SgemmIsa sgemm_isa() { return detect_isa(); }
 
 const char* sgemm_isa_name(SgemmIsa isa) {
   switch (isa) {
     case SgemmIsa::Avx512: return "avx512";
     case SgemmIsa::Avx2: return "avx2";
+    case SgemmIsa::Generic: return "generic";
     case SgemmIsa::None: break;
   }
   return "blas";
@@ -392,7 +435,8 @@ const char* sgemm_isa_name(SgemmIsa isa) {
 bool sgemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
            float beta, float* C, int ldc, const SgemmExtras& extras) {
   if (beta != 0.f && beta != 1.f) return false;
-  if (sgemm_isa() == SgemmIsa::None) return false;
+  const SgemmIsa level = sgemm_isa();
+  if (level == SgemmIsa::None) return false;
   if (M <= 0 || N <= 0) return true;
   if (K <= 0) {  // an empty product: C = beta C (+ bias); the row sums are empty sums
     for (int i = 0; i < M; ++i) {
@@ -422,12 +466,16 @@ bool sgemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int 
                            thread_cpu_seconds() - cpu_start);
     }
   } report(omp_in_parallel() ? nullptr : Profiler::active(), trans_a, trans_b, M, N, K);
-  switch (sgemm_isa()) {
+  switch (level) {
     case SgemmIsa::Avx512:
       run<kMr512, kNr512>(kernel_avx512<false>, kernel_avx512<true>, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);
       return true;
     case SgemmIsa::Avx2:
       run<kMr256, kNr256>(kernel_avx2<false>, kernel_avx2<true>, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);
+      return true;
+    case SgemmIsa::Generic:
+      run<kMrGeneric, kNrGeneric>(kernel_generic<false>, kernel_generic<true>, trans_a, trans_b, M, N, K, A, lda, B, ldb,
+                                  beta, C, ldc, extras);
       return true;
     case SgemmIsa::None: break;
   }

@@ -12,10 +12,10 @@
 // independent of it.
 namespace blocklab::kernels {
 
-enum class SgemmIsa { None, Avx2, Avx512 };
+enum class SgemmIsa { None, Generic, Avx2, Avx512 };
 
-// The best micro-kernel this CPU supports (None: use BLAS). BLOCKLAB_GEMM=blas forces None,
-// BLOCKLAB_GEMM=avx2 caps at AVX2.
+// The micro-kernel of the running instruction-set level (kernels/isa.h: the CPU's best, capped by
+// BLOCKLAB_ISA); None: use BLAS. BLOCKLAB_GEMM=blas forces None, BLOCKLAB_GEMM=avx2 caps the GEMM at AVX2.
 SgemmIsa sgemm_isa();
 const char* sgemm_isa_name(SgemmIsa);
 
@@ -31,8 +31,8 @@ struct SgemmExtras {
   // right after its last K-chunk, by the thread that computed it, while the block is still in cache
   // (at most kMc = 96 rows): an elementwise step that follows the product (an activation) runs there
   // instead of in another pass over memory. Blocks do not overlap and together cover C; j0 is always a
-  // multiple of the register tile's width (32 floats with AVX-512, 16 with AVX2), and so is cols unless
-  // the block ends at column N.
+  // multiple of the register tile's width (32 floats with AVX-512, 16 with AVX2, 8 with the baseline
+  // kernel), and so is cols unless the block ends at column N.
   void (*on_block_done)(void* context, int i0, int rows, int j0, int cols) = nullptr;
   void* context = nullptr;
 };

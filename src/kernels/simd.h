@@ -1,41 +1,43 @@
 #pragma once
-// Fixed-width vectors through GCC's vector extensions: written once, compiled for whatever the enclosing
-// function targets (one AVX-512 register, two AVX2 registers, or four SSE ones). Unlike arrays of
-// scalars, which the compiler often keeps on the stack, local vectors of these types stay in registers.
+// Fixed-width vectors through GCC's (and Clang's) vector extensions: written once, compiled for whatever the
+// enclosing function targets. 64 bytes (the default) are one AVX-512 register, two AVX2 registers or four SSE
+// ones; a kernel that tiles registers takes the width of its level instead (kVectorBytes<I>, kernels/isa.h).
+// Unlike arrays of scalars, which the compiler often keeps on the stack, local vectors of these types stay
+// in registers, as long as every index into an array of them is a constant after unrolling.
 #include <cstring>
 
-// Everything here is forced inline into the (target_clones) kernel that uses it, so that it compiles for
-// that kernel's instruction set; an out-of-line copy would be built for baseline x86-64, pass 64-byte
-// vectors through memory, and emulate them with SSE. (GCC warns about that ABI for any function taking
-// or returning such a vector; with forced inlining no such call remains.)
+// Everything here is forced inline into the kernel entry point of a level (on_isa, kernels/isa.h), so that
+// it compiles for that level's instruction set; an out-of-line copy would be built for baseline x86-64, pass
+// 64-byte vectors through memory, and emulate them with SSE. (GCC warns about that ABI for any function
+// taking or returning such a vector; with forced inlining no such call remains.)
 #pragma GCC diagnostic ignored "-Wpsabi"
 #define BLOCKLAB_ALWAYS_INLINE inline __attribute__((always_inline))
 
 namespace blocklab::kernels::simd {
 
-template <typename T>
-struct Vec64 {
-  typedef T type __attribute__((vector_size(64)));
+// Bytes bytes of T: 64 = one AVX-512 register (16 floats), two AVX2 registers or four SSE ones.
+template <int Bytes, typename T>
+struct VecOf {
+  typedef T type __attribute__((vector_size(Bytes)));
 };
-// 64 bytes of T: 16 floats or 8 doubles.
-template <typename T>
-using Vec = typename Vec64<T>::type;
-template <typename T>
-inline constexpr int kWidth = static_cast<int>(64 / sizeof(T));
+template <typename T, int Bytes = 64>
+using Vec = typename VecOf<Bytes, T>::type;
+template <typename T, int Bytes = 64>
+inline constexpr int kWidth = static_cast<int>(Bytes / sizeof(T));
 
-template <typename T>
-BLOCKLAB_ALWAYS_INLINE Vec<T> load(const T* p) {
-  Vec<T> v;
+template <typename T, int Bytes = 64>
+BLOCKLAB_ALWAYS_INLINE Vec<T, Bytes> load(const T* p) {
+  Vec<T, Bytes> v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-template <typename T>
-BLOCKLAB_ALWAYS_INLINE void store(T* p, Vec<T> v) {
+template <typename T, int Bytes = 64>
+BLOCKLAB_ALWAYS_INLINE void store(T* p, const Vec<T, Bytes>& v) {
   std::memcpy(p, &v, sizeof v);
 }
-template <typename T>
-BLOCKLAB_ALWAYS_INLINE Vec<T> broadcast(T x) {
-  return Vec<T>{} + x;
+template <typename T, int Bytes = 64>
+BLOCKLAB_ALWAYS_INLINE Vec<T, Bytes> broadcast(T x) {
+  return Vec<T, Bytes>{} + x;
 }
 
 }  // namespace blocklab::kernels::simd

@@ -1,0 +1,86 @@
+#include "kernels/peak.h"
+
+#include <omp.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "kernels/isa.h"
+#include "kernels/simd.h"
+
+namespace blocklab::kernels {
+
+namespace {
+
+double process_cpu_seconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// Accumulators per thread: enough independent chains to cover the FMA latency (4-5 cycles) on two pipes,
+// and few enough to stay in the 16 registers of AVX2 / SSE.
+constexpr int kChains = 12;
+
+#if defined(__x86_64__)
+#define BLOCKLAB_KEEP_IN_REGISTER(v) asm volatile("" : "+v"(v))
+#elif defined(__aarch64__)
+#define BLOCKLAB_KEEP_IN_REGISTER(v) asm volatile("" : "+w"(v))
+#else
+#define BLOCKLAB_KEEP_IN_REGISTER(v) asm volatile("" : "+m"(v))
+#endif
+
+// steps x kChains multiply-adds of full registers of the level: a = a * m + c, every chain independent.
+// Twelve named variables, not an array (GCC keeps an array of vectors in memory and would time stores);
+// the asm statement keeps each step's value in a register, so that the loop is neither folded nor turned
+// into memory traffic; the result is stored so that nothing is dead.
+template <Isa I>
+BLOCKLAB_ALWAYS_INLINE void fma_loop(long steps, float* sink) {
+  constexpr int VB = kVectorBytes<I>;
+  using V = simd::Vec<float, VB>;
+  const V m = simd::broadcast<float, VB>(0.999999f), c = simd::broadcast<float, VB>(1e-7f);
+  V a0 = c + 1.00f, a1 = c + 1.01f, a2 = c + 1.02f, a3 = c + 1.03f, a4 = c + 1.04f, a5 = c + 1.05f;
+  V a6 = c + 1.06f, a7 = c + 1.07f, a8 = c + 1.08f, a9 = c + 1.09f, a10 = c + 1.10f, a11 = c + 1.11f;
+#define BLOCKLAB_STEP(a) \
+  a = a * m + c;         \
+  BLOCKLAB_KEEP_IN_REGISTER(a)
+  for (long s = 0; s < steps; ++s) {
+    BLOCKLAB_STEP(a0); BLOCKLAB_STEP(a1); BLOCKLAB_STEP(a2); BLOCKLAB_STEP(a3);
+    BLOCKLAB_STEP(a4); BLOCKLAB_STEP(a5); BLOCKLAB_STEP(a6); BLOCKLAB_STEP(a7);
+    BLOCKLAB_STEP(a8); BLOCKLAB_STEP(a9); BLOCKLAB_STEP(a10); BLOCKLAB_STEP(a11);
+  }
+#undef BLOCKLAB_STEP
+  simd::store<float, VB>(sink, ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)) + ((a8 + a9) + (a10 + a11)));
+}
+
+}  // namespace
+
+FmaPeak measure_fma_peak(int threads, double seconds) {
+  FmaPeak peak;
+  peak.threads = std::max(1, threads);
+  peak.chains = kChains;
+  peak.lanes = kVectorBytes<Isa::Generic> / 4;
+  on_isa([&](auto level) { peak.lanes = kVectorBytes<level.value> / 4; });
+  peak.fused = isa() != Isa::Generic;
+  constexpr int kRepeats = 5;
+  // steps per run: about seconds / kRepeats at ~8 multiply-adds of registers per ns and thread
+  const long steps = std::max(1000L, static_cast<long>(seconds / kRepeats * 8e9 / kChains));
+  for (int rep = 0; rep < kRepeats; ++rep) {
+    const auto start = std::chrono::steady_clock::now();
+    const double cpu_start = process_cpu_seconds();
+#pragma omp parallel num_threads(peak.threads)
+    {
+      alignas(64) float sink[16];
+      on_isa([&](auto level) { fma_loop<level.value>(steps, sink); });
+      asm volatile("" : : "r"(sink) : "memory");  // the result is observed
+    }
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double flops = 2.0 * steps * kChains * peak.lanes * peak.threads;
+    peak.gflops = std::max(peak.gflops, flops / elapsed / 1e9);
+    peak.gflops_cpu = std::max(peak.gflops_cpu, flops / (process_cpu_seconds() - cpu_start) / 1e9);
+  }
+  return peak;
+}
+
+}  // namespace blocklab::kernels
