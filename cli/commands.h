@@ -24,6 +24,10 @@ struct Command {
   Action action;
 };
 
+// Why the environment's BLOCKLAB_GEMM cannot be honoured here, in one line ("BLOCKLAB_GEMM=onednn: this CPU
+// has no AVX512-BF16 or AMX-BF16 ..."), or "" when it is unset or can (gemm_env.cpp).
+std::string gemm_env_problem();
+
 void register_train(CLI::App& root, std::vector<Command>& commands);
 void register_bench(CLI::App& root, std::vector<Command>& commands);
 void register_gradnorm(CLI::App& root, std::vector<Command>& commands);
