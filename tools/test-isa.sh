@@ -45,7 +45,7 @@ done
 # QEMU_SUBSET: the test programs and gtest filters run under QEMU. Emulated code runs some 20-100x slower than
 # native (a tiled-attention gradient check: 0.5 s native, 100-130 s here; a whole-model finite-difference
 # check: 15-25 s for each of 29 variants), so the whole suite would take well over an hour. This subset takes
-# about 3 minutes on this project's 2-core machine (one program at a time). It holds every test that asks the
+# about 70 s on this project's 2-core machine (one program at a time; the whole target about 6 minutes). It holds every test that asks the
 # CPU what it has (the bf16 and oneDNN GEMMs, the sgemm dispatch, bf16 training, the CLI's refusal of a
 # forced GEMM path and bf16's fall back to fp32), the kernel and block gradient checks with small shapes, the
 # model tests with the 1-vs-2-thread identity of every variant, and three whole-model gradient checks. Left
