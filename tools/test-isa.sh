@@ -42,16 +42,19 @@ done
 
 # 2. Under qemu-x86_64 -cpu Haswell (x86-64 hosts only: QEMU here emulates the same architecture).
 #
-# QEMU_SUBSET: the test programs and gtest filters run under QEMU. Emulated code runs some 20-100x slower than
-# native (a tiled-attention gradient check: 0.5 s native, 100-130 s here; a whole-model finite-difference
-# check: 15-25 s for each of 29 variants), so the whole suite would take well over an hour. This subset takes
-# about 70 s on this project's 2-core machine (one program at a time; the whole target about 6 minutes). It holds every test that asks the
-# CPU what it has (the bf16 and oneDNN GEMMs, the sgemm dispatch, bf16 training, the CLI's refusal of a
-# forced GEMM path and bf16's fall back to fp32), the kernel and block gradient checks with small shapes, the
-# model tests with the 1-vs-2-thread identity of every variant, and three whole-model gradient checks. Left
-# out: the tiled-attention gradient checks and 26 of the whole-model ones (BLOCKLAB_ISA=avx2 above runs them
-# natively on the same AVX2 code paths), the bench timing test (its GFLOP/s columns round to 0.0 at QEMU's
-# speed), and the tests that signal a running CLI (tests/spawn.h: under QEMU a signal reaches the emulator).
+# QEMU_SUBSET: the test programs and gtest filters run under QEMU. Emulated code runs some 20-100x slower
+# than native (a tiled-attention gradient check: 0.5 s native, 100-130 s here; a whole-model
+# finite-difference check: 15-25 s for each of 29 variants), so the whole suite would take well over an
+# hour. This subset took 70-85 s on this project's 2-core machine (one program at a time; the whole target
+# 3.5-6 minutes, depending on what else ran there). It holds every test that asks the CPU what it has (the bf16 and oneDNN GEMMs, the
+# sgemm dispatch, bf16 training, the CLI's refusal of a forced GEMM path and bf16's fall back to fp32), the
+# kernel and block gradient checks with small shapes, the model tests with the 1-vs-2-thread identity of
+# every variant, three whole-model gradient checks, the PyTorch parity and Hugging Face kernel tests, the
+# trainer's (bit-identical losses for 1 and 2 threads) and `blocklab train`'s. Left out: the tiled-attention
+# gradient checks, 26 of the whole-model ones and the learnability runs (50 s each here; BLOCKLAB_ISA=avx2
+# above runs them natively on the same AVX2 code paths), the bench timing test (its GFLOP/s columns round
+# to 0.0 at QEMU's speed), and the tests that signal a running CLI (tests/spawn.h: under QEMU a signal
+# reaches the emulator).
 QEMU_SUBSET=(
   "test_bf16_onednn:*"
   "test_bf16_gemm:*"
@@ -62,6 +65,10 @@ QEMU_SUBSET=(
   "test_kernels_block:*-*Tiled*"
   "test_model:*-*EveryParameterGradient*"
   "test_model:*EveryParameterGradient*/seed_pre_layernorm:*EveryParameterGradient*/gpt2:*EveryParameterGradient*/qwen3_gqa"
+  "test_hf_kernels:*"
+  "test_reference_parity:*"
+  "test_train:*-*Learnability*"
+  "test_cli_train:*"
 )
 if [ "$(uname -m)" != x86_64 ]; then
   echo "test-isa: qemu part left out: not an x86-64 machine ($(uname -m))"
