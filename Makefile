@@ -7,7 +7,7 @@ FUZZ_SECONDS ?= 20
 # Left out of the sanitizer pass: long numeric loops whose code paths faster tests already run there.
 SANITIZE_SKIP ?= KernelGrad.CausalAttentionTiled|Learnability.SmallModelLearnsTheCopyTask
 
-.PHONY: all deps build test test-python test-sanitize fuzz-smoke demo bench clean
+.PHONY: all deps build test test-python test-isa test-sanitize fuzz-smoke demo bench clean
 
 all: build
 
@@ -26,6 +26,12 @@ test: build
 # notebooks in docs/notebooks executed. Part of `make test`.
 test-python: build
 	@JOBS=$(JOBS) ./tools/python-tests.sh $(BUILD_DIR)
+
+# The test suite at each kernel ISA level below this CPU's (BLOCKLAB_ISA=avx2, then generic), and the kernel,
+# model and CLI tests on an emulated AVX2-only CPU (qemu-x86_64 -cpu Haswell, installed where missing); see
+# tools/test-isa.sh.
+test-isa: build
+	@JOBS=$(JOBS) ./tools/test-isa.sh $(BUILD_DIR)
 
 # The test suite built with AddressSanitizer + UndefinedBehaviorSanitizer (-fno-sanitize-recover=all), at -O1
 # with line tables, without the benchmarks and the tests matching SANITIZE_SKIP.

@@ -10,6 +10,7 @@
 #include <benchmark/benchmark.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string>
 #include <vector>
 
 #include "gemm_problem.h"
@@ -26,6 +27,11 @@ enum class Impl { Blocklab, BlocklabOneDnn, OneDnn, OneDnnConvert };
 void run(benchmark::State& state, Impl impl) {
   if (impl == Impl::Blocklab && kernels::bf16_isa() == kernels::Bf16Isa::None) {
     state.SkipWithError(kernels::bf16_isa_description());
+    return;
+  }
+  // oneDNN has a bf16 matmul only on CPUs with AVX-512 (AVX512-BF16, AMX-BF16 or its emulation)
+  if (std::string why; impl != Impl::Blocklab && !kernels::onednn_bf16_available(&why)) {
+    state.SkipWithError(why.c_str());
     return;
   }
   bench::GemmProblem p(state);

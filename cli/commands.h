@@ -26,6 +26,9 @@ struct Command {
 
 // The instruction-set level and the path of each kernel family, one line (bench, --version).
 std::string describe_kernels();
+// Why the environment's BLOCKLAB_GEMM cannot be honoured here, in one line ("BLOCKLAB_GEMM=onednn: this CPU
+// has no AVX512-BF16 or AMX-BF16 ..."), or "" when it is unset or can (gemm_env.cpp).
+std::string gemm_env_problem();
 
 void register_train(CLI::App& root, std::vector<Command>& commands);
 void register_bench(CLI::App& root, std::vector<Command>& commands);

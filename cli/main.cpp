@@ -43,6 +43,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "blocklab: error: %s (see --help)\n", e.what());
     return 2;
   }
+  // a forced GEMM path this CPU cannot run: refused before the command starts (gemm_env.cpp)
+  if (const std::string why = cli::gemm_env_problem(); !why.empty()) {
+    std::fprintf(stderr, "blocklab: error: %s\n", why.c_str());
+    return 2;
+  }
   try {
     for (const auto& c : commands)
       if (c.app->parsed()) return c.action();

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -27,6 +28,14 @@ inline std::string read_text(const std::filesystem::path& p) {
   return ss.str();
 }
 
+// The command that runs the CLI: BLOCKLAB_CLI, with $BLOCKLAB_TEST_CLI_LAUNCHER in front where set.
+// tools/test-isa.sh runs test programs under `qemu-x86_64 -cpu Haswell` (an emulated AVX2-only CPU); QEMU
+// does not follow exec, so it sets the launcher to the same emulator, and the CLI sees the same CPU.
+inline std::string cli_command() {
+  const char* launcher = std::getenv("BLOCKLAB_TEST_CLI_LAUNCHER");
+  return (launcher == nullptr || *launcher == '\0' ? std::string() : std::string(launcher) + " ") + BLOCKLAB_CLI;
+}
+
 // run_cli with environment assignments ("NAME=VALUE ...") in front of the command.
 inline CliResult run_cli_env(const std::string& env, const std::string& args);
 
@@ -37,7 +46,7 @@ inline CliResult run_cli_env(const std::string& env, const std::string& args) {
   const auto dir = std::filesystem::temp_directory_path();
   const auto out = dir / ("blocklab_cli_out_" + std::to_string(::getpid()) + "_" + std::to_string(counter));
   const auto err = dir / ("blocklab_cli_err_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-  const std::string cmd = env + std::string(BLOCKLAB_CLI) + " " + args + " >" + out.string() + " 2>" + err.string();
+  const std::string cmd = env + cli_command() + " " + args + " >" + out.string() + " 2>" + err.string();
   const int raw = std::system(cmd.c_str());
   CliResult r;
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;

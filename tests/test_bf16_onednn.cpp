@@ -1,11 +1,13 @@
 // The bf16 GEMM through oneDNN (the AMX path): against a double-precision product of the operands rounded
 // to bf16 for every transpose and tile edge, the extras (bias added last, row sums, callbacks covering C
 // once), and bit-identical results for any thread count and inside a parallel region. Skips, saying why,
-// where the build has no oneDNN.
+// where the build has no oneDNN or oneDNN has no bf16 matmul for this CPU (no AVX-512: AMD Zen 2/3, Intel
+// client cores; or BLOCKLAB_ISA caps the kernels below it).
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "gemm_reference.h"
@@ -20,8 +22,8 @@ using blocklab::testing::BlockCount;
 using blocklab::testing::random_floats;
 using Case = blocklab::testing::GemmCase;
 
-#define SKIP_WITHOUT_ONEDNN() \
-  if (!onednn_available()) GTEST_SKIP() << onednn_description()
+#define SKIP_WITHOUT_ONEDNN()                                                                \
+  if (std::string why; !onednn_bf16_available(&why)) GTEST_SKIP() << "no oneDNN bf16 matmul: " << why
 
 class OneDnnBf16Gemm : public ::testing::TestWithParam<Case> {};
 

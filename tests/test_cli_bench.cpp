@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include "cli_runner.h"
 #include "kernels/bf16_gemm.h"
@@ -12,6 +13,7 @@
 
 namespace fs = std::filesystem;
 namespace kernels = blocklab::kernels;
+using blocklab::testing::expect_refused;
 using blocklab::testing::fresh_dir;
 using blocklab::testing::read_text;
 using blocklab::testing::run_cli;
@@ -105,7 +107,7 @@ TEST(CliBench, Bf16NamesThePathAndTheRatioToFp32) {
 // BLOCKLAB_GEMM=onednn runs the bf16 GEMMs in oneDNN (the AMX path) wherever the build has it: bench names
 // it, and training gives the same numbers with 1 and 2 threads.
 TEST(CliBench, OneDnnPathRunsAndIsThreadCountIndependent) {
-  if (!kernels::onednn_available()) GTEST_SKIP() << kernels::onednn_description();
+  if (std::string why; !kernels::onednn_bf16_available(&why)) GTEST_SKIP() << "no oneDNN bf16 matmul: " << why;
   const auto r = run_cli_env("BLOCKLAB_GEMM=onednn ", std::string("bench") + kTiny +
                                                           "--threads 1 --bench-steps 2 --warmup-steps 1 --precision bf16");
   ASSERT_EQ(r.status, 0) << r.err;
@@ -127,4 +129,49 @@ TEST(CliBench, BadInputIsOneLineAndExit2) {
   EXPECT_NE(r.err.find("heads (3) must divide width (32)"), std::string::npos) << r.err;
   const auto steps = run_cli(std::string("bench") + kTiny + "--bench-steps 0");
   EXPECT_EQ(steps.status, 2) << steps.err;
+}
+
+// A forced GEMM path this CPU cannot run is refused before the command starts, in one line naming what the
+// CPU lacks (exit 2, as other bad input); one it can run runs. On an AVX2-only CPU (or under
+// qemu-x86_64 -cpu Haswell) the AVX-512 paths and oneDNN are the refused ones.
+TEST(CliBench, ForcedGemmPathTheCpuCannotRunIsRefused) {
+  __builtin_cpu_init();
+  const std::string cap = std::getenv("BLOCKLAB_ISA") == nullptr ? "" : std::getenv("BLOCKLAB_ISA");
+  const bool capped = cap == "avx2" || cap == "generic";  // BLOCKLAB_ISA below AVX-512
+  const bool cpu_avx512 = __builtin_cpu_supports("avx512f");
+  const bool cpu_avx512_bf16 = cpu_avx512 && __builtin_cpu_supports("avx512bw") &&
+                               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+  std::string onednn_why;
+  const bool onednn = kernels::onednn_bf16_available(&onednn_why);
+  struct Case {
+    std::string path;
+    bool runs;
+    std::string refusal;  // what the one line says where it does not
+  };
+  const std::string cap_text = "BLOCKLAB_ISA=" + cap + " caps the kernels below it";
+  const std::vector<Case> cases = {
+      {"avx512", cpu_avx512 && !capped, cpu_avx512 ? cap_text : "this CPU has no AVX-512 (AVX512F)"},
+      {"avx512_bf16", cpu_avx512_bf16 && !capped, cpu_avx512_bf16 ? cap_text : "this CPU has no AVX512-BF16"},
+      {"onednn", onednn, onednn_why}};
+  for (const Case& c : cases) {
+    const auto r = run_cli_env("BLOCKLAB_GEMM=" + c.path + " ", std::string("bench") + kTiny +
+                                                                 "--threads 1 --bench-steps 1 --warmup-steps 0 --precision bf16");
+    if (c.runs) {
+      EXPECT_EQ(r.status, 0) << c.path << "\n" << r.err;
+    } else {
+      expect_refused(r, "BLOCKLAB_GEMM=" + c.path + ": " + c.refusal, c.path);
+      EXPECT_EQ(r.out, "") << c.path;
+    }
+  }
+  expect_refused(run_cli_env("BLOCKLAB_GEMM=avx3 ", std::string("bench") + kTiny), "BLOCKLAB_GEMM=avx3: not a GEMM path");
+}
+
+// Without a forced path, --precision bf16 on a CPU without a bf16 kernel runs fp32 and says so in one line.
+TEST(CliBench, Bf16WithoutAKernelRunsFp32WithANotice) {
+  if (kernels::bf16_isa() != kernels::Bf16Isa::None) GTEST_SKIP() << "this CPU has a bf16 path: " << kernels::bf16_isa_description();
+  const auto r = run_cli(std::string("bench") + kTiny + "--threads 1 --bench-steps 1 --warmup-steps 0 --precision bf16");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(captured_text(r.out, R"(precision bf16: ([^;\n]+);)").rfind("fp32 (", 0), 0u) << r.out;
+  EXPECT_NE(r.err.find("blocklab: precision bf16: GEMMs run in fp32 ("), std::string::npos) << r.err;
+  EXPECT_EQ(blocklab::testing::line_count(r.err), 1) << r.err;
 }

@@ -31,7 +31,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Sgemm,
                          });
 
 TEST(SgemmThreads, ResultIsIndependentOfThreadCount) {
-  if (sgemm_isa() == SgemmIsa::None) GTEST_SKIP();
+  if (sgemm_isa() == SgemmIsa::None) GTEST_SKIP() << "no AVX2/AVX-512 on this CPU: BLAS is used instead";
   Rng rng(3);
   const int M = 300, N = 200, K = 600;
   const auto A = random_floats(rng, static_cast<size_t>(K) * M);
@@ -48,7 +48,7 @@ TEST(SgemmThreads, ResultIsIndependentOfThreadCount) {
 // The bias and the row sums folded into the product equal separate passes bit for bit, for both layouts
 // of A, full and partial register tiles, several K-chunks, and 1 or 2 threads.
 TEST(SgemmExtras, BiasAndRowSumsEqualSeparatePassesBitForBit) {
-  if (sgemm_isa() == SgemmIsa::None) GTEST_SKIP();
+  if (sgemm_isa() == SgemmIsa::None) GTEST_SKIP() << "no AVX2/AVX-512 on this CPU: BLAS is used instead";
   Rng rng(11);
   for (const Case shape : {Case{197, 129, 600}, Case{24, 64, 40}, Case{5, 3, 7}})
     for (int ta = 0; ta < 2; ++ta)

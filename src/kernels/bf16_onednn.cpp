@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -26,9 +28,82 @@ using dnnl::memory;
 int tile_rows(int M) { return M >= 768 ? 96 : 64; }
 int tile_cols(int N) { return N <= 512 ? N : 512; }
 
+// BLOCKLAB_ISA caps every kernel's instruction set, oneDNN's too: "avx2" at AVX2, "generic" at SSE4.1 (its
+// lowest). oneDNN takes the cap only before it first looks at the CPU, so engine() sets it first.
+const char* isa_cap() {
+  static const char* cap = [] {
+    const char* v = std::getenv("BLOCKLAB_ISA");
+    const std::string level = v == nullptr ? "" : v;
+    if (level == "avx2") {
+      dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2);
+      return "avx2";
+    }
+    if (level == "generic") {
+      dnnl::set_max_cpu_isa(dnnl::cpu_isa::sse41);
+      return "generic";
+    }
+    return static_cast<const char*>(nullptr);
+  }();
+  return cap;
+}
+
 dnnl::engine& engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  static dnnl::engine e = [] {
+    isa_cap();
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
   return e;
+}
+
+std::string version_text() {
+  const dnnl_version_t* v = dnnl_version();
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+}
+
+// Whether oneDNN creates a bf16 matmul here (as make_tile asks for one: op(B) in the layout it prefers, a
+// user scratchpad), tried once: the implementation it picks, or why there is none.
+struct Probe {
+  bool ok = false;
+  std::string impl, why;
+};
+
+const Probe& probe() {
+  static const Probe p = [] {
+    Probe r;
+    std::string error;
+    try {
+      const memory::desc a({64, 128}, memory::data_type::bf16, memory::dims{128, 1});
+      const memory::desc b({128, 128}, memory::data_type::bf16, memory::format_tag::any);
+      const memory::desc c({64, 128}, memory::data_type::f32, memory::dims{128, 1});
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, engine());
+      r.ok = true;
+      r.impl = pd.impl_info_str();
+      return r;
+    } catch (const dnnl::error& e) {
+      error = e.what();
+    }
+    __builtin_cpu_init();
+    // oneDNN's bf16 kernels: AMX-BF16 tiles, AVX512-BF16 dot products, or (older CPUs) bf16 emulated with
+    // AVX-512 (its "avx512_core": F, BW, VL, DQ); without any of them it has no bf16 matmul.
+    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    const bool bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
+    const bool amx = cpu_has_amx_bf16();
+    const std::string no_matmul = version_text() + " has no bf16 matmul";
+    if (isa_cap() != nullptr)
+      r.why = std::string("BLOCKLAB_ISA=") + isa_cap() + " caps oneDNN below AVX-512: " + no_matmul + " there";
+    else if (!bf16 && !amx)
+      r.why = std::string("this CPU has no AVX512-BF16 or AMX-BF16") + (avx512 ? "" : " (nor AVX-512)") + ": " +
+              no_matmul + " for it";
+    else
+      r.why = no_matmul + " here (" + error + ")";
+    for (const char* name : {"ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"})
+      if (const char* v = std::getenv(name); v != nullptr) r.why += std::string("; ") + name + "=" + v + " is set";
+    return r;
+  }();
+  return p;
 }
 
 // The primitives of one GEMM shape: a matmul for the full row tiles and one for the last (shorter) tile,
@@ -140,26 +215,27 @@ void add_row_sums(bool trans_a, const float* A, int lda, int K, int i0, int m, f
 
 bool onednn_available() { return true; }
 
+bool onednn_bf16_available(std::string* why) {
+  const Probe& p = probe();
+  if (!p.ok && why != nullptr) *why = p.why;
+  return p.ok;
+}
+
 const std::string& onednn_description() {
-  static const std::string d = [] {
-    const dnnl_version_t* v = dnnl_version();
-    std::string s = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
-    try {
-      const memory::desc a({64, 128}, memory::data_type::bf16, memory::dims{128, 1});
-      const memory::desc b({128, 128}, memory::data_type::bf16, memory::dims{128, 1});
-      const memory::desc c({64, 128}, memory::data_type::f32, memory::dims{128, 1});
-      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), engine());
-      s += std::string(" (") + pd.impl_info_str() + ")";
-    } catch (const dnnl::error& e) {
-      s += std::string(" (no bf16 matmul: ") + e.what() + ")";
-    }
-    return s;
-  }();
+  static const std::string d = probe().ok ? version_text() + " (" + probe().impl + ")" : probe().why;
   return d;
 }
 
 bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B,
                       int ldb, float beta, float* C, int ldc, const SgemmExtras& extras) {
+  if (!onednn_bf16_available()) {
+    static const bool noticed = [] {
+      std::fprintf(stderr, "blocklab: precision bf16: GEMMs run in fp32 (oneDNN declined: %s)\n", probe().why.c_str());
+      return true;
+    }();
+    (void)noticed;
+    return false;
+  }
   if (beta != 0.f && beta != 1.f) return false;
   if (M <= 0 || N <= 0) return true;
   if (K <= 0) return sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);  // C = beta C (+ bias)
@@ -230,6 +306,10 @@ bool onednn_available() { return false; }
 const std::string& onednn_description() {
   static const std::string d = "not built with oneDNN (apt-get install libdnnl-dev, then rebuild)";
   return d;
+}
+bool onednn_bf16_available(std::string* why) {
+  if (why != nullptr) *why = onednn_description();
+  return false;
 }
 bool onednn_bf16_gemm(bool, bool, int, int, int, const float*, int, const float*, int, float, float*, int,
                       const SgemmExtras&) {

@@ -17,10 +17,18 @@ namespace blocklab::kernels {
 
 // Whether this build has oneDNN (CMake found libdnnl-dev).
 bool onednn_available();
+// Whether oneDNN can multiply bf16 here: the build has it and it creates a bf16 matmul for this CPU (tried
+// once, then cached). oneDNN has one only where the CPU has AVX-512 (its bf16 kernels want AVX512-BF16 or
+// AMX-BF16); BLOCKLAB_ISA=avx2 or generic caps oneDNN there too. When false and `why` is given, *why says
+// why in one line, naming what the CPU lacks, e.g. "this CPU has no AVX512-BF16 or AMX-BF16 (nor AVX-512):
+// oneDNN 2.6.3 has no bf16 matmul for it".
+bool onednn_bf16_available(std::string* why = nullptr);
 // "oneDNN 2.6.3 (brg:avx512_core_amx_bf16)": the library's version and the implementation its matmul picks
-// on this CPU for a bf16 product; "not built with oneDNN" otherwise.
+// on this CPU for a bf16 product; where it has none, onednn_bf16_available's reason; "not built with oneDNN"
+// otherwise.
 const std::string& onednn_description();
-// False (and does nothing) when the build has no oneDNN or beta is not 0 or 1.
+// False (and does nothing) when onednn_bf16_available() is false or beta is not 0 or 1; the first call that
+// declines for want of a bf16 matmul prints onednn_bf16_available's reason on stderr.
 bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B,
                       int ldb, float beta, float* C, int ldc, const SgemmExtras& extras = {});
 
