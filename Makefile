@@ -2,12 +2,13 @@
 # build in Release, then run the demo / the test suite.
 BUILD_DIR ?= build
 SANITIZE_DIR ?= build-asan
+CLANG_DIR ?= build-clang
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 20
 # Left out of the sanitizer pass: long numeric loops whose code paths faster tests already run there.
 SANITIZE_SKIP ?= KernelGrad.CausalAttentionTiled|Learnability.SmallModelLearnsTheCopyTask
 
-.PHONY: all deps build test test-python test-isa test-sanitize fuzz-smoke demo bench clean
+.PHONY: all deps build test test-python test-isa test-sanitize test-clang fuzz-smoke demo bench clean
 
 all: build
 
@@ -41,6 +42,12 @@ test-sanitize: deps
 	@cmake --build $(SANITIZE_DIR) -j $(JOBS)
 	@cd $(SANITIZE_DIR) && ctest --output-on-failure -j $(JOBS) -E '$(SANITIZE_SKIP)'
 
+# The test suite built with clang++ (Release) in CLANG_DIR, so that the tree keeps building with both compilers.
+test-clang: deps
+	@CXX=clang++ cmake -S . -B $(CLANG_DIR) -DCMAKE_BUILD_TYPE=Release > /dev/null
+	@cmake --build $(CLANG_DIR) -j $(JOBS)
+	@cd $(CLANG_DIR) && ctest --output-on-failure -j $(JOBS)
+
 # Each libFuzzer target (safetensors, TOML config) for FUZZ_SECONDS, with ASan + UBSan; see fuzz/run-smoke.sh.
 fuzz-smoke:
 	@./fuzz/run-smoke.sh $(FUZZ_SECONDS)
@@ -54,4 +61,4 @@ bench: build
 	@cmake --build $(BUILD_DIR) -j $(JOBS) --target bench_gemm
 
 clean:
-	rm -rf $(BUILD_DIR) $(SANITIZE_DIR)
+	rm -rf $(BUILD_DIR) $(SANITIZE_DIR) $(CLANG_DIR)

@@ -5,6 +5,7 @@ packages=(build-essential cmake pkg-config libopenblas-dev nlohmann-json3-dev li
           libtomlplusplus-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev gnuplot-nox
           libopenmpi-dev openmpi-bin
           libdnnl-dev  # oneDNN: the bf16 GEMMs on CPUs with AMX
+          clang libomp-dev  # make test-clang: the test suite built with clang++ and LLVM's OpenMP
           fonts-noto-cjk  # Hangul in the figures of `reproduce --lang ko`
           python3-venv python3-dev)  # the Python package's build and tests (tools/python-tests.sh)
 missing=()
