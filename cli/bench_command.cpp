@@ -175,15 +175,17 @@ void register_bench(CLI::App& root, std::vector<Command>& commands) {
                         };
                         // MFU against what the cores can do at the running level (a register-only multiply-add
                         // loop); the GEMM's own cache-resident rate beside it, as the second line.
-                        std::printf("machine peak (%s: %d independent %s of %d floats in registers, %d threads): "
+                        const char* thread_word = threads == 1 ? "thread" : "threads";
+                        std::printf("machine peak (%s: %d independent %s of %d floats in registers, %d %s): "
                                     "%.1f GFLOP/s -> MFU %s\n",
                                     kernels::isa_name(kernels::isa()), machine.chains,
-                                    machine.fused ? "FMAs" : "multiply-adds", machine.lanes, threads, machine.gflops,
+                                    machine.fused ? "FMAs" : "multiply-adds", machine.lanes, threads, thread_word,
+                                    machine.gflops,
                                     percent(100.0 * flops / step / 1e9 / machine.gflops).c_str());
-                        std::printf("%s peak (%dx%dx%d, %d threads, cache-resident): %.1f GFLOP/s = %s of the machine "
+                        std::printf("%s peak (%dx%dx%d, %d %s, cache-resident): %.1f GFLOP/s = %s of the machine "
                                     "peak; the step runs at %s of it\n",
                                     bf16 ? "bf16 gemm" : "sgemm", config.batch * T, 4 * config.model.width,
-                                    config.model.width, threads, peak, percent(100.0 * peak / machine.gflops).c_str(),
+                                    config.model.width, threads, thread_word, peak, percent(100.0 * peak / machine.gflops).c_str(),
                                     percent(100.0 * flops / step / 1e9 / peak).c_str());
                         if (threads == 1)  // the same ratio by CPU time: on a busy machine, without the waits for a core
                           std::printf("by CPU time: step %.1f ms, machine peak %.1f GFLOP/s -> MFU %s; %s peak %.1f "

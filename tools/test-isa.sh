@@ -60,6 +60,7 @@ QEMU_SUBSET=(
   "test_bf16_gemm:*"
   "test_bf16_training:*"
   "test_sgemm:*"
+  "test_isa:*"
   "test_cli_bench:CliBench.ForcedGemm*:CliBench.Bf16*:CliBench.OneDnn*:CliBench.BadInput*"
   "test_kernels:*-*Tiled*"
   "test_kernels_block:*-*Tiled*"

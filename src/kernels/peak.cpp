@@ -64,8 +64,21 @@ FmaPeak measure_fma_peak(int threads, double seconds) {
   on_isa([&](auto level) { peak.lanes = kVectorBytes<level.value> / 4; });
   peak.fused = isa() != Isa::Generic;
   constexpr int kRepeats = 5;
-  // steps per run: about seconds / kRepeats at ~8 multiply-adds of registers per ns and thread
-  const long steps = std::max(1000L, static_cast<long>(seconds / kRepeats * 8e9 / kChains));
+  // steps per run: about seconds / kRepeats, from a short timed run on this thread (an emulated CPU runs the
+  // loop a hundred times slower than a real one)
+  long steps = 1000;
+  for (;;) {
+    alignas(64) float sink[16];
+    const auto start = std::chrono::steady_clock::now();
+    on_isa([&](auto level) { fma_loop<level.value>(steps, sink); });
+    asm volatile("" : : "r"(sink) : "memory");
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (elapsed > 0.002 || steps > (1L << 40)) {
+      steps = std::max(1000L, static_cast<long>(static_cast<double>(steps) * seconds / kRepeats / elapsed));
+      break;
+    }
+    steps *= 4;
+  }
   for (int rep = 0; rep < kRepeats; ++rep) {
     const auto start = std::chrono::steady_clock::now();
     const double cpu_start = process_cpu_seconds();
