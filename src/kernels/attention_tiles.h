@@ -247,8 +247,13 @@ BLOCKLAB_ALWAYS_INLINE void weighted_rows_multi_block(T* const* out, const T* co
     }
   }
   int t = lo;
-  for (; t + 1 < hi; t += 2) {
-    const T* x0 = x + t * stride;
+  // each row's weight pointer, advanced by two positions a step (read from w[] and first[] on every step,
+  // GCC spent more instructions on the addresses than on the multiply-adds)
+  const T* wr[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) wr[r] = w[r] + static_cast<long>(lo - first[r]) * w_stride;
+  const T* x0 = x + static_cast<long>(lo) * stride;
+  for (; t + 1 < hi; t += 2, x0 += 2 * stride) {
     const T* x1 = x0 + stride;
     V xv0[NV], xv1[NV];
 #pragma GCC unroll 8
@@ -258,8 +263,8 @@ BLOCKLAB_ALWAYS_INLINE void weighted_rows_multi_block(T* const* out, const T* co
     }
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const T* wr = w[r] + static_cast<long>(t - first[r]) * w_stride;
-      const V w0 = broadcast<T, VB>(wr[0]), w1 = broadcast<T, VB>(wr[w_stride]);
+      const V w0 = broadcast<T, VB>(wr[r][0]), w1 = broadcast<T, VB>(wr[r][w_stride]);
+      wr[r] += 2 * w_stride;
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) {
         even[r][v] += w0 * xv0[v];

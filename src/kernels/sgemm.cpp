@@ -334,9 +334,13 @@ void run(Kernel packed_kernel, Kernel direct_kernel, bool trans_a, bool trans_b,
       // A not transposed (and no row sums wanted): full MR-row panels are read in place; only a last
       // partial panel is packed (zero-padded).
       const bool direct_a = !trans_a && !sums.wanted();
-      // B not transposed: full NR-column panels are read in place (each k row of a panel is contiguous);
-      // a last partial panel, and every panel of a transposed B, is packed.
-      const auto direct_b = [&](int q) { return !trans_b && (q + 1) * NR <= N; };
+      // B not transposed: full NR-column panels are read in place (each k row of a panel is contiguous); a last
+      // partial panel, and every panel of a transposed B, is packed. So are the narrower kernels' panels (a
+      // panel row under two cache lines) when this thread's rows pass over each panel 8 times or more: a
+      // 64-byte row per k at the stride of B's rows conflicts in L1, and the step's NN products with 2016
+      // rows ran 10% slower at AVX2 in place; with a few hundred rows, packing costs more than it saves.
+      const bool pack_narrow = NR * sizeof(float) < 128 && i_end - i_begin >= 8 * kMc;
+      const auto direct_b = [&](int q) { return !pack_narrow && !trans_b && (q + 1) * NR <= N; };
       for (int k0 = 0; k0 < K; k0 += kKc) {
         const int kc = std::min(kKc, K - k0);
         const bool accumulate = k0 > 0 || beta != 0.f;
