@@ -3,7 +3,6 @@
 // bf16 steps alternate with fp32 steps of the same model, so that the ratio of the two is measured under
 // the same machine conditions.
 #include <sys/resource.h>
-#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -27,14 +26,6 @@
 namespace blocklab::cli {
 
 namespace {
-
-// CPU seconds of the whole process (all threads): with one thread, a cross-check of wall times that does not
-// count time spent waiting for the CPU on a busy machine.
-double process_cpu_seconds() {
-  timespec t{};
-  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
 
 struct GemmPeak {
   double wall = 0;  // GFLOP/s by wall time

@@ -1,23 +1,18 @@
 #include "kernels/peak.h"
 
 #include <omp.h>
-#include <time.h>
 
 #include <algorithm>
 #include <chrono>
 
 #include "kernels/isa.h"
 #include "kernels/simd.h"
+#include "util/profiler.h"
 
 namespace blocklab::kernels {
 
 namespace {
 
-double process_cpu_seconds() {
-  timespec t{};
-  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
 
 // Accumulators per thread: enough independent chains to cover the FMA latency (4-5 cycles) on two pipes,
 // and few enough to stay in the 16 registers of AVX2 / SSE.

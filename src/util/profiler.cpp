@@ -10,11 +10,16 @@ namespace {
 std::atomic<Profiler*> g_active{nullptr};
 }
 
-double thread_cpu_seconds() {
+namespace {
+double cpu_seconds(clockid_t clock) {
   timespec t{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  ::clock_gettime(clock, &t);
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
+}  // namespace
+
+double thread_cpu_seconds() { return cpu_seconds(CLOCK_THREAD_CPUTIME_ID); }
+double process_cpu_seconds() { return cpu_seconds(CLOCK_PROCESS_CPUTIME_ID); }
 
 void Profiler::add(const char* name, double seconds, double cpu_seconds) {
   for (auto& e : entries_)

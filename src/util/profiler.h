@@ -11,6 +11,8 @@ namespace blocklab {
 
 // CPU seconds the calling thread has run.
 double thread_cpu_seconds();
+// CPU seconds the whole process (all threads) has run.
+double process_cpu_seconds();
 
 class Profiler {
  public:
