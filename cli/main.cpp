@@ -18,6 +18,9 @@ int main(int argc, char** argv) {
   prefer_short_openmp_waits(argv);  // util/threads.h: why
   CLI::App app{"blocklab: build, train and probe stacks of transformer blocks on the CPU"};
   app.require_subcommand(1);
+  app.footer(
+      "Environment: BLOCKLAB_ISA=generic|avx2|avx512 caps every kernel's instruction set (--version shows the\n"
+      "level in use); BLOCKLAB_GEMM=blas|fp32|avx2|avx512|avx512_bf16|onednn forces a GEMM path.");
   app.set_version_flag("--version", [] { return "blocklab 0.1.0\n" + cli::describe_kernels(); });
   if (const std::string bad = kernels::check_isa_setting(); !bad.empty()) {
     std::fprintf(stderr, "blocklab: error: %s\n", bad.c_str());
