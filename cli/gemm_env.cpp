@@ -6,6 +6,7 @@
 #include <string>
 
 #include "commands.h"
+#include "kernels/bf16_gemm.h"
 #include "kernels/bf16_onednn.h"
 #include "kernels/isa.h"
 
@@ -20,13 +21,7 @@ std::string gemm_env_problem() {
   if (choice == "blas" || choice == "fp32") return "";
   using kernels::Isa;
   const bool avx2 = kernels::cpu_isa() >= Isa::Avx2, avx512 = kernels::cpu_isa() >= Isa::Avx512;
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  const bool avx512_bf16 = avx512 && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-                           __builtin_cpu_supports("avx512bf16");
-#else
-  const bool avx512_bf16 = false;
-#endif
+  const bool avx512_bf16 = kernels::cpu_has_avx512_bf16();
   // the level needed is there, but BLOCKLAB_ISA caps the kernels below it
   auto capped = [&](Isa needs) {
     return kernels::isa() < needs

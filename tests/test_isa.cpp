@@ -154,7 +154,9 @@ TEST_P(IsaLevel, EveryKernelFamilyRunsThreadIndependentAndAgreesWithTheTopLevel)
 
 TEST_P(IsaLevel, SgemmMatchesDoubleReference) {
   const Isa before = set_isa(GetParam());
-  if (std::getenv("BLOCKLAB_GEMM") == nullptr) EXPECT_STREQ(sgemm_isa_name(sgemm_isa()), isa_name(GetParam()));
+  if (std::getenv("BLOCKLAB_GEMM") == nullptr) {
+    EXPECT_STREQ(sgemm_isa_name(sgemm_isa()), isa_name(GetParam()));
+  }
   for (const Case shape : {Case{1, 1, 1}, Case{13, 33, 17}, Case{100, 70, 257}})
     blocklab::testing::expect_matches_reference(shape, [](auto... args) { return sgemm(args...); });
   set_isa(before);

@@ -239,10 +239,7 @@ Dispatch detect() {
   Dispatch d;
   const char* forced = std::getenv("BLOCKLAB_GEMM");
   const std::string choice = forced == nullptr ? "" : forced;
-  __builtin_cpu_init();
-  // avx512bf16 in CPUID leaf 7 subleaf 1 (EAX bit 5); __builtin_cpu_supports knows it as "avx512bf16".
-  const bool bf16_cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+  const bool bf16_cpu = cpu_has_avx512_bf16();
   const bool capped = isa() != Isa::Avx512;  // BLOCKLAB_ISA below avx512 (kernels/isa.h)
   const bool bf16 = bf16_cpu && !capped;
   const bool amx = cpuid_amx_bf16(), intel = cpu_is_intel();
@@ -297,6 +294,12 @@ const char* to_string(GemmPrecision precision) { return precision == GemmPrecisi
 Bf16Isa bf16_isa() { return dispatch().isa; }
 const char* bf16_isa_description() { return dispatch().description.c_str(); }
 bool cpu_has_amx_bf16() { return cpuid_amx_bf16(); }
+bool cpu_has_avx512_bf16() {
+  __builtin_cpu_init();
+  // avx512bf16 in CPUID leaf 7 subleaf 1 (EAX bit 5); __builtin_cpu_supports knows it as "avx512bf16".
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+}
 
 bool bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                float beta, float* C, int ldc, const SgemmExtras& extras) {

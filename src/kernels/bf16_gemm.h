@@ -38,6 +38,8 @@ Bf16Isa bf16_isa();
 const char* bf16_isa_description();
 // Whether the CPU reports AMX-BF16 tiles (CPUID leaf 7: AMX-TILE and AMX-BF16).
 bool cpu_has_amx_bf16();
+// AVX512-BF16 (with the AVX-512 F, BW and VL it needs): blocklab's own bf16 kernel can run.
+bool cpu_has_avx512_bf16();
 
 // Returns false (and does nothing) when bf16_isa() is None; the caller then runs the float GEMM. The first
 // such call prints a one-line notice on stderr.

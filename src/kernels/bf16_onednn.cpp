@@ -1,4 +1,5 @@
 #include "kernels/bf16_onednn.h"
+#include "kernels/isa.h"
 
 #ifdef BLOCKLAB_HAVE_ONEDNN
 
@@ -28,21 +29,14 @@ using dnnl::memory;
 int tile_rows(int M) { return M >= 768 ? 96 : 64; }
 int tile_cols(int N) { return N <= 512 ? N : 512; }
 
-// BLOCKLAB_ISA caps every kernel's instruction set, oneDNN's too: "avx2" at AVX2, "generic" at SSE4.1 (its
-// lowest). oneDNN takes the cap only before it first looks at the CPU, so engine() sets it first.
+// BLOCKLAB_ISA caps every kernel's instruction set (kernels/isa.h), oneDNN's too: the avx2 level at AVX2, the
+// generic one at SSE4.1 (its lowest). The cap's level, or nullptr where the running level is the CPU's. oneDNN
+// takes the cap only before it first looks at the CPU, so engine() sets it first.
 const char* isa_cap() {
   static const char* cap = [] {
-    const char* v = std::getenv("BLOCKLAB_ISA");
-    const std::string level = v == nullptr ? "" : v;
-    if (level == "avx2") {
-      dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2);
-      return "avx2";
-    }
-    if (level == "generic") {
-      dnnl::set_max_cpu_isa(dnnl::cpu_isa::sse41);
-      return "generic";
-    }
-    return static_cast<const char*>(nullptr);
+    if (isa() == cpu_isa()) return static_cast<const char*>(nullptr);
+    dnnl::set_max_cpu_isa(isa() == Isa::Avx2 ? dnnl::cpu_isa::avx2 : dnnl::cpu_isa::sse41);
+    return isa_name(isa());
   }();
   return cap;
 }

@@ -55,7 +55,6 @@ FmaPeak measure_fma_peak(int threads, double seconds) {
   FmaPeak peak;
   peak.threads = std::max(1, threads);
   peak.chains = kChains;
-  peak.lanes = kVectorBytes<Isa::Generic> / 4;
   on_isa([&](auto level) { peak.lanes = kVectorBytes<level.value> / 4; });
   peak.fused = isa() != Isa::Generic;
   constexpr int kRepeats = 5;
