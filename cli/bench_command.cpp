@@ -63,7 +63,8 @@ GemmPeak measure_gemm_peak(int M, int N, int K, Precision precision) {
 
 std::string describe_kernels() {
   const char* level = kernels::isa_name(kernels::isa());
-  return std::string("instruction set: ") + kernels::isa_description() + "; kernels: sgemm " +
+  return std::string("instruction set: ") + kernels::isa_description() + " [CPU features: " +
+         kernels::cpu_features() + "]; kernels: sgemm " +
          kernels::sgemm_isa_name(kernels::sgemm_isa()) + ", bf16 GEMM " + kernels::bf16_isa_description() +
          ", attention / norms / activations / RoPE " + level +
          ", Adam / cross-entropy / embeddings generic (memory-bound loops)";

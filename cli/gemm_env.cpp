@@ -20,7 +20,11 @@ std::string gemm_env_problem() {
   const std::string tail = " (unset BLOCKLAB_GEMM to let blocklab choose)";
   if (choice == "blas" || choice == "fp32") return "";
   using kernels::Isa;
+#if defined(__x86_64__)
   const bool avx2 = kernels::cpu_isa() >= Isa::Avx2, avx512 = kernels::cpu_isa() >= Isa::Avx512;
+#else
+  const bool avx2 = false, avx512 = false;  // x86 paths: refused on other architectures
+#endif
   const bool avx512_bf16 = kernels::cpu_has_avx512_bf16();
   // the level needed is there, but BLOCKLAB_ISA caps the kernels below it
   auto capped = [&](Isa needs) {

@@ -10,6 +10,7 @@
 #include "cli_runner.h"
 #include "kernels/bf16_gemm.h"
 #include "kernels/bf16_onednn.h"
+#include "kernels/isa.h"
 
 namespace fs = std::filesystem;
 namespace kernels = blocklab::kernels;
@@ -135,12 +136,10 @@ TEST(CliBench, BadInputIsOneLineAndExit2) {
 // CPU lacks (exit 2, as other bad input); one it can run runs. On an AVX2-only CPU (or under
 // qemu-x86_64 -cpu Haswell) the AVX-512 paths and oneDNN are the refused ones.
 TEST(CliBench, ForcedGemmPathTheCpuCannotRunIsRefused) {
-  __builtin_cpu_init();
   const std::string cap = std::getenv("BLOCKLAB_ISA") == nullptr ? "" : std::getenv("BLOCKLAB_ISA");
   const bool capped = cap == "avx2" || cap == "generic";  // BLOCKLAB_ISA below AVX-512
-  const bool cpu_avx512 = __builtin_cpu_supports("avx512f");
-  const bool cpu_avx512_bf16 = cpu_avx512 && __builtin_cpu_supports("avx512bw") &&
-                               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+  const bool cpu_avx512 = kernels::cpu_isa() == kernels::Isa::Avx512;
+  const bool cpu_avx512_bf16 = kernels::cpu_has_avx512_bf16();
   std::string onednn_why;
   const bool onednn = kernels::onednn_bf16_available(&onednn_why);
   struct Case {

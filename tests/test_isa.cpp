@@ -1,7 +1,7 @@
 // Every instruction-set level this CPU can run (kernels/isa.h), in one process: each kernel family at each
-// level against double precision, 1 and 2 threads identical, and the levels with FMA (AVX2, AVX-512)
-// identical to each other bit for bit, since their sums run in the same order. Levels above the CPU's are
-// skipped with the reason.
+// level against double precision, 1 and 2 threads identical, and the levels with FMA (AVX2, AVX-512; on
+// AArch64 both levels) identical to each other bit for bit, since their sums run in the same order. Levels
+// above the CPU's are skipped with the reason.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -110,8 +110,8 @@ Outputs rowwise_family() {
 struct Family {
   const char* name;
   Outputs (*run)();
-  double tolerance;   // the largest |generic - top level| / (1 + |top level|) allowed (rounding without FMA)
-  double fma_levels;  // the same between AVX2 and AVX-512 (0: bit for bit)
+  double tolerance;   // the largest |level - top level| / (1 + |top level|) allowed, one of them without FMA
+  double fma_levels;  // the same between two levels with FMA (0: bit for bit)
 };
 // Attention's softmax exponentials are vectorised differently at 8 and 16 lanes, which moves a probability by
 // an ulp or two (measured: 345 of 28672 outputs differ, by at most 6e-8 relative); the other families agree
@@ -145,10 +145,11 @@ TEST_P(IsaLevel, EveryKernelFamilyRunsThreadIndependentAndAgreesWithTheTopLevel)
         ++differ;
         worst = std::max(worst, std::abs(static_cast<double>(one[i]) - top[i]) / (1.0 + std::abs(top[i])));
       }
-    if (level != Isa::Generic && family.fma_levels == 0)
+    const bool both_fused = isa_has_fma(level) && isa_has_fma(cpu_isa());
+    if (both_fused && family.fma_levels == 0)
       EXPECT_EQ(differ, 0u) << "the FMA levels' sums run in the same order; worst " << worst;
     else
-      EXPECT_LT(worst, level == Isa::Generic ? family.tolerance : family.fma_levels) << differ << " differ";
+      EXPECT_LT(worst, both_fused ? family.fma_levels : family.tolerance) << differ << " differ";
   }
 }
 
@@ -167,13 +168,14 @@ TEST_P(IsaLevel, FmaPeakUsesTheLevelsRegisters) {
   const Isa before = set_isa(GetParam());
   const FmaPeak peak = measure_fma_peak(1, 0.02);
   set_isa(before);
-  const int floats_per_register[] = {4, 8, 16};  // generic (SSE), AVX2, AVX-512
-  EXPECT_EQ(peak.lanes, floats_per_register[static_cast<int>(GetParam())]);
-  EXPECT_EQ(peak.fused, GetParam() != Isa::Generic);
+  const int floats_per_register = GetParam() == Isa::Avx512 ? 16 : GetParam() == Isa::Avx2 ? 8 : 4;  // SSE, NEON: 4
+  EXPECT_EQ(peak.lanes, floats_per_register);
+  EXPECT_EQ(peak.fused, isa_has_fma(GetParam()));
   EXPECT_GT(peak.gflops, 0.1);
 }
 
-INSTANTIATE_TEST_SUITE_P(Levels, IsaLevel, ::testing::Values(Isa::Generic, Isa::Avx2, Isa::Avx512),
+// this architecture's levels: generic, avx2, avx512 on x86-64; generic, neon on AArch64
+INSTANTIATE_TEST_SUITE_P(Levels, IsaLevel, ::testing::ValuesIn(isa_levels()),
                          [](const auto& info) { return std::string(isa_name(info.param)); });
 
 TEST(Isa, SettingNamesABadValueAndCapsAtTheCpu) {
@@ -181,18 +183,26 @@ TEST(Isa, SettingNamesABadValueAndCapsAtTheCpu) {
   const std::string saved = outer == nullptr ? "" : outer;
   ::setenv("BLOCKLAB_ISA", "avx3", 1);
   const std::string message = check_isa_setting();
-  for (const char* v : {"generic", "avx2", "avx512"}) {
-    ::setenv("BLOCKLAB_ISA", v, 1);
-    EXPECT_EQ(check_isa_setting(), "") << v;
+  for (const Isa level : isa_levels()) {
+    ::setenv("BLOCKLAB_ISA", isa_name(level), 1);
+    EXPECT_EQ(check_isa_setting(), "") << isa_name(level);
   }
+  // another architecture's level is not one of this CPU's
+  ::setenv("BLOCKLAB_ISA", cpu_isa() == Isa::Neon ? "avx2" : "neon", 1);
+  const std::string foreign = check_isa_setting();
   if (outer != nullptr)
     ::setenv("BLOCKLAB_ISA", saved.c_str(), 1);
   else
     ::unsetenv("BLOCKLAB_ISA");
   EXPECT_NE(message.find("BLOCKLAB_ISA=avx3"), std::string::npos) << message;
+#if defined(__x86_64__)
   EXPECT_NE(message.find("generic, avx2 or avx512"), std::string::npos) << message;
+#elif defined(__aarch64__)
+  EXPECT_NE(message.find("generic or neon"), std::string::npos) << message;
+#endif
+  EXPECT_NE(foreign, "") << "a level of another architecture was accepted";
   // a level above the CPU's is capped at the CPU's
-  const Isa before = set_isa(Isa::Avx512);
+  const Isa before = set_isa(isa_levels().back());
   EXPECT_EQ(isa(), cpu_isa());
   set_isa(before);
   EXPECT_LE(isa(), cpu_isa());

@@ -102,7 +102,8 @@ BLOCKLAB_ALWAYS_INLINE void rows_times_transposed_tile(T* out, long out_stride, 
 // out rows r < rows (out_stride apart, each with room for n rounded up to kLanes) = a_r . xt over the
 // window n of the last row, a_r = a + r * a_stride; rows <= kQueryRows. Every tile keeps 8 accumulator
 // registers of the level I: with AVX-512 (32 registers) up to 64 positions of two rows or 32 of four; with
-// AVX2 and SSE (16 registers) 2 registers' width (16 or 8 positions) of the four rows. The sums are the same
+// AVX2 and SSE (16 registers) 2 registers' width (16 or 8 positions) of the four rows, with NEON (32 registers
+// of 4 floats) 4 registers' width (16 positions). The sums are the same
 // at every level, element for element: each runs over i in order.
 template <Isa I, typename T>
 BLOCKLAB_ALWAYS_INLINE void rows_times_transposed(T* out, long out_stride, const T* a, long a_stride, int rows,
@@ -110,7 +111,8 @@ BLOCKLAB_ALWAYS_INLINE void rows_times_transposed(T* out, long out_stride, const
   const T* a_rows[kQueryRows];
   for (int r = 0; r < kQueryRows; ++r) a_rows[r] = a + (r < rows ? r : rows - 1) * a_stride;
   if constexpr (I != Isa::Avx512) {
-    constexpr int VB = kVectorBytes<I>, W = 2 * simd::kWidth<T, VB>;
+    // two registers' width with 16 registers (8 accumulators), four with NEON's 32 (16 accumulators)
+    constexpr int VB = kVectorBytes<I>, W = kVectorRegisters<I> / 8 * simd::kWidth<T, VB>;
     for (int sb = 0; sb < n; sb += W)
       rows_times_transposed_tile<W, kQueryRows, T, VB>(out + sb, out_stride, a_rows, xt + sb, Tp, hs, scale);
     return;

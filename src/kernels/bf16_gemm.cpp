@@ -2,9 +2,12 @@
 
 #include "kernels/isa.h"
 
+#include <omp.h>
+
+#if defined(__x86_64__)
 #include <cpuid.h>
 #include <immintrin.h>
-#include <omp.h>
+#endif
 
 #include <algorithm>
 #include <cstdio>
@@ -19,6 +22,7 @@ namespace blocklab::kernels {
 
 namespace {
 
+#if defined(__x86_64__)
 #define BLOCKLAB_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 // Register tile 12 x 32 floats (24 accumulators), K-chunks of 256 (128 bf16 pairs), row blocks of 96.
@@ -212,10 +216,19 @@ void run(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int ld
   }
 }
 
+#else
+// No bf16 kernel for this architecture: bf16_isa() is None and run() is never reached.
+void run(bool, bool, int, int, int, const float*, int, const float*, int, float, float*, int, const SgemmExtras&) {}
+#endif  // __x86_64__
+
 bool cpuid_amx_bf16() {
+#if defined(__x86_64__)
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
   return (d & (1u << 24)) != 0 && (d & (1u << 22)) != 0;  // AMX-TILE, AMX-BF16
+#else
+  return false;
+#endif
 }
 
 struct Dispatch {
@@ -224,9 +237,13 @@ struct Dispatch {
 };
 
 bool cpu_is_intel() {
+#if defined(__x86_64__)
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (__get_cpuid(0, &a, &b, &c, &d) == 0) return false;
   return b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu;  // "Genu" "ineI" "ntel"
+#else
+  return false;
+#endif
 }
 
 // The path, from the CPU and BLOCKLAB_GEMM:
@@ -295,10 +312,14 @@ Bf16Isa bf16_isa() { return dispatch().isa; }
 const char* bf16_isa_description() { return dispatch().description.c_str(); }
 bool cpu_has_amx_bf16() { return cpuid_amx_bf16(); }
 bool cpu_has_avx512_bf16() {
+#if defined(__x86_64__)
   __builtin_cpu_init();
   // avx512bf16 in CPUID leaf 7 subleaf 1 (EAX bit 5); __builtin_cpu_supports knows it as "avx512bf16".
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
 }
 
 bool bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb,

@@ -3,7 +3,9 @@
 
 #ifdef BLOCKLAB_HAVE_ONEDNN
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 #include <omp.h>
 
 #include <algorithm>
@@ -155,6 +157,7 @@ const Plan& plan(const Key& key) {
 
 // n floats rounded to bf16 (to nearest even; float denormals to zero, as bf16_bits): with the CPU's own
 // conversion where it has AVX512-BF16 (every AMX CPU does), else one at a time.
+#if defined(__x86_64__)
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void round_row_avx512(const float* x, uint16_t* out,
                                                                                           int n) {
   int i = 0;
@@ -165,13 +168,13 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void round_row_a
   for (; i < n; ++i) out[i] = bf16_bits(x[i]);
 }
 
+#endif
+
 void round_row(const float* x, uint16_t* out, int n) {
-  static const bool fast = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
-  }();
+#if defined(__x86_64__)
+  static const bool fast = cpu_has_avx512_bf16();
   if (fast) return round_row_avx512(x, out, n);
+#endif
   for (int i = 0; i < n; ++i) out[i] = bf16_bits(x[i]);
 }
 

@@ -1,11 +1,17 @@
 #pragma once
 // The instruction-set level every hot kernel runs at, chosen once at run time: the best level this CPU
-// supports, capped by the environment variable BLOCKLAB_ISA (generic | avx2 | avx512), so that a machine
-// with AVX-512 runs, tests and measures every lower path too.
+// supports, capped by the environment variable BLOCKLAB_ISA, so that a machine with the widest level runs,
+// tests and measures every lower path too. The levels of each architecture:
 //
-//   generic  baseline x86-64 (SSE2): 16 vector registers of 4 floats, no FMA
-//   avx2     AVX2 + FMA (Haswell and later, AMD Zen 1-3): 16 registers of 8 floats
-//   avx512   AVX-512F: 32 registers of 16 floats
+//   x86-64   generic  baseline x86-64 (SSE2): 16 vector registers of 4 floats, no FMA
+//            avx2     AVX2 + FMA (Haswell and later, AMD Zen 1-3): 16 registers of 8 floats
+//            avx512   AVX-512F: 32 registers of 16 floats
+//   AArch64  generic  the portable kernels (GCC vector extensions), compiled for baseline Armv8-A
+//            neon     the NEON (Advanced SIMD) kernels: 32 registers of 4 floats, FMA by element
+//
+// (Armv8-A has NEON and FMA in its baseline, so on ARM `generic` runs the same instructions as `neon` for
+// every kernel written once for all levels; the levels differ in the kernels written per level: the sgemm
+// micro-kernel and the register tiles sized for 32 registers. On other architectures only `generic` exists.)
 //
 // A kernel body is written once, as a template over the level (its vector width and register tiles come
 // from the level), and called through on_isa(): for each level there is one entry point compiled for
@@ -14,12 +20,18 @@
 // the same code and BLOCKLAB_ISA can cap it.
 #include <atomic>
 #include <string>
+#include <vector>
 
 #include "kernels/simd.h"
 
 namespace blocklab::kernels {
 
-enum class Isa { Generic = 0, Avx2 = 1, Avx512 = 2 };
+// Ordered within an architecture (a higher value is a wider level); x86 and ARM levels never meet.
+enum class Isa { Generic = 0, Avx2 = 1, Avx512 = 2, Neon = 3 };
+
+// The levels of the architecture this binary is built for, lowest first: generic, avx2, avx512 on x86-64;
+// generic, neon on AArch64; generic elsewhere.
+std::vector<Isa> isa_levels();
 
 // The best level this CPU supports (CPUID, and the OS saving the wider registers).
 Isa cpu_isa();
@@ -39,15 +51,23 @@ inline Isa isa() {
 // and benchmarks that compare levels in one process; not while kernels run on other threads.
 Isa set_isa(Isa level);
 const char* isa_name(Isa);
+// Whether a level's float arithmetic fuses a * b + c into one rounding (FMA): every level but x86's generic.
+bool isa_has_fma(Isa);
 // Empty when BLOCKLAB_ISA is unset or valid; otherwise a one-line message naming the bad value and
 // the valid ones (the CLI refuses to start on it).
 std::string check_isa_setting();
 // "avx2 (CPU: avx512, capped by BLOCKLAB_ISA=avx2)" or "avx512 (CPU)"
 std::string isa_description();
+// The CPU's vector features that blocklab looks at, as the OS reports them, e.g. "avx2 fma avx512f
+// avx512bf16" (CPUID) or "asimd asimddp bf16 i8mm sve" (AArch64: getauxval(AT_HWCAP / AT_HWCAP2)).
+std::string cpu_features();
 
 // The width of one vector register at each level, in bytes.
 template <Isa I>
 inline constexpr int kVectorBytes = I == Isa::Avx512 ? 64 : I == Isa::Avx2 ? 32 : 16;
+// The number of vector registers at each level (register tiles are sized by it).
+template <Isa I>
+inline constexpr int kVectorRegisters = I == Isa::Avx512 || I == Isa::Neon ? 32 : 16;
 
 template <Isa I>
 struct IsaTag {
@@ -75,6 +95,10 @@ BLOCKLAB_TARGET_AVX2 BLOCKLAB_FLATTEN void run_avx2(F& f) {
   f(IsaTag<Isa::Avx2>{});
 }
 template <typename F>
+BLOCKLAB_FLATTEN void run_neon(F& f) {  // NEON is in AArch64's baseline: no target attribute
+  f(IsaTag<Isa::Neon>{});
+}
+template <typename F>
 BLOCKLAB_FLATTEN void run_generic(F& f) {
   f(IsaTag<Isa::Generic>{});
 }
@@ -84,10 +108,15 @@ BLOCKLAB_FLATTEN void run_generic(F& f) {
 //   on_isa([&](auto isa) { layernorm_row<isa.value>(...); });
 template <typename F>
 BLOCKLAB_ALWAYS_INLINE void on_isa(F&& f) {
+  // only this architecture's levels are instantiated
   switch (isa()) {
+#if defined(__x86_64__)
     case Isa::Avx512: isa_detail::run_avx512(f); return;
     case Isa::Avx2: isa_detail::run_avx2(f); return;
-    case Isa::Generic: break;
+#elif defined(__aarch64__)
+    case Isa::Neon: isa_detail::run_neon(f); return;
+#endif
+    default: break;
   }
   isa_detail::run_generic(f);
 }

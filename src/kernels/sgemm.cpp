@@ -5,14 +5,20 @@
 #include "kernels/isa.h"
 #include "util/profiler.h"
 
-#include <immintrin.h>
 #include <omp.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace blocklab::kernels {
@@ -25,6 +31,7 @@ constexpr int kMc = 96;   // rows of A packed at a time (a multiple of both MR v
 // ---------------------------------------------------------------------------------------------------
 // Packing. Panels are zero-padded to full MR/NR so micro-kernels never branch on edges.
 
+#if defined(__x86_64__)
 // One panel (rows <= 12, zero-padded to 12) of a transposed A (stored (K, M): contiguous floats per k) for
 // the AVX-512 kernel: each k's floats moved with one masked load and store and added to the running row
 // sums with one vector add. Lane r does exactly what the scalar `sums[r] += src[r]` does, in the same k
@@ -41,6 +48,7 @@ __attribute__((target("avx512f"))) void pack_a_transposed_panel12(float* dst, co
   }
   if (row_sums != nullptr) _mm512_mask_storeu_ps(row_sums, m, sums);
 }
+#endif
 
 // Ap[p][k][r] = op(A)[i0 + p*MR + r][k0 + k]. With row_sums, also row_sums[i - i0] += op(A)[i][k0 + k]
 // in k order (the caller keeps the sums across K-chunks).
@@ -50,13 +58,15 @@ BLOCKLAB_ALWAYS_INLINE void pack_a(float* Ap, const float* A, int lda, bool tran
   for (int p = 0; p * MR < rows; ++p) {
     float* dst = Ap + static_cast<long>(p) * MR * kc;
     const int r_end = std::min(MR, rows - p * MR);
+#if defined(__x86_64__)
     if constexpr (MR == 12) {  // the AVX-512 kernel's panels
-      if (trans) {
+      if (trans && isa() == Isa::Avx512) {
         pack_a_transposed_panel12(dst, A + static_cast<long>(k0) * lda + i0 + p * MR, lda, r_end, kc,
                                   row_sums == nullptr ? nullptr : row_sums + p * MR);
         continue;
       }
     }
+#endif
     if (trans && r_end == MR) {  // A stored (K, M), a full panel: MR contiguous floats per k
       float sums[MR];  // the running sums in registers, in the same k order as a plain loop
       for (int r = 0; r < MR; ++r) sums[r] = row_sums == nullptr ? 0.f : row_sums[p * MR + r];
@@ -129,6 +139,7 @@ void store_tile(float* C, int ldc, const float* tile, int mr, int nr, bool accum
     }
 }
 
+#if defined(__x86_64__)
 constexpr int kMr512 = 12, kNr512 = 32;
 
 template <bool kDirectA>
@@ -232,9 +243,73 @@ __attribute__((target("avx2,fma"))) void kernel_avx2(int kc, const float* A, lon
     store_tile<kMr256, kNr256>(C, ldc, tile, mr, nr, accumulate, bias);
   }
 }
+#endif  // __x86_64__
 
-// The baseline kernel (x86-64 without AVX2: SSE2, 16 registers of 4 floats, no FMA), in GCC vector extensions:
-// a 4 x 8 tile of 8 accumulators, each product rounded before its add.
+#if defined(__aarch64__)
+// The NEON kernel: a 12 x 8 tile in 24 of the 32 vector registers (12 rows, two 4-float vectors of B's
+// columns), as the register blocking of BLIS's and OpenBLAS's ARMv8 float kernels (8 x 12 there, in their
+// column-major terms). Per k, a packed A panel gives its 12 values in three vector loads and each product
+// takes its A value from a lane of them (fmla by element); a row of A read in place is broadcast one value
+// at a time (ld1r). Either way 24 fmla per k against 5 (or 14) loads. Every C element's sum runs over k in
+// order, one fused multiply-add at a time, as in the x86 FMA kernels: the same bits as AVX2 and AVX-512.
+constexpr int kMrNeon = 12, kNrNeon = 8;
+
+template <bool kDirectA>
+void kernel_neon(int kc, const float* A, long lda, const float* Bp, long ldbp, float* C, int ldc, int mr, int nr,
+                 bool accumulate, const float* bias) {
+  float32x4_t acc[kMrNeon][2];
+#pragma GCC unroll 12
+  for (int r = 0; r < kMrNeon; ++r) acc[r][0] = acc[r][1] = vdupq_n_f32(0.f);
+  const auto rows = std::make_integer_sequence<int, kMrNeon>{};
+  for (int k = 0; k < kc; ++k) {
+    const float32x4_t b0 = vld1q_f32(Bp + k * ldbp), b1 = vld1q_f32(Bp + k * ldbp + 4);
+    if constexpr (kDirectA) {
+      [&]<int... R>(std::integer_sequence<int, R...>) {
+        ((acc[R][0] = vfmaq_f32(acc[R][0], b0, vld1q_dup_f32(A + R * lda + k)),
+          acc[R][1] = vfmaq_f32(acc[R][1], b1, vld1q_dup_f32(A + R * lda + k))), ...);
+      }(rows);
+    } else {
+      const float* a = A + k * kMrNeon;
+      const float32x4_t a_vec[3] = {vld1q_f32(a), vld1q_f32(a + 4), vld1q_f32(a + 8)};
+      [&]<int... R>(std::integer_sequence<int, R...>) {
+        ((acc[R][0] = vfmaq_laneq_f32(acc[R][0], b0, a_vec[R / 4], R % 4),
+          acc[R][1] = vfmaq_laneq_f32(acc[R][1], b1, a_vec[R / 4], R % 4)), ...);
+      }(rows);
+    }
+  }
+  // through a tile in memory indexed by constants only, as in the AVX2 kernel (a run-time row index would
+  // keep the accumulators in memory)
+  alignas(16) float tile[kMrNeon * kNrNeon];
+#pragma GCC unroll 12
+  for (int r = 0; r < kMrNeon; ++r) {
+    vst1q_f32(tile + r * kNrNeon, acc[r][0]);
+    vst1q_f32(tile + r * kNrNeon + 4, acc[r][1]);
+  }
+  if (nr == kNrNeon) {
+    const float32x4_t bias0 = bias == nullptr ? vdupq_n_f32(0.f) : vld1q_f32(bias);
+    const float32x4_t bias1 = bias == nullptr ? vdupq_n_f32(0.f) : vld1q_f32(bias + 4);
+    for (int r = 0; r < mr; ++r) {
+      float* c = C + static_cast<long>(r) * ldc;
+      float32x4_t c0 = vld1q_f32(tile + r * kNrNeon), c1 = vld1q_f32(tile + r * kNrNeon + 4);
+      if (accumulate) {
+        c0 = vaddq_f32(vld1q_f32(c), c0);
+        c1 = vaddq_f32(vld1q_f32(c + 4), c1);
+      }
+      if (bias != nullptr) {
+        c0 = vaddq_f32(c0, bias0);
+        c1 = vaddq_f32(c1, bias1);
+      }
+      vst1q_f32(c, c0);
+      vst1q_f32(c + 4, c1);
+    }
+  } else {
+    store_tile<kMrNeon, kNrNeon>(C, ldc, tile, mr, nr, accumulate, bias);
+  }
+}
+#endif  // __aarch64__
+// The baseline kernel, in GCC vector extensions: a 4 x 8 tile of 8 accumulators. On x86-64 without AVX2
+// (SSE2, 16 registers of 4 floats, no FMA) each product is rounded before its add; where the baseline has
+// FMA (AArch64) the compiler fuses them, and the sums equal the other FMA kernels' bit for bit.
 constexpr int kMrGeneric = 4, kNrGeneric = 8;
 
 template <bool kDirectA>
@@ -288,7 +363,7 @@ class Prefetcher {
   void step() {
     for (long n = 0; n < per_call_ && region_ < count_; ++n) {
       const Region& r = regions_[region_];
-      _mm_prefetch(r.base + static_cast<long>(row_) * r.stride + 64L * line_, _MM_HINT_T1);
+      __builtin_prefetch(r.base + static_cast<long>(row_) * r.stride + 64L * line_, 0, 2);  // to L2 (x86: prefetcht1)
       if (++line_ == r.lines) {
         line_ = 0;
         if (++row_ == r.rows) row_ = 0, ++region_;
@@ -417,6 +492,7 @@ SgemmIsa detect_isa() {
   switch (isa()) {
     case Isa::Avx512: return choice == "avx2" ? SgemmIsa::Avx2 : SgemmIsa::Avx512;
     case Isa::Avx2: return SgemmIsa::Avx2;
+    case Isa::Neon: return SgemmIsa::Neon;
     case Isa::Generic: break;
   }
   return SgemmIsa::Generic;
@@ -430,6 +506,7 @@ const char* sgemm_isa_name(SgemmIsa isa) {
   switch (isa) {
     case SgemmIsa::Avx512: return "avx512";
     case SgemmIsa::Avx2: return "avx2";
+    case SgemmIsa::Neon: return "neon";
     case SgemmIsa::Generic: return "generic";
     case SgemmIsa::None: break;
   }
@@ -471,17 +548,23 @@ bool sgemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int 
     }
   } report(omp_in_parallel() ? nullptr : Profiler::active(), trans_a, trans_b, M, N, K);
   switch (level) {
+#if defined(__x86_64__)
     case SgemmIsa::Avx512:
       run<kMr512, kNr512>(kernel_avx512<false>, kernel_avx512<true>, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);
       return true;
     case SgemmIsa::Avx2:
       run<kMr256, kNr256>(kernel_avx2<false>, kernel_avx2<true>, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);
       return true;
+#elif defined(__aarch64__)
+    case SgemmIsa::Neon:
+      run<kMrNeon, kNrNeon>(kernel_neon<false>, kernel_neon<true>, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);
+      return true;
+#endif
     case SgemmIsa::Generic:
       run<kMrGeneric, kNrGeneric>(kernel_generic<false>, kernel_generic<true>, trans_a, trans_b, M, N, K, A, lda, B, ldb,
                                   beta, C, ldc, extras);
       return true;
-    case SgemmIsa::None: break;
+    default: break;  // None, or another architecture's level
   }
   return false;
 }

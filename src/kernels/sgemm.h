@@ -1,6 +1,6 @@
 #pragma once
 // blocklab's own single-precision GEMM for the shapes of this workload (tall-skinny: thousands of
-// token rows times a few hundred columns), with AVX-512 and AVX2 micro-kernels chosen at run time.
+// token rows times a few hundred columns), with AVX-512, AVX2 and NEON micro-kernels chosen at run time.
 //
 //   C (M,N) = op(A) (M,K) @ op(B) (K,N) + beta * C,   row-major, beta in {0, 1}
 //
@@ -12,7 +12,7 @@
 // independent of it.
 namespace blocklab::kernels {
 
-enum class SgemmIsa { None, Generic, Avx2, Avx512 };
+enum class SgemmIsa { None, Generic, Avx2, Avx512, Neon };
 
 // The micro-kernel of the running instruction-set level (kernels/isa.h: the CPU's best, capped by
 // BLOCKLAB_ISA); None: use BLAS. BLOCKLAB_GEMM=blas forces None, BLOCKLAB_GEMM=avx2 caps the GEMM at AVX2.
@@ -31,8 +31,8 @@ struct SgemmExtras {
   // right after its last K-chunk, by the thread that computed it, while the block is still in cache
   // (at most kMc = 96 rows): an elementwise step that follows the product (an activation) runs there
   // instead of in another pass over memory. Blocks do not overlap and together cover C; j0 is always a
-  // multiple of the register tile's width (32 floats with AVX-512, 16 with AVX2, 8 with the baseline
-  // kernel), and so is cols unless the block ends at column N.
+  // multiple of the register tile's width (32 floats with AVX-512, 16 with AVX2, 8 with NEON and the
+  // baseline kernel), and so is cols unless the block ends at column N.
   void (*on_block_done)(void* context, int i0, int rows, int j0, int cols) = nullptr;
   void* context = nullptr;
 };
