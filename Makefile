@@ -8,7 +8,7 @@ FUZZ_SECONDS ?= 20
 # Left out of the sanitizer pass: long numeric loops whose code paths faster tests already run there.
 SANITIZE_SKIP ?= KernelGrad.CausalAttentionTiled|Learnability.SmallModelLearnsTheCopyTask
 
-.PHONY: all deps build test test-python test-isa test-sanitize test-clang fuzz-smoke demo bench clean
+.PHONY: all deps build test test-python wheel test-isa test-sanitize test-clang fuzz-smoke demo bench clean
 
 all: build
 
@@ -24,9 +24,15 @@ test: build
 	@JOBS=$(JOBS) ./tools/python-tests.sh $(BUILD_DIR)
 
 # The Python package (python/): built with `pip install .` into $(BUILD_DIR)/venv, tested with pytest, the
-# notebooks in docs/notebooks executed. Part of `make test`.
+# notebooks in docs/notebooks executed, the wheel of `make wheel` installed and run in a new virtual
+# environment outside the tree. Part of `make test`.
 test-python: build
 	@JOBS=$(JOBS) ./tools/python-tests.sh $(BUILD_DIR)
+
+# A self-contained wheel of the package and the CLI in $(BUILD_DIR)/wheelhouse (tools/build-wheel.sh): linked
+# from the core already compiled in $(BUILD_DIR), its shared libraries bundled by auditwheel.
+wheel: build
+	@JOBS=$(JOBS) ./tools/build-wheel.sh $(BUILD_DIR)
 
 # The test suite at each kernel ISA level below this CPU's (BLOCKLAB_ISA=avx2, then generic), and the kernel,
 # model and CLI tests on an emulated AVX2-only CPU (qemu-x86_64 -cpu Haswell, installed where missing); see

@@ -47,11 +47,13 @@ void register_sample(CLI::App& root, std::vector<Command>& commands);
 struct ConfigFlags {
   std::string config_file;
   std::map<std::string, std::string> values;  // key -> text, for the flags given
+  std::map<std::string, bool> negated;        // boolean key -> --no-KEY given
 };
 void add_config_flags(CLI::App* app, ConfigFlags& flags);
 // defaults <- TOML file <- flags given on the command line.
 RunConfig build_config(const CLI::App* app, const ConfigFlags& flags, RunConfig base = {});
 
 std::string flag_name(const std::string& key);  // norm_placement -> --norm-placement
+std::string negated_flag_name(const std::string& key);  // tensorboard -> --no-tensorboard (boolean keys)
 
 }  // namespace blocklab::cli

@@ -10,17 +10,23 @@ std::string flag_name(const std::string& key) {
   return flag;
 }
 
+std::string negated_flag_name(const std::string& key) { return "--no-" + flag_name(key).substr(2); }
+
 void add_config_flags(CLI::App* app, ConfigFlags& flags) {
   app->add_option("--config", flags.config_file, "TOML file of config keys (flags override it)")->type_name("FILE");
   const RunConfig defaults;
   for (const ConfigKey& key : config_keys()) {
     const std::string shown = key.get(defaults).dump();
-    app->add_option(flag_name(key.name), flags.values[key.name], key.help + " [" + shown + "]")
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
-        ->type_name(key.type == KeyType::Int     ? "INT"
-                   : key.type == KeyType::Float ? "FLOAT"
-                   : key.type == KeyType::Bool  ? "BOOL"
-                                                : "TEXT");  // a later flag overrides an earlier one
+    CLI::Option* option =
+        app->add_option(flag_name(key.name), flags.values[key.name], key.help + " [" + shown + "]")
+            ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+            ->type_name(key.type == KeyType::Int     ? "INT"
+                       : key.type == KeyType::Float ? "FLOAT"
+                       : key.type == KeyType::Bool  ? "BOOL"
+                                                    : "TEXT");  // a later flag overrides an earlier one
+    if (key.type == KeyType::Bool)  // --no-KEY: the same as --KEY false
+      app->add_flag(negated_flag_name(key.name), flags.negated[key.name], "the same as " + flag_name(key.name) + " false")
+          ->excludes(option);
   }
 }
 
@@ -28,9 +34,11 @@ RunConfig build_config(const CLI::App* app, const ConfigFlags& flags, RunConfig 
   if (!flags.config_file.empty()) apply_toml_file(base, flags.config_file);
   // --block first: it sets the preset's architecture keys, which the other flags then override.
   if (app->count(flag_name(kBlockKey)) > 0) set_config_value(base, kBlockKey, flags.values.at(kBlockKey));
-  for (const ConfigKey& key : config_keys())
+  for (const ConfigKey& key : config_keys()) {
     if (key.name != kBlockKey && app->count(flag_name(key.name)) > 0)
       set_config_value(base, key.name, flags.values.at(key.name));
+    if (key.type == KeyType::Bool && app->count(negated_flag_name(key.name)) > 0) set_config_value(base, key.name, "false");
+  }
   return base;
 }
 

@@ -33,7 +33,7 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
   auto* resume_option =
       app->add_option("--resume", *resume,
                       "continue the run in DIR from its newest checkpoint (config from the checkpoint; only --steps, "
-                      "--threads, --log-every, --checkpoint-every, --keep-checkpoints, --on-nonfinite may change)")
+                      "--threads, --log-every, --checkpoint-every, --keep-checkpoints, --on-nonfinite, --tensorboard may change)")
           ->type_name("DIR");
   json_option->excludes("--config");
   json_option->excludes(resume_option);
@@ -47,6 +47,11 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
       "the text task adds val_loss) and OUT/summary.json; with --checkpoint-every N also\n"
       "OUT/checkpoints/step_NNNNNNN/ (and always on SIGINT/SIGTERM, exit 130/143), from which --resume OUT\n"
       "continues bit-exactly. Reverse and text runs also write OUT/model.safetensors (for blocklab sample).\n"
+      "TensorBoard: OUT/events.out.tfevents.<time>.<host> holds the same numbers per step (loss/train,\n"
+      "loss/val, train/lr, train/grad_norm, train/skipped_steps, time/step_ms), the config as text and, with\n"
+      "--probe-every, the stream norms and per-block gradient norms; a resumed run adds a file that goes on\n"
+      "after the checkpoint's step. `tensorboard --logdir runs/` shows every run below runs/ as a named\n"
+      "curve; --no-tensorboard (tensorboard = false) writes no event file.\n"
       "Example (the source's 24-block Pre-LN run):\n"
       "  blocklab train --norm-placement pre --layers 24 --width 128 --heads 4 --vocab 64 --copy-len 32 \\\n"
       "                 --batch 16 --steps 400 --lr 1e-3 --warmup 0 --seed 0 --out runs/pre24\n"
@@ -163,10 +168,12 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
                                       *s.val_loss, s.val_loss_step, *s.min_val_loss, s.min_val_loss_step,
                                       s.unigram_entropy.value_or(std::nan("")));
                         if (config.task == "copy")
-                          std::printf("wrote %s/{config.json,metrics.csv,summary.json}\n", config.out.c_str());
+                          std::printf("wrote %s/{config.json,metrics.csv,summary.json}%s\n", config.out.c_str(),
+                                      config.tensorboard ? " and the TensorBoard event file" : "");
                         else
-                          std::printf("wrote %s/{config.json,metrics.csv,summary.json,model.safetensors}%s\n",
-                                      config.out.c_str(), config.is_text() ? " and tokens.bin" : "");
+                          std::printf("wrote %s/{config.json,metrics.csv,summary.json,model.safetensors}%s%s\n",
+                                      config.out.c_str(), config.is_text() ? ", tokens.bin" : "",
+                                      config.tensorboard ? " and the TensorBoard event file" : "");
                         return std::isfinite(s.final_loss) ? 0 : 1;
                       }});
 }

@@ -216,7 +216,8 @@ TEST(RunConfig, ExecutionKeysDoNotChangeResults) {
   std::vector<std::string> execution;
   for (const ConfigKey& k : config_keys())
     if (!k.changes_results) execution.push_back(k.name);
-  EXPECT_EQ(execution, (std::vector<std::string>{"threads", "log_every", "out", "checkpoint_every", "keep_checkpoints"}));
+  EXPECT_EQ(execution, (std::vector<std::string>{"threads", "log_every", "out", "checkpoint_every", "keep_checkpoints",
+                                                          "tensorboard"}));
 }
 
 TEST(RunConfig, InitShowsTheSchemeThatRunsAndConfigJsonCarriesDerivedConstants) {

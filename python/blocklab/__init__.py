@@ -298,12 +298,14 @@ def train(config: Any = None, *, progress: bool = True, overwrite: bool = False,
     ``config``: a dict of config keys or a TOML file path; keyword arguments override it. Without ``out``
     the run goes to a new temporary directory. ``overwrite`` replaces a run already in ``out`` (the CLI's
     --force); ``probe_every`` writes residual-stream norms to OUT/residual.csv every N steps (the CLI's
-    --probe-every). The metrics equal the CLI's metrics.csv for the same config, bit for bit.
+    --probe-every). The metrics equal the CLI's metrics.csv for the same config, bit for bit. The run also
+    writes TensorBoard's event file OUT/events.out.tfevents.* unless ``tensorboard=False`` (the CLI's
+    --no-tensorboard).
 
     ``resume=True`` continues the run in ``out`` from its newest complete checkpoint, as ``blocklab train
     --resume OUT`` does: bit for bit the numbers and weights of a run that never stopped. The config is the
     checkpoint's; keys given here (the run's own config may be passed again) must keep its values, except
-    steps, threads, log_every, checkpoint_every, keep_checkpoints and on_nonfinite (a longer ``steps``
+    steps, threads, log_every, checkpoint_every, keep_checkpoints, on_nonfinite and tensorboard (a longer ``steps``
     extends the run). The returned metrics cover the whole run: the steps up to the checkpoint as
     metrics.csv holds them (9 significant digits), the rest as computed. A run is checkpointed by
     ``checkpoint_every`` and when interrupted (KeyboardInterrupt names the checkpoint written).

@@ -266,7 +266,7 @@ nb::dict summary_dict(const RunSummary& s) {
 // Where a resumed run starts: the run directory's newest verified checkpoint (find_resume_point) and the
 // config to continue with, the checkpoint's with the TOML file and keys applied over it as the CLI applies
 // its flags over --resume's, resolved and checked (check_resume_config: only steps, threads, log_every,
-// checkpoint_every, keep_checkpoints and on_nonfinite may change). Nothing on disk changes here.
+// checkpoint_every, keep_checkpoints, on_nonfinite and tensorboard may change). Nothing on disk changes here.
 struct Resume {
   ResumePoint from;
   RunConfig config;

@@ -29,7 +29,10 @@ def test_train_learns_the_copy_task(tmp_path):
     assert loss[-10:].mean() < 0.1  # then copies
     assert run.summary["final_loss"] == pytest.approx(loss[-1])
     assert run.out == str(tmp_path / "run")
-    assert sorted(os.listdir(run.out)) == ["config.json", "metrics.csv", "model.safetensors", "summary.json"]
+    files = sorted(os.listdir(run.out))
+    events = [f for f in files if f.startswith("events.out.tfevents.")]  # TensorBoard's (test_tensorboard.py)
+    assert len(events) == 1
+    assert [f for f in files if f not in events] == ["config.json", "metrics.csv", "model.safetensors", "summary.json"]
 
 
 def test_train_gives_the_clis_numbers_bit_for_bit(tmp_path):

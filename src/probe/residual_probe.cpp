@@ -1,11 +1,14 @@
 #include "probe/residual_probe.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
 #include "io/csv.h"
+#include "io/tfevents.h"
+#include "probe/grad_norms.h"
 #include "probe/residual_norms.h"
 #include "util/error.h"
 
@@ -60,6 +63,28 @@ void ResidualProbeWriter::operator()(Trainer& trainer) {
                                io::csv_number(norms.mean_token_norm[l])});
   std::fputs(rows.c_str(), file_);
   if (std::fflush(file_) != 0) throw Error(path_ + ": write failed: " + std::strerror(errno));
+  if (io::EventFileWriter* events = trainer.event_writer(); events != nullptr && events->takes(step))
+    events->scalars(step, tensorboard_scalars(trainer, norms));
+}
+
+std::vector<std::pair<std::string, double>> ResidualProbeWriter::tensorboard_scalars(Trainer& trainer,
+                                                                                     const ResidualNorms& norms) {
+  auto numbered = [](const char* prefix, size_t i) {
+    char name[64];
+    std::snprintf(name, sizeof name, "%s%02zu", prefix, i);
+    return std::string(name);
+  };
+  std::vector<std::pair<std::string, double>> values;
+  for (size_t l = 0; l < norms.mean_token_norm.size(); ++l) {
+    values.emplace_back(numbered("stream/mean_vector_norm/layer_", l), norms.mean_vector_norm[l]);
+    values.emplace_back(numbered("stream/mean_token_norm/layer_", l), norms.mean_token_norm[l]);
+  }
+  if (trainer.steps_done() > 0) {  // the gradient of the last step (after clipping: the one its update used)
+    std::vector<double> sum_sq(trainer.config().model.layers + 1, 0.0);
+    for (const ParameterGradNorm& p : parameter_grad_norms(trainer.model())) sum_sq[p.block] += p.norm * p.norm;
+    for (size_t b = 1; b < sum_sq.size(); ++b) values.emplace_back(numbered("grad_norm/block_", b), std::sqrt(sum_sq[b]));
+  }
+  return values;
 }
 
 }  // namespace blocklab::probe

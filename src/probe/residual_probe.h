@@ -4,11 +4,18 @@
 // are appended to a CSV:
 //   step,layer,mean_vector_norm,mean_token_norm      (layer 0 = embeddings, l = after block l)
 // The probe batch comes from its own data stream, and a probe only runs forward between updates (the
-// next step recomputes every activation), so probing never changes a run's numbers.
+// next step recomputes every activation), so probing never changes a run's numbers. When the run writes a
+// TensorBoard event file (Trainer::event_writer), each probe also adds there the same norms
+// (stream/mean_vector_norm/layer_LL, stream/mean_token_norm/layer_LL) and, after a step, the gradient norm of
+// every block (grad_norm/block_BB: over the block's parameters, of the gradient that step's update used, i.e.
+// after clipping).
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "data/copy_task.h"
+#include "probe/residual_norms.h"
 #include "train/trainer.h"
 
 namespace blocklab::probe {
@@ -27,6 +34,8 @@ class ResidualProbeWriter {
   void operator()(Trainer& trainer);
 
   static uint64_t probe_seed(uint64_t seed) { return seed ^ 0x9b0b'e5ee'd0f0'0d5aULL; }
+  // What a probe adds to the event file: the norms, and after a step the per-block gradient norms.
+  static std::vector<std::pair<std::string, double>> tensorboard_scalars(Trainer& trainer, const ResidualNorms& norms);
 
  private:
   void open(int first_step);

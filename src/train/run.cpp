@@ -14,6 +14,7 @@
 #include "io/metrics.h"
 #include "io/read_file.h"
 #include "io/safetensors.h"
+#include "io/tfevents.h"
 #include "train/memory.h"
 #include "util/error.h"
 #include "util/signals.h"
@@ -91,6 +92,36 @@ std::string format_number(double v) {
 
 bool is_writer(const ShardExchange* exchange) { return exchange == nullptr || exchange->rank() == 0; }
 
+// The config as the TensorBoard text plugin shows it: the config.json text as a Markdown code block.
+std::string config_markdown(const RunConfig& config) {
+  std::string text = to_json(config).dump(2), out;
+  out.reserve(text.size() * 2);
+  out += "    ";
+  for (char c : text) {
+    out += c;
+    if (c == '\n') out += "    ";
+  }
+  return out;
+}
+
+// The TensorBoard event file of a run segment (see EventFileWriter), with the config at its first step.
+void open_events(std::optional<io::EventFileWriter>& events, const RunConfig& config, int start_step) {
+  if (!config.tensorboard) return;
+  events.emplace(config.out, start_step);
+  events->text(events->first_step(), "config", config_markdown(config));
+}
+
+// The scalars of one step in the event file (TensorBoard groups the tags by their first component).
+void write_step_events(io::EventFileWriter& events, const StepResult& r, int64_t skipped) {
+  std::vector<std::pair<std::string, double>> values = {{"loss/train", r.loss},
+                                                        {"train/lr", r.lr},
+                                                        {"train/grad_norm", r.grad_norm},
+                                                        {"train/skipped_steps", static_cast<double>(skipped)},
+                                                        {"time/step_ms", 1000.0 * r.seconds}};
+  if (r.val_loss) values.insert(values.begin() + 1, {"loss/val", *r.val_loss});
+  events.scalars(r.step, values);
+}
+
 // Runs `prepare` on every rank; when it throws on any rank, every rank throws (the others a short note
 // pointing at the rank that failed), so that no rank waits for the others in the step loop.
 template <class F>
@@ -111,10 +142,12 @@ void on_every_rank(ShardExchange* exchange, F&& prepare) {
 }
 
 // The step loop shared by new and resumed runs; `summary` holds what came before (resumed runs).
-// metrics is null on the ranks that do not write.
-RunSummary run_steps(Trainer& trainer, const RunConfig& config, io::MetricsWriter* metrics, RunSummary summary,
-                     bool have_loss, const StepObserver& observer, const TrainerHook& hook) {
+// metrics is null on the ranks that do not write; events also when the run writes no event file.
+RunSummary run_steps(Trainer& trainer, const RunConfig& config, io::MetricsWriter* metrics,
+                     io::EventFileWriter* events, RunSummary summary, bool have_loss, const StepObserver& observer,
+                     const TrainerHook& hook) {
   const fs::path dir(config.out);
+  trainer.set_event_writer(events);
   ShardExchange* exchange = trainer.exchange();
   const bool writer = is_writer(exchange), agree = exchange != nullptr && exchange->size() > 1;
   StopSignals signals;  // SIGINT/SIGTERM: finish this step, write a checkpoint, stop
@@ -134,6 +167,7 @@ RunSummary run_steps(Trainer& trainer, const RunConfig& config, io::MetricsWrite
       row = {r.loss, r.lr, r.grad_norm, static_cast<double>(trainer.skipped_steps()), r.val_loss};
       metrics->row_partial(r.step, row);
     }
+    if (events) write_step_events(*events, r, trainer.skipped_steps());
     summary.steps = r.step;
     summary.seconds += r.seconds;
     if (r.nonfinite && config.on_nonfinite == NonFinitePolicy::Abort) {
@@ -158,6 +192,7 @@ RunSummary run_steps(Trainer& trainer, const RunConfig& config, io::MetricsWrite
     fs::path checkpoint = io::checkpoints_dir(dir);
     if (writer) {
       metrics->sync();  // the rows up to this step are durable before the checkpoint that relies on them
+      if (events) events->sync();
       checkpoint = io::write_checkpoint(dir, trainer.checkpoint_state(), config.keep_checkpoints);
     }
     if (signal != 0) {
@@ -214,6 +249,10 @@ void refuse_existing_run(const std::string& dir, bool overwrite) {
     for (const char* name : {"config.json", "metrics.csv", "checkpoints"})
       if (fs::exists(fs::path(dir) / name))
         throw Error(dir + ": already holds a run (" + name + "); choose another --out or pass --force");
+  if (!overwrite && fs::is_directory(dir, ec))
+    if (const auto events = io::list_event_files(dir); !events.empty())
+      throw Error(dir + ": already holds a run (" + events.front().filename().string() +
+                  "); choose another --out or pass --force");
 }
 
 void prepare_run_dir(const std::string& dir, bool overwrite) {
@@ -230,6 +269,12 @@ void prepare_run_dir(const std::string& dir, bool overwrite) {
     if (ec) throw Error(old_checkpoints.string() + ": cannot remove the old run's checkpoints: " + ec.message());
     fs::remove_all(trash, ec);
   }
+  // --force: neither may the old run's TensorBoard curves join this run's.
+  if (overwrite)
+    for (const fs::path& old : io::list_event_files(dir)) {
+      fs::remove(old, ec);
+      if (ec) throw Error(old.string() + ": cannot remove the old run's event file: " + ec.message());
+    }
 }
 
 std::vector<std::string> metric_columns(const RunConfig& config) {
@@ -281,6 +326,7 @@ RunSummary train_run(RunConfig config, bool overwrite, const StepObserver& obser
                      ShardExchange* exchange) {
   std::optional<Trainer> trainer;
   std::optional<io::MetricsWriter> metrics;
+  std::optional<io::EventFileWriter> events;
   on_every_rank(exchange, [&] {
     resolve(config);
     require_training_memory(config, "train");  // refuses before anything is allocated
@@ -306,8 +352,10 @@ RunSummary train_run(RunConfig config, bool overwrite, const StepObserver& obser
     const fs::path dir(config.out);
     write_config_json((dir / "config.json").string(), config);
     metrics.emplace((dir / "metrics.csv").string(), metric_columns(config));
+    open_events(events, config, 0);
   });
-  return run_steps(*trainer, config, metrics ? &*metrics : nullptr, RunSummary{}, false, observer, hook);
+  return run_steps(*trainer, config, metrics ? &*metrics : nullptr, events ? &*events : nullptr, RunSummary{}, false,
+                   observer, hook);
 }
 
 ResumePoint find_resume_point(const std::string& run_dir) {
@@ -349,7 +397,8 @@ ResumePoint find_resume_point(const std::string& run_dir) {
 
 const std::vector<std::string>& keys_changeable_on_resume() {
   static const std::vector<std::string> keys = {"steps",           "threads",          "log_every",
-                                                "checkpoint_every", "keep_checkpoints", "on_nonfinite"};
+                                                "checkpoint_every", "keep_checkpoints", "on_nonfinite",
+                                                "tensorboard"};
   return keys;
 }
 
@@ -360,8 +409,8 @@ void check_resume_config(const ResumePoint& from, const RunConfig& requested) {
     const nlohmann::json was = k.get(from.config), now = k.get(requested);
     if (was != now)
       throw Error("--resume: " + k.name + " is " + was.dump() + " in the checkpoint, cannot change it to " + now.dump() +
-                  " (a resumed run may change only steps, threads, log_every, checkpoint_every, keep_checkpoints "
-                  "and on_nonfinite)");
+                  " (a resumed run may change only steps, threads, log_every, checkpoint_every, keep_checkpoints, "
+                  "on_nonfinite and tensorboard)");
   }
   if (requested.steps < from.step)
     throw Error("--resume: steps " + std::to_string(requested.steps) + " is below the checkpoint's step " +
@@ -372,6 +421,7 @@ RunSummary resume_run(RunConfig config, const ResumePoint& from, const StepObser
                       const TrainerHook& hook, ShardExchange* exchange) {
   std::optional<Trainer> trainer;
   std::optional<io::MetricsWriter> metrics;
+  std::optional<io::EventFileWriter> events;
   RunSummary summary;
   bool have_loss = false;
   on_every_rank(exchange, [&] {
@@ -403,8 +453,13 @@ RunSummary resume_run(RunConfig config, const ResumePoint& from, const StepObser
       if (val_column >= 0) note_val_loss(summary, static_cast<int>(row[0]), row[val_column]);
     }
     metrics.emplace(metrics_path, metric_columns(config), /*append=*/true);
+    // The event files keep the steps up to the checkpoint (a crash may have left later ones); this segment's
+    // file goes on from the step after it, so that every step is in the directory once.
+    io::keep_events_through(dir, from.step);
+    open_events(events, config, from.step);
   });
-  return run_steps(*trainer, config, metrics ? &*metrics : nullptr, summary, have_loss, observer, hook);
+  return run_steps(*trainer, config, metrics ? &*metrics : nullptr, events ? &*events : nullptr, summary, have_loss,
+                   observer, hook);
 }
 
 }  // namespace blocklab

@@ -8,6 +8,11 @@
 //   DIR/tokenizer.json text task with a tokenizer.json: a copy, so that the directory is self-contained
 //   DIR/model.safetensors  reverse and text tasks: the final weights (PyTorch names; metadata step)
 //   DIR/summary.json  final/min loss and timing (written at the end)
+//   DIR/events.out.tfevents.<seconds>.<host>  unless tensorboard = false: TensorBoard's event file (io/tfevents.h)
+//                     with the scalars of metrics.csv per step (loss/train, loss/val, train/lr, train/grad_norm,
+//                     train/skipped_steps, time/step_ms), the config as text, and what probes add (the residual
+//                     probe: stream/*, grad_norm/block_NN). A resumed run cuts the earlier files after the
+//                     checkpoint's step and writes a new file from the step after it: each step once in the dir.
 //   DIR/checkpoints/  step_NNNNNNN/ every checkpoint_every steps, at the end, and on SIGINT/SIGTERM
 //                     (see io/checkpoint.h); resume_run continues from the newest one bit-exactly.
 #include <filesystem>

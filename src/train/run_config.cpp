@@ -191,9 +191,11 @@ std::vector<ConfigKey> make_keys() {
   add_enum("on_nonfinite", "a non-finite loss or gradient: abort (stop, exit 1) or skip (no update)",
            [](RunConfig& c, const std::string& s) { c.on_nonfinite = parse_nonfinite_policy(s); },
            [](const RunConfig& c) { return to_string(c.on_nonfinite); });
+  add_bool("tensorboard", "write a TensorBoard event file OUT/events.out.tfevents.* beside metrics.csv (--no-tensorboard: off)",
+           [](RunConfig& c) -> bool& { return c.tensorboard; });
   // How and where a run executes, not what it computes.
   for (ConfigKey& key : k)
-    for (const char* name : {"out", "threads", "log_every", "checkpoint_every", "keep_checkpoints"})
+    for (const char* name : {"out", "threads", "log_every", "checkpoint_every", "keep_checkpoints", "tensorboard"})
       if (key.name == name) key.changes_results = false;
   return k;
 }

@@ -49,6 +49,7 @@ struct RunConfig {
   int checkpoint_every = 0;   // 0: checkpoints only when interrupted by SIGINT/SIGTERM
   int keep_checkpoints = 2;   // 0: keep all
   NonFinitePolicy on_nonfinite = NonFinitePolicy::Abort;
+  bool tensorboard = true;  // OUT/events.out.tfevents.* beside metrics.csv (train/run.h)
 
   Schedule make_schedule() const { return Schedule{schedule, lr, warmup, steps, min_lr}; }
   bool is_text() const { return task == "text"; }

@@ -17,6 +17,10 @@
 
 namespace blocklab {
 
+namespace io {
+class EventFileWriter;
+}
+
 struct StepResult {
   int step = 0;            // 1-based index of the update just taken
   double loss = 0;         // mean loss of this step's batch, before the update
@@ -78,6 +82,11 @@ class Trainer {
   // count. Throws Error for the other tasks.
   double validation_loss();
 
+  // The run's TensorBoard event file while train_run / resume_run writes one (null otherwise), for probes
+  // that add their own scalars (probe/residual_probe.h); the trainer itself never writes to it.
+  io::EventFileWriter* event_writer() const { return event_writer_; }
+  void set_event_writer(io::EventFileWriter* writer) { event_writer_ = writer; }
+
   // Sequences per forward pass: batch / micro_shards.
   int shard_batch() const { return config_.batch / config_.micro_shards; }
   ShardExchange* exchange() const { return exchange_; }
@@ -107,6 +116,7 @@ class Trainer {
   long inject_offset_ = -1;
   std::optional<ShardReducer> reducer_;  // micro_shards > 1 or several ranks
   std::vector<float> shard_values_, sum_;  // a shard's gradient + its loss; the tree's sum
+  io::EventFileWriter* event_writer_ = nullptr;
 };
 
 }  // namespace blocklab
