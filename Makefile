@@ -3,6 +3,7 @@
 BUILD_DIR ?= build
 SANITIZE_DIR ?= build-asan
 CLANG_DIR ?= build-clang
+ARM64_DIR ?= build-arm64
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 20
 # Left out of the sanitizer pass: long numeric loops whose code paths faster tests already run there.
@@ -40,6 +41,12 @@ wheel: build
 test-isa: build
 	@JOBS=$(JOBS) ./tools/test-isa.sh $(BUILD_DIR)
 
+# blocklab cross-compiled for 64-bit ARM (cmake/aarch64-linux-gnu.cmake, Debian's g++-aarch64-linux-gnu and
+# arm64 libraries, installed where missing) in ARM64_DIR, its tests run under qemu-aarch64 as a CPU with
+# BF16 and SVE (-cpu max) and as one without (-cpu cortex-a72); see tools/test-arm64.sh.
+test-arm64:
+	@JOBS=$(JOBS) ./tools/test-arm64.sh $(ARM64_DIR)
+
 # The test suite built with AddressSanitizer + UndefinedBehaviorSanitizer (-fno-sanitize-recover=all), at -O1
 # with line tables, without the benchmarks and the tests matching SANITIZE_SKIP.
 test-sanitize: deps
@@ -67,4 +74,4 @@ bench: build
 	@cmake --build $(BUILD_DIR) -j $(JOBS) --target bench_gemm
 
 clean:
-	rm -rf $(BUILD_DIR) $(SANITIZE_DIR) $(CLANG_DIR)
+	rm -rf $(BUILD_DIR) $(SANITIZE_DIR) $(CLANG_DIR) $(ARM64_DIR)

@@ -100,7 +100,9 @@ TEST(CliBench, Bf16NamesThePathAndTheRatioToFp32) {
       if (kernels::cpu_has_amx_bf16() && kernels::onednn_available())
         EXPECT_EQ(path.rfind("onednn: ", 0), 0u) << r.out;
       else
-        EXPECT_TRUE(path.rfind("avx512_bf16 (", 0) == 0 || path.rfind("fp32 (", 0) == 0) << r.out;
+        EXPECT_TRUE(path.rfind("avx512_bf16 (", 0) == 0 || path.rfind("neon_bf16 (", 0) == 0 ||
+                    path.rfind("fp32 (", 0) == 0)
+            << r.out;
     }
   }
 }

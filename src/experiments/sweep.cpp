@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "experiments/labels.h"
@@ -330,6 +332,17 @@ SweepResult run_sweep(const SweepOptions& options, const Log& log, const SweepPr
   // Workers run this very program: /proc/self/exe names the running image even if its file has since
   // been replaced (a rebuild during a long sweep), so every run of one sweep uses the same code.
   const std::string worker = options.worker.empty() ? std::string("/proc/self/exe") : options.worker;
+  // BLOCKLAB_WORKER_LAUNCHER: a command put in front of every worker (words split at spaces), e.g.
+  // "numactl --cpunodebind=0", "valgrind", or "qemu-aarch64" for a program run under a user-mode emulator,
+  // which follows no exec. The worker is then named by its file (what /proc/self/exe links to), since the
+  // launcher, not this program, is what the kernel executes.
+  std::vector<std::string> launcher;
+  if (const char* v = std::getenv("BLOCKLAB_WORKER_LAUNCHER"); v != nullptr) {
+    std::istringstream words(v);
+    for (std::string w; words >> w;) launcher.push_back(w);
+  }
+  const std::string worker_file =
+      launcher.empty() || worker != "/proc/self/exe" ? worker : std::filesystem::read_symlink(worker).string();
   const int cores = hardware_threads();
   const int jobs = options.jobs > 0 ? options.jobs : cores;
   const int threads = jobs > 1 ? std::max(1, cores / jobs) : options.base.threads;
@@ -374,8 +387,9 @@ SweepResult run_sweep(const SweepOptions& options, const Log& log, const SweepPr
     fs::create_directories(dir);
     const auto checkpoints = io::list_checkpoints(dir);
     const int start_step = checkpoints.empty() ? 0 : static_cast<int>(checkpoints.back().step);
-    const std::vector<std::string> argv = {worker, "sweep", "run", options.out, "--index", std::to_string(index),
-                                           "--threads", std::to_string(threads)};
+    std::vector<std::string> argv = launcher;
+    argv.insert(argv.end(), {worker_file, "sweep", "run", options.out, "--index", std::to_string(index), "--threads",
+                             std::to_string(threads)});
     ProcessSpec spec{argv, "", (dir / "train.log").string(), true, true};
     start_steps[index] = start_step;
     active.push_back({index, spawn_process(spec), start_step});

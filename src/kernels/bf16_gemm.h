@@ -12,6 +12,8 @@
 // order for any thread count, so results do not depend on it. The bias and the row sums use the float
 // values (they are not rounded).
 //
+// On AArch64 CPUs with the BF16 extension the same scheme runs a NEON kernel (BFDOT by element, 12 x 8 tiles).
+//
 // Chosen at run time (CPUID): on a CPU with AMX-BF16 tiles (Intel Sapphire Rapids and later) the product runs
 // in oneDNN's matmul, which uses them (bf16_onednn.h; where the build has oneDNN); on other CPUs with
 // AVX512-BF16 (AMD Zen 4/5) in the kernel above; on an Intel core without AMX, and without AVX512-BF16, bf16
@@ -28,8 +30,9 @@ namespace blocklab::kernels {
 enum class GemmPrecision { Fp32, Bf16 };
 const char* to_string(GemmPrecision);
 
-// None: bf16 GEMMs run in fp32; Avx512Bf16: the kernel above; OneDnn: oneDNN's matmul (AMX where present).
-enum class Bf16Isa { None, Avx512Bf16, OneDnn };
+// None: bf16 GEMMs run in fp32; Avx512Bf16: the kernel above; OneDnn: oneDNN's matmul (AMX where present);
+// NeonBf16: the AArch64 kernel (BFDOT: two bf16 products into a float lane, as vdpbf16ps).
+enum class Bf16Isa { None, Avx512Bf16, OneDnn, NeonBf16 };
 
 // The bf16 kernel this CPU and environment allow (None: bf16 GEMMs run in fp32).
 Bf16Isa bf16_isa();
@@ -40,6 +43,8 @@ const char* bf16_isa_description();
 bool cpu_has_amx_bf16();
 // AVX512-BF16 (with the AVX-512 F, BW and VL it needs): blocklab's own bf16 kernel can run.
 bool cpu_has_avx512_bf16();
+// AArch64 with the BF16 extension (HWCAP2_BF16: BFDOT, BFMMLA): the NEON bf16 kernel can run.
+bool cpu_has_neon_bf16();
 
 // Returns false (and does nothing) when bf16_isa() is None; the caller then runs the float GEMM. The first
 // such call prints a one-line notice on stderr.

@@ -301,7 +301,11 @@ namespace blocklab::kernels {
 
 bool onednn_available() { return false; }
 const std::string& onednn_description() {
+#if defined(__x86_64__)
   static const std::string d = "not built with oneDNN (apt-get install libdnnl-dev, then rebuild)";
+#else
+  static const std::string d = "not built with oneDNN (used on x86-64 only, for AMX)";
+#endif
   return d;
 }
 bool onednn_bf16_available(std::string* why) {

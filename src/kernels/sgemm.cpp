@@ -250,8 +250,11 @@ __attribute__((target("avx2,fma"))) void kernel_avx2(int kc, const float* A, lon
 // columns), as the register blocking of BLIS's and OpenBLAS's ARMv8 float kernels (8 x 12 there, in their
 // column-major terms). Per k, a packed A panel gives its 12 values in three vector loads and each product
 // takes its A value from a lane of them (fmla by element); a row of A read in place is broadcast one value
-// at a time (ld1r). Either way 24 fmla per k against 5 (or 14) loads. Every C element's sum runs over k in
-// order, one fused multiply-add at a time, as in the x86 FMA kernels: the same bits as AVX2 and AVX-512.
+// at a time (ld1r). The packed form's loop is 24 fmla, 3 loads (ldp q, ldp q, ldr q) and 4 instructions of
+// loop control per k (aarch64-linux-gnu-objdump -d); the in-place form needs 12 A registers besides the 24
+// accumulators and 2 of B, more than the 32 there are, and GCC spills three accumulators on every k, so A is
+// always packed at this level (run<..., false>). Every C element's sum runs over k in order, one fused
+// multiply-add at a time, as in the x86 FMA kernels: the same bits as AVX2 and AVX-512.
 constexpr int kMrNeon = 12, kNrNeon = 8;
 
 template <bool kDirectA>
@@ -389,7 +392,9 @@ float* aligned_buffer(std::vector<float>& v, size_t floats) {
   return reinterpret_cast<float*>((addr + 63) & ~static_cast<uintptr_t>(63));
 }
 
-template <int MR, int NR, typename Kernel>
+// kReadAInPlace: the direct kernel may read full row panels of a not-transposed A in place (false: A is always
+// packed, for a kernel whose in-place form needs more registers than there are).
+template <int MR, int NR, bool kReadAInPlace = true, typename Kernel>
 void run(Kernel packed_kernel, Kernel direct_kernel, bool trans_a, bool trans_b, int M, int N, int K, const float* A,
          int lda, const float* B, int ldb, float beta, float* C, int ldc, const SgemmExtras& extras) {
   // Called inside a parallel region (one caller per thread), the product runs on the calling thread.
@@ -408,7 +413,7 @@ void run(Kernel packed_kernel, Kernel direct_kernel, bool trans_a, bool trans_b,
       const ThreadRowSums sums(extras, rect, sums_storage);
       // A not transposed (and no row sums wanted): full MR-row panels are read in place; only a last
       // partial panel is packed (zero-padded).
-      const bool direct_a = !trans_a && !sums.wanted();
+      const bool direct_a = kReadAInPlace && !trans_a && !sums.wanted();
       // B not transposed: full NR-column panels are read in place (each k row of a panel is contiguous); a last
       // partial panel, and every panel of a transposed B, is packed. So are the narrower kernels' panels (a
       // panel row under two cache lines) when this thread's rows pass over each panel 8 times or more: a
@@ -557,7 +562,8 @@ bool sgemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int 
       return true;
 #elif defined(__aarch64__)
     case SgemmIsa::Neon:
-      run<kMrNeon, kNrNeon>(kernel_neon<false>, kernel_neon<true>, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);
+      run<kMrNeon, kNrNeon, false>(kernel_neon<false>, kernel_neon<true>, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C,
+                                   ldc, extras);
       return true;
 #endif
     case SgemmIsa::Generic:
