@@ -257,6 +257,21 @@ __attribute__((target("avx2,fma"))) void kernel_avx2(int kc, const float* A, lon
 // multiply-add at a time, as in the x86 FMA kernels: the same bits as AVX2 and AVX-512.
 constexpr int kMrNeon = 12, kNrNeon = 8;
 
+// Row R of the tile at one k (helpers so that the lane index is a template constant for any compiler).
+template <int R>
+BLOCKLAB_ALWAYS_INLINE void neon_row_in_place(float32x4_t (&acc)[kMrNeon][2], float32x4_t b0, float32x4_t b1,
+                                              const float* A, long lda, int k) {
+  const float32x4_t a = vld1q_dup_f32(A + R * lda + k);
+  acc[R][0] = vfmaq_f32(acc[R][0], b0, a);
+  acc[R][1] = vfmaq_f32(acc[R][1], b1, a);
+}
+template <int R>
+BLOCKLAB_ALWAYS_INLINE void neon_row_packed(float32x4_t (&acc)[kMrNeon][2], float32x4_t b0, float32x4_t b1,
+                                            const float32x4_t (&a_vec)[3]) {
+  acc[R][0] = vfmaq_laneq_f32(acc[R][0], b0, a_vec[R / 4], R % 4);
+  acc[R][1] = vfmaq_laneq_f32(acc[R][1], b1, a_vec[R / 4], R % 4);
+}
+
 template <bool kDirectA>
 void kernel_neon(int kc, const float* A, long lda, const float* Bp, long ldbp, float* C, int ldc, int mr, int nr,
                  bool accumulate, const float* bias) {
@@ -267,17 +282,11 @@ void kernel_neon(int kc, const float* A, long lda, const float* Bp, long ldbp, f
   for (int k = 0; k < kc; ++k) {
     const float32x4_t b0 = vld1q_f32(Bp + k * ldbp), b1 = vld1q_f32(Bp + k * ldbp + 4);
     if constexpr (kDirectA) {
-      [&]<int... R>(std::integer_sequence<int, R...>) {
-        ((acc[R][0] = vfmaq_f32(acc[R][0], b0, vld1q_dup_f32(A + R * lda + k)),
-          acc[R][1] = vfmaq_f32(acc[R][1], b1, vld1q_dup_f32(A + R * lda + k))), ...);
-      }(rows);
+      [&]<int... R>(std::integer_sequence<int, R...>) { (neon_row_in_place<R>(acc, b0, b1, A, lda, k), ...); }(rows);
     } else {
       const float* a = A + k * kMrNeon;
       const float32x4_t a_vec[3] = {vld1q_f32(a), vld1q_f32(a + 4), vld1q_f32(a + 8)};
-      [&]<int... R>(std::integer_sequence<int, R...>) {
-        ((acc[R][0] = vfmaq_laneq_f32(acc[R][0], b0, a_vec[R / 4], R % 4),
-          acc[R][1] = vfmaq_laneq_f32(acc[R][1], b1, a_vec[R / 4], R % 4)), ...);
-      }(rows);
+      [&]<int... R>(std::integer_sequence<int, R...>) { (neon_row_packed<R>(acc, b0, b1, a_vec), ...); }(rows);
     }
   }
   // through a tile in memory indexed by constants only, as in the AVX2 kernel (a run-time row index would
