@@ -1,5 +1,6 @@
 #include "probe/curvature_run.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -111,8 +112,8 @@ std::vector<std::string> curvature_columns(int layers) {
   return c;
 }
 
-CurvatureRecorder::CurvatureRecorder(std::string path, int every, CurvatureOptions options)
-    : path_(std::move(path)), every_(every), options_(std::move(options)) {
+CurvatureRecorder::CurvatureRecorder(std::string path, int every, CurvatureOptions options, int batch)
+    : path_(std::move(path)), every_(every), options_(std::move(options)), batch_size_(batch) {
   if (every < 1) throw Error("curvature interval must be >= 1, got " + std::to_string(every));
 }
 
@@ -137,10 +138,11 @@ void CurvatureRecorder::open(int first_step, int layers) {
 void CurvatureRecorder::operator()(Trainer& trainer) {
   const int step = trainer.steps_done();
   const RunConfig& config = trainer.config();
-  if (step % every_ != 0 && step != config.steps) return;
+  if (step % every_ != 0 && step != config.steps && std::find(extra_.begin(), extra_.end(), step) == extra_.end()) return;
   if (file_ == nullptr) open(step, config.model.layers);
   if (!have_batch_) {
-    batch_ = curvature_batch(config, curvature_batch_seed(config.seed), config.batch, trainer.task().text());
+    batch_ = curvature_batch(config, curvature_batch_seed(config.seed), batch_size_ > 0 ? batch_size_ : config.batch,
+                             trainer.task().text());
     have_batch_ = true;
   }
   CurvatureLoss loss(config.model, std::span<const float>(trainer.model().params()), batch_);

@@ -54,13 +54,15 @@ RunWeights load_run_weights(const std::string& run_dir, int checkpoint_step = -1
 
 class CurvatureRecorder {
  public:
-  // Throws Error when every < 1.
-  CurvatureRecorder(std::string path, int every, CurvatureOptions options);
+  // Throws Error when every < 1. batch: sequences of the curvature batch (0: the run's batch).
+  CurvatureRecorder(std::string path, int every, CurvatureOptions options, int batch = 0);
   ~CurvatureRecorder();
   CurvatureRecorder(const CurvatureRecorder&) = delete;
   CurvatureRecorder& operator=(const CurvatureRecorder&) = delete;
 
-  // Measures when trainer.steps_done() is 0, a multiple of every, or the run's last step. The first call
+  // Also measures at these steps (e.g. densely over the first few).
+  void also_at(std::vector<int> steps) { extra_ = std::move(steps); }
+  // Measures when trainer.steps_done() is 0, a multiple of every, one of also_at's, or the run's last step. The first call
   // opens the file: at step 0 a new one; later (a resumed run) it keeps the rows of earlier steps.
   void operator()(Trainer& trainer);
 
@@ -69,6 +71,8 @@ class CurvatureRecorder {
   std::string path_;
   int every_;
   CurvatureOptions options_;
+  int batch_size_ = 0;
+  std::vector<int> extra_;
   std::FILE* file_ = nullptr;
   Batch batch_;
   bool have_batch_ = false;
