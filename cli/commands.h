@@ -42,6 +42,7 @@ void register_probe(CLI::App& root, std::vector<Command>& commands);
 void register_export(CLI::App& root, std::vector<Command>& commands);
 void register_depthmap(CLI::App& root, std::vector<Command>& commands);
 void register_sample(CLI::App& root, std::vector<Command>& commands);
+void register_curvature(CLI::App& root, std::vector<Command>& commands);
 
 // Adds --config FILE and one --flag per config key (string-valued, parsed by the key table).
 struct ConfigFlags {

@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   cli::register_export(app, commands);
   cli::register_depthmap(app, commands);
   cli::register_sample(app, commands);
+  cli::register_curvature(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

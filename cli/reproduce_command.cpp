@@ -22,6 +22,9 @@ void register_reproduce(CLI::App& root, std::vector<Command>& commands) {
   auto no_depthmap = std::make_shared<bool>(false);
   app->add_option("--jobs", *jobs, "training runs at a time [cores]")->check(at_least(0))->type_name("N");
   app->add_flag("--no-depthmap", *no_depthmap, "skip the depth map (every placement x depth x warm-up)");
+  auto no_curvature = std::make_shared<bool>(false);
+  app->add_flag("--no-curvature", *no_curvature,
+                "skip the curvature part (preconditioned sharpness against 38/lr over the 2x2 grid's first steps)");
   auto lang = std::make_shared<std::string>("en");
   app->add_option("--lang", *lang,
                   "language of the report and its figures: en, or ko (Korean, with the source's terms); the runs do "
@@ -32,14 +35,18 @@ void register_reproduce(CLI::App& root, std::vector<Command>& commands) {
       "Full version (the source's settings): experiment A on the 24 x 128 model at batch 4/8/16/32; experiment B,\n"
       "{Post-LN, Pre-LN} x {no warm-up, 400 warm-up steps} x seeds 0,1,2, 1,200 steps at batch 32; a depth sweep\n"
       "(6/12/18/24 blocks, 600 steps, batch 16); a depth map of every placement at 6/12/24 blocks x warm-up\n"
-      "0/400 (width 128, 600 steps, batch 16, seed 0; --no-depthmap skips it); problems 9, 10, 11. Training\n"
+      "0/400 (width 128, 600 steps, batch 16, seed 0; --no-depthmap skips it); Adam's preconditioned sharpness\n"
+      "against 38/lr over the 2x2 grid's first 200 steps (every 20, seed 0) and per-block sharpness at init\n"
+      "(curvature batch of 8 sequences; --no-curvature skips it);\n"
+      "problems 9, 10, 11. Training\n"
       "dominates: on 2 cores expect many hours. --quick trains a 12-block, width-64 model instead and the quick\n"
       "depth map (about 10 minutes on 2 cores).");
-  commands.push_back({app, [quick, out, jobs, no_depthmap, lang] {
+  commands.push_back({app, [quick, out, jobs, no_depthmap, no_curvature, lang] {
                         experiments::ReproduceOptions options = experiments::reproduce_preset(*quick);
                         options.out = *out;
                         options.jobs = *jobs;
                         options.depthmap = !*no_depthmap;
+                        options.curvature = !*no_curvature;
                         options.lang = io::parse_lang(*lang);
                         ConsoleReporter console;
                         experiments::ReproduceResult result;

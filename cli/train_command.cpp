@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "commands.h"
+#include "probe/curvature_run.h"
 #include "probe/residual_probe.h"
 #include "progress.h"
 #include "train/run.h"
@@ -23,6 +24,8 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
   auto resume = std::make_shared<std::string>();
   auto config_json = std::make_shared<std::string>();
   auto probe_every = std::make_shared<int>(0);
+  auto curvature_every = std::make_shared<int>(0);
+  auto curvature_no_blocks = std::make_shared<bool>(false);
   add_config_flags(app, *flags);
   auto* json_option =
       app->add_option("--config-json", *config_json,
@@ -42,6 +45,14 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
                   "OUT/residual.csv (step,layer,mean_vector_norm,mean_token_norm)")
       ->check(at_least(1))
       ->type_name("N");
+  app->add_option("--curvature-every", *curvature_every,
+                  "every N steps (and at the first and last), append the sharpness, Adam's preconditioned sharpness, "
+                  "their thresholds 2/lr and 38/lr, the Hessian trace and each block's sharpness to OUT/curvature.csv "
+                  "(see blocklab curvature --help); the run's numbers do not change")
+      ->check(at_least(1))
+      ->type_name("N");
+  app->add_flag("--no-curvature-per-block", *curvature_no_blocks,
+                "with --curvature-every: leave out the per-block sharpness (the costliest part)");
   app->footer(
       "Writes OUT/config.json (resolved config), OUT/metrics.csv (step,loss,lr,grad_norm,skipped per step;\n"
       "the text task adds val_loss) and OUT/summary.json; with --checkpoint-every N also\n"
@@ -58,7 +69,8 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
       "Train on a text (bytes as tokens; --tokenizer tokenizer.json for a Hugging Face one):\n"
       "  blocklab train --task text --data book.txt --norm-placement pre --layers 4 --width 128 --heads 4 \\\n"
       "                 --steps 1000 --out runs/book && blocklab sample runs/book --prompt 'Once upon'");
-  commands.push_back({app, [app, flags, force, resume, config_json, probe_every] {
+  commands.push_back({app, [app, flags, force, resume, config_json, probe_every, curvature_every,
+                                  curvature_no_blocks] {
                         // Under mpirun: data-parallel over the ranks (train/shard_reduce.h); rank 0 prints and writes.
                         std::optional<mpi::World> world;
                         std::optional<MpiShardExchange> exchange;
@@ -134,11 +146,20 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
                           progress.update(r.step, detail);
                         };
                         std::optional<probe::ResidualProbeWriter> probe;
+                        std::optional<probe::CurvatureRecorder> curvature;
                         TrainerHook hook;
-                        if (*probe_every > 0 && (!exchange || exchange->rank() == 0)) {
+                        if (*probe_every > 0 && (!exchange || exchange->rank() == 0))
                           probe.emplace(config.out + "/residual.csv", *probe_every);
-                          hook = [&](Trainer& trainer) { (*probe)(trainer); };
+                        if (*curvature_every > 0 && (!exchange || exchange->rank() == 0)) {
+                          probe::CurvatureOptions options;
+                          options.per_block = !*curvature_no_blocks;
+                          curvature.emplace(config.out + "/curvature.csv", *curvature_every, options);
                         }
+                        if (probe || curvature)
+                          hook = [&](Trainer& trainer) {
+                            if (probe) (*probe)(trainer);
+                            if (curvature) (*curvature)(trainer);
+                          };
                         RunSummary s;
                         try {
                           ShardExchange* x = exchange ? &*exchange : nullptr;

@@ -9,6 +9,7 @@
 
 #include "cli_runner.h"
 #include "experiments/reproduce.h"
+#include "io/csv.h"
 #include "report/plot.h"
 #include "util/error.h"
 
@@ -52,6 +53,13 @@ ReproduceOptions tiny_options(const fs::path& out) {
   o.depthmap_options.warmups = {0, 4};
   o.walk.trials = 100;
   o.residual_model = tiny(2);
+  o.curvature_options.base = tiny(2);
+  o.curvature_options.base.steps = 6;
+  o.curvature_options.warmup = 4;
+  o.curvature_options.every = 3;
+  o.curvature_options.batch = 2;
+  o.curvature_options.curvature.max_iter = 6;
+  o.curvature_options.block_max_iter = 6;
   return o;
 }
 
@@ -316,15 +324,28 @@ TEST(Reproduce, WritesAReportWithTheClaimsTableAndEveryFigure) {
   }
   for (const char* figure : {"gradnorm/batch_4/gradnorm.png", "sweep/loss.png", "sweep/loss_linear.png",
                              "depth_post/loss.png", "depth_pre/loss.png", "depthmap/depthmap.png", "block_forms.png",
-                             "residual/residual_walk.png", "residual/residual_probe.png"})
+                             "residual/residual_walk.png", "residual/residual_probe.png", "curvature/curvature.png",
+                             "curvature/per_block_init.png"})
     EXPECT_NE(md.find(std::string("](") + figure + ")"), std::string::npos) << figure;
   for (const char* f : {"sweep/summary.csv", "gradnorm/batch_4/gradnorm.csv", "gradnorm/batch_8/gradnorm.csv",
                         "residual/residual_walk.csv", "residual/residual_init.csv", "standardize/per_row.csv",
                         "depth_post/summary.csv", "depth_pre/summary.csv", "depthmap/depthmap.csv",
                         "depthmap/depthmap.md", "block_forms.gp",
-                        "sweep/norm_placement=pre+warmup=0+seed=0/residual.csv"})
+                        "sweep/norm_placement=pre+warmup=0+seed=0/residual.csv", "curvature/per_block_init.csv",
+                        "curvature/post_warmup0/curvature.csv", "curvature/pre_warmup4/curvature.csv"})
     EXPECT_TRUE(fs::exists(dir / "out" / f)) << f;
 
+  EXPECT_NE(md.find("## Why warm-up works"), std::string::npos);
+  {  // curvature.csv: the rows the recorder wrote (steps 0, 1, 2, 3, 6), thresholds from each run's schedule
+    const auto rows = io::read_csv((dir / "out" / "curvature" / "pre_warmup4" / "curvature.csv").string());
+    ASSERT_EQ(rows.size(), 6u);
+    EXPECT_EQ(rows[2].fields[0], "1");
+    EXPECT_EQ(rows[3].fields[0], "2");
+    EXPECT_EQ(rows[5].fields[0], "6");
+    EXPECT_EQ(rows[1].fields[0], "0");
+    EXPECT_NEAR(std::stod(rows[1].fields[6]) * std::stod(rows[1].fields[1]), 38.0, 1e-5);
+    EXPECT_NEAR(std::stod(rows[1].fields[1]), 3e-3 / 4, 1e-12);  // lr(1) under a 4-step warm-up
+  }
   EXPECT_NE(md.find("## Depth map"), std::string::npos);
   EXPECT_NE(md.find("Public anchors"), std::string::npos);
   EXPECT_NE(md.find("tasks differ"), std::string::npos);
@@ -362,7 +383,7 @@ TEST(Reproduce, WritesAReportWithTheClaimsTableAndEveryFigure) {
     EXPECT_NE(kmd.find(row), std::string::npos) << row;
   }
   for (const char* heading : {"# 트랜스포머 블록: 정규화의 자리와 워밍업", "## 실험 A: 학습을 시작할 때의 그래디언트 크기",
-                              "## 실험 B:", "## 깊이 훑기", "## 깊이 지도", "## 문제 9", "## 문제 10", "## 문제 11",
+                              "## 실험 B:", "## 워밍업이 왜 통하나", "## 깊이 훑기", "## 깊이 지도", "## 문제 9", "## 문제 10", "## 문제 11",
                               "| 정규화 자리 | 블록 1벌 | 블록 2벌 |", "`blew-up`", "`never-started`"})
     EXPECT_NE(kmd.find(heading), std::string::npos) << heading;
   for (const char* english : {"## Experiment A", "## Depth map", "What was run", "Public anchors"})
@@ -372,7 +393,8 @@ TEST(Reproduce, WritesAReportWithTheClaimsTableAndEveryFigure) {
       {"gradnorm/batch_4/gradnorm.gp", "그래디언트 크기"}, {"sweep/loss.gp", "스텝"},
       {"sweep/loss_linear.gp", "손실"},                   {"depth_post/loss.gp", "뒤 정규화"},
       {"depthmap/depthmap.gp", "워밍업 없음"},            {"block_forms.gp", "층 정규화"},
-      {"residual/residual_walk.gp", "무작위"},            {"residual/residual_probe.gp", "잔차 줄기"}};
+      {"residual/residual_walk.gp", "무작위"},            {"residual/residual_probe.gp", "잔차 줄기"},
+      {"curvature/curvature.gp", "전처리된 날카로움"},    {"curvature/per_block_init.gp", "블록"}};
   for (const auto& [script, word] : figure_words)
     EXPECT_NE(bt::read_text(dir / "out" / script).find(word), std::string::npos) << script << ": " << word;
 }

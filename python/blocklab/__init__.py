@@ -31,7 +31,7 @@ import numpy as np
 
 from . import _core
 
-__all__ = ["Error", "NonFiniteError", "Model", "Run", "train", "sample", "gradnorm", "sweep", "probe_residual",
+__all__ = ["Error", "NonFiniteError", "Model", "Run", "train", "sample", "gradnorm", "sweep", "probe_residual", "curvature",
            "config_keys", "resolve_config"]
 __version__ = "0.1.0"
 
@@ -292,13 +292,15 @@ class Run:
 
 
 def train(config: Any = None, *, progress: bool = True, overwrite: bool = False, probe_every: int = 0,
-          resume: bool = False, **kwargs: Any) -> Run:
+          resume: bool = False, curvature_every: int = 0, curvature_per_block: bool = True, **kwargs: Any) -> Run:
     """Trains a model, as ``blocklab train`` does with the same keys, and returns the :class:`Run`.
 
     ``config``: a dict of config keys or a TOML file path; keyword arguments override it. Without ``out``
     the run goes to a new temporary directory. ``overwrite`` replaces a run already in ``out`` (the CLI's
     --force); ``probe_every`` writes residual-stream norms to OUT/residual.csv every N steps (the CLI's
-    --probe-every). The metrics equal the CLI's metrics.csv for the same config, bit for bit. The run also
+    --probe-every); ``curvature_every`` writes the sharpness, Adam's preconditioned sharpness and their
+    thresholds to OUT/curvature.csv every N steps (the CLI's --curvature-every; ``curvature_per_block=False``
+    leaves out the per-block values), without changing the run's numbers. The metrics equal the CLI's metrics.csv for the same config, bit for bit. The run also
     writes TensorBoard's event file OUT/events.out.tfevents.* unless ``tensorboard=False`` (the CLI's
     --no-tensorboard).
 
@@ -349,7 +351,8 @@ def train(config: Any = None, *, progress: bool = True, overwrite: bool = False,
 
     model = Model(resolved)
     try:
-        summary = _core.train(toml_path, items, overwrite, on_step, model._core, probe_every, start)
+        summary = _core.train(toml_path, items, overwrite, on_step, model._core, probe_every, start,
+                              curvature_every, curvature_per_block)
     finally:
         if bar is not None:
             bar.close()
@@ -412,6 +415,26 @@ def _toml_sets_out(toml_path: str) -> bool:
 
 
 # ---- experiments --------------------------------------------------------------------------------
+
+
+def curvature(run: Any, *, checkpoint: int | None = None, batch_seed: int | None = None, tokens: str | None = None,
+              batch: int = 0, top: int = 1, max_iter: int = 50, tol: float = 1e-5, trace_samples: int = 8,
+              per_block: bool = True, block_max_iter: int = 30, order: int = 2, seed: int = 0,
+              threads: int = 0) -> dict[str, Any]:
+    """Curvature of a run's training loss on one batch, as ``blocklab curvature RUN --json`` computes it.
+
+    ``run``: a :class:`Run` or a run directory; ``checkpoint``: the step of a checkpoint (default: the newest,
+    else the final model.safetensors); the batch is drawn from the run's task (``batch_seed``, ``batch``
+    sequences) or read from ``tokens`` (.npy int32/int64 or safetensors, shape (batch, sequence)). Returns a dict:
+    ``sharpness`` (lambda_max of the Hessian), ``top`` (the ``top`` largest eigenvalues), ``preconditioned_sharpness``
+    (lambda_max(P^-1 H), P = (1 - beta1^t) diag(sqrt(v_hat) + eps) from Adam's state; None without one),
+    ``trace`` (Hutchinson) and ``trace_std_error``, ``per_block`` (lambda_max of each block's Hessian), ``method``,
+    ``batch``, ``step``, ``lr`` (of the next update), ``edge_gd`` (2/lr), ``edge_adam`` ((2+2 beta1)/((1-beta1) lr)),
+    ``loss``, ``iterations``, ``converged``, ``gradients``, ``seconds``.
+    """
+    run_dir = run.out if isinstance(run, Run) else os.fspath(run)
+    return _core.curvature(run_dir, -1 if checkpoint is None else checkpoint, batch_seed, tokens, batch, top,
+                           max_iter, tol, trace_samples, per_block, block_max_iter, order, seed, threads)
 
 
 def gradnorm(config: Any = None, *, placements=("post", "pre"), seeds=(0, 1, 2), batches: int = 1,

@@ -26,6 +26,9 @@
 #include "hf/tokenizer.h"
 #include "io/safetensors.h"
 #include "model/model.h"
+#include "io/npy.h"
+#include "probe/curvature.h"
+#include "probe/curvature_run.h"
 #include "probe/residual_norms.h"
 #include "probe/residual_probe.h"
 #include "train/run.h"
@@ -288,12 +291,18 @@ Resume resume_point(const std::string& run_dir, const std::string& toml_path, co
 // (val_loss: None, except at the text task's evaluated steps). The final weights are copied into `into` (a
 // float32 model of the same config) after the last step.
 nb::dict train(const std::string& toml_path, const Items& items, bool overwrite, nb::object on_step, PyModel* into,
-               int probe_every, const Resume* resume) {
+               int probe_every, const Resume* resume, int curvature_every, bool curvature_per_block) {
   RunConfig config = resume != nullptr ? resume->config : resolved_config(toml_path, items);
   if (into != nullptr && (into->float64() || static_cast<long>(into->f32().model().params().size()) != ParameterTable(config.model).total()))
     throw Error("internal: the model to receive the trained weights does not match the config");
   std::optional<probe::ResidualProbeWriter> probe;
   if (probe_every > 0) probe.emplace(config.out + "/residual.csv", probe_every);
+  std::optional<probe::CurvatureRecorder> curvature;
+  if (curvature_every > 0) {
+    probe::CurvatureOptions options;
+    options.per_block = curvature_per_block;
+    curvature.emplace(config.out + "/curvature.csv", curvature_every, options);
+  }
   const StepObserver observer = [&](const StepResult& r) {
     nb::gil_scoped_acquire gil;
     if (on_step.is_valid() && !on_step.is_none()) {
@@ -303,6 +312,7 @@ nb::dict train(const std::string& toml_path, const Items& items, bool overwrite,
   };
   const TrainerHook hook = [&](Trainer& trainer) {
     if (probe) (*probe)(trainer);
+    if (curvature) (*curvature)(trainer);
     if (into != nullptr && trainer.steps_done() == config.steps) {
       const auto src = trainer.model().params();
       std::copy(src.begin(), src.end(), into->f32().model().params().begin());
@@ -315,6 +325,74 @@ nb::dict train(const std::string& toml_path, const Items& items, bool overwrite,
                                 : train_run(config, overwrite, observer, hook);
   }
   return summary_dict(summary);
+}
+
+// Curvature of a run's loss at a checkpoint or its final weights (probe/curvature.h), as `blocklab curvature
+// --json` computes it, with the GIL released; a dict with the same keys.
+nb::dict curvature(const std::string& run_dir, int checkpoint, const std::optional<uint64_t>& batch_seed,
+                   const std::optional<std::string>& tokens, int batch, int top, int max_iter, double tol,
+                   int trace_samples, bool per_block, int block_max_iter, int order, uint64_t seed, int threads) {
+  if (threads < 0) throw Error("threads must be >= 0");
+  if (batch_seed && tokens) throw Error("give batch_seed or tokens, not both");
+  set_num_threads(threads);
+  probe::RunWeights w = probe::load_run_weights(run_dir, checkpoint);
+  const RunConfig& config = w.config;
+  Batch b;
+  nb::dict batch_info;
+  if (tokens) {
+    b = probe::batch_from_tokens(config, io::read_token_file(*tokens), *tokens);
+    batch_info["source"] = "file";
+    batch_info["path"] = *tokens;
+  } else {
+    const uint64_t s = batch_seed ? *batch_seed : probe::curvature_batch_seed(config.seed);
+    if (batch > 65536) throw Error("batch must be <= 65536");
+    b = probe::curvature_batch(config, s, batch > 0 ? batch : config.batch);
+    batch_info["source"] = "task";
+    batch_info["task"] = config.task;
+    batch_info["seed"] = s;
+  }
+  batch_info["sequences"] = b.batch;
+  batch_info["tokens"] = b.seq_len + 1;
+  probe::CurvatureOptions o;
+  o.top = top;
+  o.max_iter = max_iter;
+  o.tol = tol;
+  o.trace_samples = trace_samples;
+  o.per_block = per_block;
+  o.block_max_iter = block_max_iter;
+  o.order = order;
+  o.seed = seed;
+  if (top < 1 || max_iter < 1 || block_max_iter < 1 || trace_samples < 0 || !(tol > 0))
+    throw Error("top, max_iter and block_max_iter must be >= 1, trace_samples >= 0, tol > 0");
+  const bool have_adam = !w.adam_v.empty() && w.adam_steps >= 1;
+  const probe::AdamMoments adam{w.adam_v, w.adam_steps, config.adam.beta1, config.adam.beta2, config.adam.eps};
+  probe::CurvatureResult r;
+  {
+    nb::gil_scoped_release release;
+    probe::CurvatureLoss loss(config.model, std::span<const float>(w.params), b);
+    r = probe::measure_curvature(loss, have_adam ? &adam : nullptr, o);
+  }
+  const double lr = probe::next_learning_rate(config, w.step);
+  nb::dict d;
+  d["sharpness"] = r.top[0];
+  d["top"] = r.top;
+  d["preconditioned_sharpness"] = r.preconditioned ? nb::cast(*r.preconditioned) : nb::none();
+  d["trace"] = r.trace ? nb::cast(r.trace->value) : nb::none();
+  d["trace_std_error"] = r.trace ? nb::cast(r.trace->std_error) : nb::none();
+  d["per_block"] = r.per_block;
+  d["method"] = r.method;
+  d["batch"] = batch_info;
+  d["weights"] = w.source;
+  d["step"] = w.step;
+  d["loss"] = r.loss;
+  d["lr"] = lr;
+  d["edge_gd"] = 2 / lr;
+  d["edge_adam"] = probe::adam_edge(config.adam.beta1, lr);
+  d["iterations"] = r.iterations;
+  d["converged"] = r.converged;
+  d["gradients"] = r.gradients;
+  d["seconds"] = r.seconds;
+  return d;
 }
 
 // Sampling (train/sample.h) from a run directory: the continuation of a text prompt (decoded to text, the run's
@@ -603,7 +681,11 @@ NB_MODULE(_core, m) {
       .def_prop_ro("notes", [](const Resume& r) { return r.from.notes; });
   m.def("resume_point", &resume_point, "run_dir"_a, "toml_path"_a, "items"_a);
   m.def("train", &train, "toml_path"_a, "items"_a, "overwrite"_a, "on_step"_a, "into"_a.none(), "probe_every"_a,
-        "resume"_a.none() = nb::none());
+        "resume"_a.none() = nb::none(), "curvature_every"_a = 0, "curvature_per_block"_a = true);
+  m.def("curvature", &curvature, "run_dir"_a, "checkpoint"_a = -1, "batch_seed"_a.none() = nb::none(),
+        "tokens"_a.none() = nb::none(), "batch"_a = 0, "top"_a = 1, "max_iter"_a = 50, "tol"_a = 1e-5,
+        "trace_samples"_a = 8, "per_block"_a = true, "block_max_iter"_a = 30, "order"_a = 2, "seed"_a = 0,
+        "threads"_a = 0);
   m.def("gradnorm", &gradnorm);
   m.def("sample", &sample, "run_dir"_a, "prompt"_a.none(), "prompt_ids"_a.none(), "tokens"_a, "temperature"_a,
         "top_k"_a, "seed"_a, "threads"_a);

@@ -37,6 +37,12 @@ ReproduceOptions reproduce_preset(bool quick) {
   o.gradnorm_main_batch = 16;
   o.depthmap_options = depthmap_preset(quick);
   if (!quick) o.depthmap_options.depths = {6, 12, 24};
+  // Curvature: the first steps of the 2x2 grid (seed 0), the preconditioned sharpness on an 8-sequence batch,
+  // Lanczos to a relative residual of 1e-3 in at most 20 products.
+  o.curvature_options.curvature.max_iter = 20;
+  o.curvature_options.curvature.tol = 1e-3;
+  o.curvature_options.batch = 8;
+  o.curvature_options.block_max_iter = 20;
   if (!quick) {
     o.gradnorm_batch_sizes = {4, 8, 16, 32};
     o.gradnorm_batches = 2;
@@ -48,6 +54,11 @@ ReproduceOptions reproduce_preset(bool quick) {
     o.depth_train = source;
     o.depth_train.batch = 16;
     o.depth_train.steps = 600;
+    o.curvature_options.base = o.train;
+    o.curvature_options.base.seed = 0;
+    o.curvature_options.base.steps = 200;
+    o.curvature_options.warmup = o.warmup;
+    o.curvature_options.every = 20;
   } else {
     // Experiment A still measures the source's 24 x 128 model (one forward/backward per seed). The
     // training grid uses 12 blocks x width 64, sequences of 8+8 tokens and batch 8 for 400 steps
@@ -62,6 +73,11 @@ ReproduceOptions reproduce_preset(bool quick) {
     o.train.steps = 400;
     o.warmup = 100;
     o.probe_every = 50;
+    o.curvature_options.base = o.train;
+    o.curvature_options.base.seed = 0;
+    o.curvature_options.base.steps = 150;
+    o.curvature_options.warmup = o.warmup;
+    o.curvature_options.every = 10;
   }
   return o;
 }
@@ -84,6 +100,13 @@ nlohmann::json reproduce_settings(const ReproduceOptions& o) {
                       {"residual_model", config(o.residual_model)}};
   if (!o.depth_layers.empty()) j["depth_train"] = config(o.depth_train);
   if (o.depthmap) j["depthmap"] = depthmap_settings(o.depthmap_options);
+  if (o.curvature) {
+    const CurvatureGridOptions& c = o.curvature_options;
+    j["curvature"] = {{"base", config(c.base)},          {"warmup", c.warmup},
+                      {"every", c.every},                {"batch", c.batch},
+                      {"max_iter", c.curvature.max_iter}, {"tol", c.curvature.tol},
+                      {"block_max_iter", c.block_max_iter}};
+  }
   return j;
 }
 
@@ -273,6 +296,15 @@ ReproducePlan plan_reproduce(const ReproduceOptions& options) {
     plan.depthmap = d;
   }
 
+  // Curvature
+  if (options.curvature) {
+    CurvatureGridOptions c = options.curvature_options;
+    c.out = (out / "curvature").string();
+    c.lang = options.lang;
+    check_curvature_grid(c);
+    plan.curvature = c;
+  }
+
   // Problem 10
   plan.residual.walk = options.walk;
   plan.residual.base = options.residual_model;
@@ -341,6 +373,15 @@ ReproduceMeasurements measure_reproduce(const ReproduceOptions& options, const R
     t = std::chrono::steady_clock::now();
     m.depthmap = run_depthmap(*plan.depthmap, log, progress);
     m.seconds["depth map"] = seconds_since(t);
+  }
+
+  if (plan.curvature) {
+    say("== curvature: preconditioned sharpness over the first " + std::to_string(plan.curvature->base.steps) +
+        " steps of the 2x2 grid ==");
+    t = std::chrono::steady_clock::now();
+    m.curvature = run_curvature_grid(*plan.curvature, log);
+    if (!m.curvature->figure.drawn) say(m.curvature->figure.message);
+    m.seconds["curvature"] = seconds_since(t);
   }
 
   // Problem 10: the model at init, and the first seed of each placement's no-warm-up runs as trained

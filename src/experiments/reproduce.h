@@ -7,6 +7,8 @@
 //   experiment B  sweep/                {Post-LN, Pre-LN} x {no warm-up, warm-up} x seeds
 //   (full only)   depth_post/, depth_pre/   Post-LN with warm-up and Pre-LN without it at several depths
 //   depth map     depthmap/             every placement x depths x {no warm-up, warm-up} (optional)
+//   curvature     curvature/            the 2x2 grid's first steps with Adam's preconditioned sharpness against
+//                                       38/lr(t), and per-block sharpness at init (experiments/curvature_grid.h)
 //   problem 11    block_forms.{png,svg} the two block forms; the 2x2 grid is sweep/loss.{png,svg}
 //   OUT/report.md, OUT/report.html (self-contained: every figure embedded)
 // The full version uses the source's settings (24 blocks x width 128, Adam 1e-3, 1,200 steps, warm-up
@@ -24,6 +26,7 @@
 
 #include "report/lang.h"
 #include "experiments/common.h"
+#include "experiments/curvature_grid.h"
 #include "experiments/depthmap.h"
 #include "experiments/gradnorm.h"
 #include "experiments/residual.h"
@@ -62,6 +65,11 @@ struct ReproduceOptions {
   bool depthmap = true;
   DepthMapOptions depthmap_options;
 
+  // Curvature: the 2x2 grid's first steps (seed 0) with the preconditioned sharpness recorded; its out and
+  // lang are set from the options above.
+  bool curvature = true;
+  CurvatureGridOptions curvature_options;
+
   // Problem 10
   RandomWalkOptions walk;
   RunConfig residual_model;  // probed at initialization
@@ -80,6 +88,7 @@ struct ReproducePlan {
   std::vector<SweepOptions> depth;        // Post-LN with warm-up, then Pre-LN without (empty: no depth sweep)
   ResidualOptions residual;               // problem 10; its trained runs are added once experiment B ran
   std::optional<DepthMapOptions> depthmap;  // the depth map (none when options.depthmap is false)
+  std::optional<CurvatureGridOptions> curvature;  // none when options.curvature is false
 };
 
 // Checks every option set (Error on the first bad value) and writes nothing.
@@ -93,6 +102,7 @@ struct ReproduceMeasurements {
   SweepResult sweep;                        // experiment B
   std::vector<SweepResult> depth;           // as plan.depth
   std::optional<DepthMapResult> depthmap;   // as plan.depthmap
+  std::optional<CurvatureGridResult> curvature;  // as plan.curvature
   ResidualResult residual;                  // problem 10
   io::PlotResult block_forms;               // problem 11
   std::map<std::string, double> seconds;    // wall time per part ("problem 9", "experiment A", ...)
