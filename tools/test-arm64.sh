@@ -124,7 +124,7 @@ run_programs() {
   done
   echo "test-arm64: qemu-aarch64 -cpu $cpu: $programs programs, $passed passed, $skipped skipped, $failed failed" \
        "($((SECONDS - start)) s; the longest: $(for t in "$logs"/*.time; do echo "$(cat "$t") $(basename "$t" .time)"; done |
-       sort -rn | head -3 | awk '{printf "%s%s %d s", NR > 1 ? ", " : "", $2, $1}'))"
+       sort -rn | head -3 | awk '{printf "%s%s %d s", (NR > 1 ? ", " : ""), $2, $1}'))"
   # the reasons of the skips, each with its count (gtest prints a reason on the line after "FILE:LINE: Skipped")
   cat "$logs"/*.log | sed -n '/: Skipped$/{n;p}' | sort | uniq -c | sed 's/^ *\([0-9]*\) /  skipped \1x: /'
   rm -rf "$logs"
