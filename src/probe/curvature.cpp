@@ -50,15 +50,16 @@ ParamSubset block_parameters(const ParameterTable& table, int block) {
 
 CurvatureLoss::CurvatureLoss(const ModelConfig& config, std::span<const float> weights, const Batch& batch)
     : model_(double_config(config)), acts_(model_.make_activations(std::max(batch.batch, 1), std::max(batch.seq_len, 1))) {
-  if (weights.size() != model_.params().size())
-    throw Error("weights have " + std::to_string(weights.size()) + " values, the model " +
-                std::to_string(model_.params().size()));
-  std::copy(weights.begin(), weights.end(), model_.params().begin());
-  init(batch);
+  init(weights, batch);
 }
 
 CurvatureLoss::CurvatureLoss(const ModelConfig& config, std::span<const double> weights, const Batch& batch)
     : model_(double_config(config)), acts_(model_.make_activations(std::max(batch.batch, 1), std::max(batch.seq_len, 1))) {
+  init(weights, batch);
+}
+
+template <typename W>
+void CurvatureLoss::init(std::span<const W> weights, const Batch& batch) {
   if (weights.size() != model_.params().size())
     throw Error("weights have " + std::to_string(weights.size()) + " values, the model " +
                 std::to_string(model_.params().size()));

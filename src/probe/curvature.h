@@ -77,6 +77,8 @@ class CurvatureLoss {
   double gradient_seconds() const { return gradient_seconds_; }
 
  private:
+  template <typename W>
+  void init(std::span<const W> weights, const Batch& batch);  // the weights (checked against the model), then init
   void init(const Batch& batch);
   // The gradient at the current parameters (model_.params()) into grad.
   double evaluate(std::vector<double>& grad);
