@@ -249,22 +249,14 @@ __attribute__((target("avx2,fma"))) void kernel_avx2(int kc, const float* A, lon
 // The NEON kernel: a 12 x 8 tile in 24 of the 32 vector registers (12 rows, two 4-float vectors of B's
 // columns), as the register blocking of BLIS's and OpenBLAS's ARMv8 float kernels (8 x 12 there, in their
 // column-major terms). Per k, a packed A panel gives its 12 values in three vector loads and each product
-// takes its A value from a lane of them (fmla by element); a row of A read in place is broadcast one value
-// at a time (ld1r). The packed form's loop is 24 fmla, 3 loads (ldp q, ldp q, ldr q) and 4 instructions of
-// loop control per k (aarch64-linux-gnu-objdump -d); the in-place form needs 12 A registers besides the 24
-// accumulators and 2 of B, more than the 32 there are, and GCC spills three accumulators on every k, so A is
-// always packed at this level (run<..., false>). Every C element's sum runs over k in order, one fused
+// takes its A value from a lane of them (fmla by element). The loop is 24 fmla, 3 loads (ldp q, ldp q, ldr q)
+// and 4 instructions of loop control per k (aarch64-linux-gnu-objdump -d). A is always packed at this level
+// (run<..., false>): reading its rows in place (one ld1r per row and k) needs 12 A registers besides the 24
+// accumulators and 2 of B, more than the 32 there are, and GCC spilled three accumulators on every k. Every C element's sum runs over k in order, one fused
 // multiply-add at a time, as in the x86 FMA kernels: the same bits as AVX2 and AVX-512.
 constexpr int kMrNeon = 12, kNrNeon = 8;
 
-// Row R of the tile at one k (helpers so that the lane index is a template constant for any compiler).
-template <int R>
-BLOCKLAB_ALWAYS_INLINE void neon_row_in_place(float32x4_t (&acc)[kMrNeon][2], float32x4_t b0, float32x4_t b1,
-                                              const float* A, long lda, int k) {
-  const float32x4_t a = vld1q_dup_f32(A + R * lda + k);
-  acc[R][0] = vfmaq_f32(acc[R][0], b0, a);
-  acc[R][1] = vfmaq_f32(acc[R][1], b1, a);
-}
+// Row R of the tile at one k (a helper, so that the lane index is a template constant for any compiler).
 template <int R>
 BLOCKLAB_ALWAYS_INLINE void neon_row_packed(float32x4_t (&acc)[kMrNeon][2], float32x4_t b0, float32x4_t b1,
                                             const float32x4_t (&a_vec)[3]) {
@@ -272,8 +264,8 @@ BLOCKLAB_ALWAYS_INLINE void neon_row_packed(float32x4_t (&acc)[kMrNeon][2], floa
   acc[R][1] = vfmaq_laneq_f32(acc[R][1], b1, a_vec[R / 4], R % 4);
 }
 
-template <bool kDirectA>
-void kernel_neon(int kc, const float* A, long lda, const float* Bp, long ldbp, float* C, int ldc, int mr, int nr,
+// A is always a packed panel (lda unused: the signature is the driver's).
+void kernel_neon(int kc, const float* A, long /*lda*/, const float* Bp, long ldbp, float* C, int ldc, int mr, int nr,
                  bool accumulate, const float* bias) {
   float32x4_t acc[kMrNeon][2];
 #pragma GCC unroll 12
@@ -281,13 +273,9 @@ void kernel_neon(int kc, const float* A, long lda, const float* Bp, long ldbp, f
   const auto rows = std::make_integer_sequence<int, kMrNeon>{};
   for (int k = 0; k < kc; ++k) {
     const float32x4_t b0 = vld1q_f32(Bp + k * ldbp), b1 = vld1q_f32(Bp + k * ldbp + 4);
-    if constexpr (kDirectA) {
-      [&]<int... R>(std::integer_sequence<int, R...>) { (neon_row_in_place<R>(acc, b0, b1, A, lda, k), ...); }(rows);
-    } else {
-      const float* a = A + k * kMrNeon;
-      const float32x4_t a_vec[3] = {vld1q_f32(a), vld1q_f32(a + 4), vld1q_f32(a + 8)};
-      [&]<int... R>(std::integer_sequence<int, R...>) { (neon_row_packed<R>(acc, b0, b1, a_vec), ...); }(rows);
-    }
+    const float* a = A + k * kMrNeon;
+    const float32x4_t a_vec[3] = {vld1q_f32(a), vld1q_f32(a + 4), vld1q_f32(a + 8)};
+    [&]<int... R>(std::integer_sequence<int, R...>) { (neon_row_packed<R>(acc, b0, b1, a_vec), ...); }(rows);
   }
   // through a tile in memory indexed by constants only, as in the AVX2 kernel (a run-time row index would
   // keep the accumulators in memory)
@@ -571,8 +559,9 @@ bool sgemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int 
       return true;
 #elif defined(__aarch64__)
     case SgemmIsa::Neon:
-      run<kMrNeon, kNrNeon, false>(kernel_neon<false>, kernel_neon<true>, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C,
-                                   ldc, extras);
+      // A always packed: the direct kernel is never called
+      run<kMrNeon, kNrNeon, false>(kernel_neon, kernel_neon, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc,
+                                   extras);
       return true;
 #endif
     case SgemmIsa::Generic:
