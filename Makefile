@@ -9,7 +9,7 @@ FUZZ_SECONDS ?= 20
 # Left out of the sanitizer pass: long numeric loops whose code paths faster tests already run there.
 SANITIZE_SKIP ?= KernelGrad.CausalAttentionTiled|Learnability.SmallModelLearnsTheCopyTask
 
-.PHONY: all deps build test test-python wheel test-isa test-sanitize test-clang fuzz-smoke demo bench clean
+.PHONY: all deps build test test-python wheel test-isa test-sanitize test-clang fuzz-smoke check-docs demo bench clean
 
 all: build
 
@@ -71,6 +71,10 @@ fuzz-smoke:
 
 # The quick reproduction of the source section: every experiment, figures, runs/reproduce-quick/report.{md,html}.
 # Running it again continues in the same directory (finished training runs are kept).
+# The docs against the built CLI: links, flags, and the README tour's commands run as written (tools/check-docs.sh).
+check-docs: build
+	@./tools/check-docs.sh $(BUILD_DIR)
+
 demo: build
 	@$(BUILD_DIR)/blocklab reproduce --quick --out runs/reproduce-quick
 

@@ -37,7 +37,8 @@ void register_depthmap(CLI::App& root, std::vector<Command>& commands) {
       "placement, depths 6,12,24,48,96, warm-up 0 and 400, seed 0; every other config flag sets all runs. Prints\n"
       "the number of runs and the expected time (FLOPs per step x steps, at a rate measured on the smallest run)\n"
       "before it starts. Writes OUT/depthmap.csv, OUT/depthmap.md and OUT/depthmap.{png,svg}; the runs are a\n"
-      "sweep in OUT/runs (re-running the same command continues it). Default OUT: runs/depthmap[-quick].");
+      "sweep in OUT/runs (re-running the same command continues it). Default OUT: runs/depthmap[-quick].\n"
+      "The runs keep no final weights (weights = false: no model.safetensors each); --weights true keeps them.");
   commands.push_back({app, [app, flags, placements, depths, warmups, seeds, jobs, quick] {
                         for (const char* axis : {"--layers", "--warmup"})
                           if (app->count(axis) > 0)

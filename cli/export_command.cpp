@@ -36,8 +36,8 @@ int run_export(const ExportFlags& f) {
       break;
     default:
       std::printf(
-          "format: blocklab's own: the checkpoint's model.safetensors (blocklab's PyTorch names) and the run's "
-          "config.json; transformers' Auto classes do not load it\n");
+          "format: blocklab's own: the run's model.safetensors (blocklab's PyTorch names) and its config.json; "
+          "transformers' Auto classes do not load it\n");
       for (hf::ExportFormat also : r.also_expressible)
         std::printf("note: this architecture is also expressible as Hugging Face %s: add --format %s\n",
                     hf::export_format_name(also), hf::export_format_name(also));
@@ -63,7 +63,7 @@ void register_export(CLI::App& root, std::vector<Command>& commands) {
       ->type_name("HF_DIR");
   app->add_option("--checkpoint", f->checkpoint,
                   "export this checkpoint (a directory, or a name in RUN_DIR/checkpoints such as step_0000400) "
-                  "instead of the newest")
+                  "instead of the run's final weights or newest checkpoint")
       ->type_name("DIR");
   app->add_option("--format", f->format,
                   "auto (from the run's block: qwen3, gpt2; blocklab's own for seed and sd), qwen3, gpt2 or blocklab")
@@ -71,11 +71,11 @@ void register_export(CLI::App& root, std::vector<Command>& commands) {
       ->type_name("FORMAT");
   app->add_flag("--force", f->force, "replace HF_DIR when it exists and is not empty");
   app->footer(
-      "The weights come from a complete checkpoint: train with --checkpoint-every N so that the last step is\n"
-      "saved. A run whose architecture the format cannot express is refused (exit 2), naming the key.\n"
+      "The weights are the run's final ones (RUN_DIR/model.safetensors, written by every finished run unless\n"
+      "--no-weights) or its newest complete checkpoint, whichever is later. A run whose architecture the\n"
+      "format cannot express is refused (exit 2), naming the key.\n"
       "Example:\n"
-      "  blocklab train --block qwen3 --layers 4 --width 64 --heads 4 --kv-heads 2 --steps 400 \\\n"
-      "                 --checkpoint-every 100 --out runs/q3\n"
+      "  blocklab train --block qwen3 --layers 4 --width 64 --heads 4 --kv-heads 2 --steps 400 --out runs/q3\n"
       "  blocklab export runs/q3 --out models/q3 && blocklab probe logits --model models/q3 --tokens 1,2,3");
   commands.push_back({app, [f] { return run_export(*f); }});
 }

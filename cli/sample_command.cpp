@@ -92,7 +92,7 @@ void register_sample(CLI::App& root, std::vector<Command>& commands) {
       ->check(CLI::Range(0, 4096))
       ->capture_default_str();
   app->footer(
-      "Uses the run's final weights (model.safetensors, which reverse and text runs write) or its newest checkpoint\n"
+      "Uses the run's final weights (model.safetensors, which every run writes unless --no-weights) or its newest checkpoint\n"
       "that verifies, whichever is later, and the run's tokenizer. Prints the prompt and its continuation; the\n"
       "window slides when the text outgrows the model's positions. Examples:\n"
       "  blocklab sample runs/book --prompt 'Naomi said' --tokens 200 --temperature 0.8 --top-k 20 --seed 1\n"

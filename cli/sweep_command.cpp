@@ -48,7 +48,7 @@ void add_grid_flags(CLI::App* app, GridFlags& f) {
 
 experiments::SweepOptions grid_options(const CLI::App* app, const GridFlags& f) {
   experiments::SweepOptions options;
-  options.base = build_config(app, f.config);
+  options.base = build_config(app, f.config, experiments::sweep_base_config());
   options.out = output_dir(app, options.base, "runs/sweep");
   options.seeds = seed_list(app, f.seeds, options.base, "0,1,2");
   for (const auto& spec : f.grid) options.grid.push_back(experiments::parse_grid_axis(spec));
@@ -180,6 +180,7 @@ void register_sweep(CLI::App& root, std::vector<Command>& commands) {
       "step below 0.01, outcome: diverged, collapsed, blew-up, never-started, learned, learning) and OUT/loss.{png,svg}. Re-running\n"
       "the same command skips finished runs and resumes interrupted ones; another sweep's directory is refused.\n"
       "The same in three steps, for a batch scheduler or MPI: `sweep plan`, `sweep run`, `sweep merge` (see their --help).\n"
+      "The runs keep no final weights (weights = false: no model.safetensors each); --weights true keeps them.\n"
       "Example (the source's 2x2 grid): blocklab sweep --grid norm_placement=post,pre --grid warmup=0,400 \\\n"
       "  --seeds 0,1,2 --steps 1200 --batch 32 --out runs/sweep");
   commands.push_back({app, [app, flags, jobs, linear] {

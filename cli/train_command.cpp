@@ -57,7 +57,8 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
       "Writes OUT/config.json (resolved config), OUT/metrics.csv (step,loss,lr,grad_norm,skipped per step;\n"
       "the text task adds val_loss) and OUT/summary.json; with --checkpoint-every N also\n"
       "OUT/checkpoints/step_NNNNNNN/ (and always on SIGINT/SIGTERM, exit 130/143), from which --resume OUT\n"
-      "continues bit-exactly. Reverse and text runs also write OUT/model.safetensors (for blocklab sample).\n"
+      "continues bit-exactly. Every run that finishes writes its final weights OUT/model.safetensors (for\n"
+      "blocklab export, sample and curvature) unless --no-weights (weights = false) is given.\n"
       "TensorBoard: OUT/events.out.tfevents.<time>.<host> holds the same numbers per step (loss/train,\n"
       "loss/val, train/lr, train/grad_norm, train/skipped_steps, time/step_ms), the config as text and, with\n"
       "--probe-every, the stream norms and per-block gradient norms; a resumed run adds a file that goes on\n"
@@ -188,13 +189,9 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
                                       "training text %.4f\n",
                                       *s.val_loss, s.val_loss_step, *s.min_val_loss, s.min_val_loss_step,
                                       s.unigram_entropy.value_or(std::nan("")));
-                        if (config.task == "copy")
-                          std::printf("wrote %s/{config.json,metrics.csv,summary.json}%s\n", config.out.c_str(),
-                                      config.tensorboard ? " and the TensorBoard event file" : "");
-                        else
-                          std::printf("wrote %s/{config.json,metrics.csv,summary.json,model.safetensors}%s%s\n",
-                                      config.out.c_str(), config.is_text() ? ", tokens.bin" : "",
-                                      config.tensorboard ? " and the TensorBoard event file" : "");
+                        std::printf("wrote %s/{config.json,metrics.csv,summary.json%s}%s%s\n", config.out.c_str(),
+                                    config.weights ? ",model.safetensors" : "", config.is_text() ? ", tokens.bin" : "",
+                                    config.tensorboard ? " and the TensorBoard event file" : "");
                         return std::isfinite(s.final_loss) ? 0 : 1;
                       }});
 }

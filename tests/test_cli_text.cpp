@@ -130,7 +130,8 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(CliSample, BadRunsAndOptionsExitTwoWithOneLine) {
   const fs::path dir = fresh_dir("cli_sample_bad");
   ASSERT_EQ(run_cli("train" + kSmallText + " --steps 2 --out " + (dir / "run").string()).status, 0);
-  ASSERT_EQ(run_cli("train --layers 1 --width 16 --heads 2 --vocab 6 --copy-len 3 --batch 4 --steps 2 --threads 1 --out " +
+  ASSERT_EQ(run_cli("train --layers 1 --width 16 --heads 2 --vocab 6 --copy-len 3 --batch 4 --steps 2 --threads 1 "
+                    "--no-weights --out " +
                     (dir / "copy").string())
                 .status,
             0);

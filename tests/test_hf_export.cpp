@@ -402,15 +402,59 @@ TEST(HfExport, RunWithoutWeightsOrDirectoryIsRefused) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("no such run directory"), std::string::npos) << e.what();
   }
-  const RunConfig run = train("qwen3", "noweights", {}, 0);  // no --checkpoint-every: no weights kept
+  const RunConfig run = train("qwen3", "noweights", {{"weights", "false"}}, 0);  // no checkpoint, no final weights
+  EXPECT_FALSE(fs::exists(fs::path(run.out) / "model.safetensors"));
   try {
     hf::export_run(run.out, parent / "model");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("kept no weights (train with --checkpoint-every N"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("the run kept no weights (it was trained with --no-weights"),
+              std::string::npos)
         << e.what();
   }
   EXPECT_TRUE(fs::is_empty(parent));
+}
+
+// A run without checkpoints exports its final weights (RUN/model.safetensors, written at the end of every run),
+// bit for bit the trained parameters; with an older checkpoint beside them, the later final weights win.
+TEST(HfExport, ExportsTheFinalWeightsOfARunWithoutCheckpoints) {
+  const RunConfig run = train("qwen3", "final", {}, 0);
+  const fs::path final_file = fs::path(run.out) / "model.safetensors";
+  ASSERT_TRUE(fs::is_regular_file(final_file));
+  const fs::path parent = fresh_dir("export_hf_final");
+  const hf::ExportResult r = hf::export_run(run.out, parent / "model");
+  EXPECT_EQ(r.checkpoint, final_file);
+  EXPECT_EQ(r.step, run.steps);
+  const io::SafetensorsReader ours(final_file.string()), theirs((parent / "model" / "model.safetensors").string());
+  std::vector<float> a(ours.at("tok_emb.weight").numel()), b(a.size());
+  ours.read(ours.at("tok_emb.weight"), std::span<float>(a));
+  theirs.read(theirs.at("model.embed_tokens.weight"), std::span<float>(b));
+  EXPECT_EQ(a, b);
+
+  // A run checkpointed every 10 of its 30 steps, then extended to 40 steps: step_30 and the final weights of
+  // step 40; the export takes step 40.
+  RunConfig longer = small_run("qwen3", fresh_dir("export_run_final_longer"), {}, 30);
+  train_run(longer, true);
+  longer.steps += 10;
+  longer.checkpoint_every = 0;
+  resume_run(longer, find_resume_point(longer.out));
+  const hf::ExportResult later = hf::export_run(longer.out, parent / "longer");
+  EXPECT_EQ(later.step, longer.steps);
+  EXPECT_EQ(later.checkpoint, fs::path(longer.out) / "model.safetensors");
+
+  // A damaged final file is named, not exported.
+  {
+    std::fstream f(final_file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-5, std::ios::end);
+    f.put('\x55');
+  }
+  try {
+    hf::export_run(run.out, parent / "damaged");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("damaged"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(parent / "damaged"));
 }
 
 TEST(HfExport, ChoosesACheckpointAndWritesTheOutputDirectoryAtomically) {
@@ -484,6 +528,37 @@ void expect_clean_error(const blocklab::testing::CliResult& r, const std::string
 
 }  // namespace
 
+// Every finished run keeps its final weights: a copy-task run trained with no weight or checkpoint flags
+// exports and samples; with --no-weights it writes no model.safetensors and export says so in one line.
+TEST(CliExport, EveryFinishedRunExportsAndSamplesUnlessNoWeights) {
+  const fs::path dir = fresh_dir("export_cli_every_run");
+  const std::string model = " --layers 2 --width 32 --heads 4 --vocab 16 --copy-len 4 --batch 4 --steps 6 --threads 1";
+  auto r = run_cli("train" + model + " --out " + q(dir / "R"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("model.safetensors"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(dir / "R" / "checkpoints"));
+  const io::SafetensorsReader weights((dir / "R" / "model.safetensors").string());
+  EXPECT_TRUE(weights.verify_checksums());  // checksummed like a checkpoint's weights
+  EXPECT_EQ(weights.metadata().at("step"), "6");
+
+  r = run_cli("export " + q(dir / "R") + " --out " + q(dir / "HF"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("step 6"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::is_regular_file(dir / "HF" / "config.json"));
+  EXPECT_TRUE(fs::is_regular_file(dir / "HF" / "model.safetensors"));
+
+  r = run_cli("sample " + q(dir / "R") + " --prompt-ids 1,2,3,4 --tokens 4 --temperature 0 --threads 1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_FALSE(r.out.empty());
+
+  r = run_cli("train" + model + " --no-weights --out " + q(dir / "N"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(fs::is_regular_file(dir / "N" / "summary.json"));
+  EXPECT_FALSE(fs::exists(dir / "N" / "model.safetensors"));
+  expect_clean_error(run_cli("export " + q(dir / "N") + " --out " + q(dir / "HF2")), "the run kept no weights");
+  EXPECT_FALSE(fs::exists(dir / "HF2"));
+}
+
 TEST(CliExport, ExportThenInspectAndProbe) {
   for (const std::string block : {"qwen3", "gpt2"}) {
     const RunConfig run = train(block, "cli_" + block);
@@ -514,8 +589,8 @@ TEST(CliExport, ExportThenInspectAndProbe) {
   }
   const fs::path parent = fresh_dir("export_cli_bad");
   expect_clean_error(run_cli("export " + q(parent / "nope") + " --out " + q(parent / "hf")), "no such run directory");
-  const RunConfig bare = train("gpt2", "cli_bare", {}, 0);
-  expect_clean_error(run_cli("export " + q(bare.out) + " --out " + q(parent / "hf")), "--checkpoint-every");
+  const RunConfig bare = train("gpt2", "cli_bare", {{"weights", "false"}}, 0);
+  expect_clean_error(run_cli("export " + q(bare.out) + " --out " + q(parent / "hf")), "--no-weights");
   const RunConfig gelu = train("qwen3", "cli_gelu", {{"mlp", "gelu"}});
   expect_clean_error(run_cli("export " + q(gelu.out) + " --out " + q(parent / "hf")),
                      "cannot export as Hugging Face qwen3 (block = qwen3): mlp is gelu");

@@ -68,7 +68,7 @@ std::vector<Variant> variants() {
   sd.mlp = MlpKind::GeluTanh;
   sd.layers = 3;  // an odd number of blocks with three sub-layers each: the gradient buffers swap an odd number of times
   v.push_back({"sd_post_gelu_tanh", sd});
-  // Every placement of PLACEMENTS.md, with LayerNorm and with DyT (RMSNorm for a few).
+  // Every placement of docs/placements.md, with LayerNorm and with DyT (RMSNorm for a few).
   for (NormPlacement p : {NormPlacement::Peri, NormPlacement::Reordered, NormPlacement::DeepNorm, NormPlacement::Admin,
                           NormPlacement::ReZero, NormPlacement::TFixup, NormPlacement::Mix, NormPlacement::LNS}) {
     ModelConfig c = tiny_config(p, NormKind::LayerNorm);
@@ -281,7 +281,7 @@ double sample_std(std::span<const float> v, long begin = 0, long end = -1) {
 }
 }  // namespace
 
-// DeepNet's constants for decoder-only stacks, as PLACEMENTS.md lists them.
+// DeepNet's constants for decoder-only stacks, as docs/placements.md lists them.
 TEST(InitSchemes, DeepNormConstantsMatchThePaperTable) {
   const std::vector<std::tuple<int, double, double>> table = {
       {6, 1.861, 0.380}, {12, 2.213, 0.320}, {18, 2.449, 0.289}, {24, 2.632, 0.269}, {48, 3.130, 0.226}, {96, 3.722, 0.190}};

@@ -81,7 +81,7 @@ build_dir=$(cd "$build_dir" && pwd)
 #    worker at a moment chosen by wall time, which the emulator's slowness moves past the point they test.
 #  - CliBench.PrintsTimingMfuMemoryAndProfile, CliBench.Bf16NamesThePathAndTheRatioToFp32: assert nonzero
 #    GFLOP/s columns, which round to 0.0 here.
-#  - FlagSweepCli.*, HfExport.* but one, CliExport.ExportThenInspectAndProbe, RandomWalk.*: hundreds of CLI
+#  - FlagSweepCli.*, HfExport.* but one, CliExport.ExportThenInspectAndProbe and .EveryFinishedRun*, RandomWalk.*: hundreds of CLI
 #    starts or Monte Carlo walks (1-3 minutes each); HfExport.Gpt2MatchesOurModel stays.
 #  - *TinyHessian*: a 400-parameter model's full Hessian built column by column and diagonalised (2 minutes
 #    here); the curvature estimators are plain double-precision code, and HvpParity (against PyTorch's
@@ -91,7 +91,8 @@ SLOW_UNDER_EMULATION=(
   '*Tiled*' '*Learnability*' '*ASmallModelBeats*' '*LearnsTheCopyTaskLikeFloat*'
   '*StopSignal*' '*KillDuringCheckpoint*' '*KilledRuns*' '*Interrupted*'
   'CliBench.PrintsTimingMfuMemoryAndProfile' 'CliBench.Bf16NamesThePathAndTheRatioToFp32' 'FlagSweepCli.*' 'CliExport.ExportThenInspectAndProbe' 'RandomWalk.*'
-  'HfExport.Seed*' 'HfExport.Qwen3*' 'HfExport.RunWithout*' 'HfExport.Chooses*' '*TinyHessian*'
+  'HfExport.Seed*' 'HfExport.Qwen3*' 'HfExport.RunWithout*' 'HfExport.Chooses*' 'HfExport.ExportsTheFinalWeights*'
+  'CliExport.EveryFinishedRun*' '*TinyHessian*'
 )
 # the whole-model checks other than the three kept, by the names the test program lists
 for variant in $(OMP_WAIT_POLICY=passive GOMP_SPINCOUNT=3000 qemu-aarch64 "$build_dir/test_model" --gtest_list_tests |

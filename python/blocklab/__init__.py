@@ -275,7 +275,7 @@ class _Progress:
 
 class Run:
     """A finished training run: ``out`` (its directory: config.json, metrics.csv, summary.json,
-    model.safetensors), ``config`` (resolved), ``metrics`` (numpy arrays per step), ``summary``, ``model``."""
+    model.safetensors unless ``weights=False``), ``config`` (resolved), ``metrics`` (numpy arrays per step), ``summary``, ``model``."""
 
     def __init__(self, out: str, config: dict, metrics: dict[str, np.ndarray], summary: dict, model: Model | None):
         self.out, self.config, self.metrics, self.summary, self.model = out, config, metrics, summary, model
@@ -302,12 +302,12 @@ def train(config: Any = None, *, progress: bool = True, overwrite: bool = False,
     thresholds to OUT/curvature.csv every N steps (the CLI's --curvature-every; ``curvature_per_block=False``
     leaves out the per-block values), without changing the run's numbers. The metrics equal the CLI's metrics.csv for the same config, bit for bit. The run also
     writes TensorBoard's event file OUT/events.out.tfevents.* unless ``tensorboard=False`` (the CLI's
-    --no-tensorboard).
+    --no-tensorboard), and its final weights OUT/model.safetensors unless ``weights=False`` (the CLI's --no-weights).
 
     ``resume=True`` continues the run in ``out`` from its newest complete checkpoint, as ``blocklab train
     --resume OUT`` does: bit for bit the numbers and weights of a run that never stopped. The config is the
     checkpoint's; keys given here (the run's own config may be passed again) must keep its values, except
-    steps, threads, log_every, checkpoint_every, keep_checkpoints, on_nonfinite and tensorboard (a longer ``steps``
+    steps, threads, log_every, checkpoint_every, keep_checkpoints, on_nonfinite, tensorboard and weights (a longer ``steps``
     extends the run). The returned metrics cover the whole run: the steps up to the checkpoint as
     metrics.csv holds them (9 significant digits), the rest as computed. A run is checkpointed by
     ``checkpoint_every`` and when interrupted (KeyboardInterrupt names the checkpoint written).
@@ -369,8 +369,7 @@ def train(config: Any = None, *, progress: bool = True, overwrite: bool = False,
     if summary["nonfinite_error"]:
         run.model = None
         raise NonFiniteError(summary["nonfinite_error"], run)
-    model.save(os.path.join(run.out, "model.safetensors"))
-    return run
+    return run  # the run wrote its final weights, OUT/model.safetensors (unless weights=False)
 
 
 def _read_metrics(path: str, through_step: int) -> dict[str, list]:
@@ -464,7 +463,8 @@ def sweep(config: Any = None, *, grid: Mapping[str, Any], seeds=(0,), jobs: int 
     Returns one dict per finished run: name, out, cell ({key: value}), seed, steps, loss (arrays),
     outcome, final_loss, min_loss, first_step_below, seconds; text runs also final_val_loss, min_val_loss and
     unigram_entropy (their outcome "learned": the loss fell below it). Re-running with the same out continues.
-    ``log``: called with each progress line (None: quiet).
+    ``log``: called with each progress line (None: quiet). The runs keep no final weights unless
+    ``weights=True`` is given (as ``blocklab sweep``: their many model.safetensors would cost disk and time).
     """
     specs = []
     for key, values in grid.items():

@@ -269,7 +269,7 @@ nb::dict summary_dict(const RunSummary& s) {
 // Where a resumed run starts: the run directory's newest verified checkpoint (find_resume_point) and the
 // config to continue with, the checkpoint's with the TOML file and keys applied over it as the CLI applies
 // its flags over --resume's, resolved and checked (check_resume_config: only steps, threads, log_every,
-// checkpoint_every, keep_checkpoints, on_nonfinite and tensorboard may change). Nothing on disk changes here.
+// checkpoint_every, keep_checkpoints, on_nonfinite, tensorboard and weights may change). Nothing on disk changes here.
 struct Resume {
   ResumePoint from;
   RunConfig config;
@@ -480,7 +480,7 @@ nb::list sweep(const std::string& toml_path, const Items& items, const std::vect
                const std::vector<uint64_t>& seeds, int jobs, const std::string& out, int probe_every,
                const std::string& worker, nb::object log) {
   experiments::SweepOptions options;
-  options.base = build_config(toml_path, items);
+  options.base = build_config(toml_path, items, experiments::sweep_base_config());
   for (const std::string& spec : grid_specs) options.grid.push_back(experiments::parse_grid_axis(spec));
   options.seeds = seeds;
   options.jobs = jobs;

@@ -48,6 +48,7 @@ RunConfig run_config(const CurvatureGridOptions& o, NormPlacement p, int warmup)
   c.out = (fs::path(o.out) / run_name(p, warmup)).string();
   c.checkpoint_every = 0;
   c.tensorboard = false;
+  c.weights = false;
   resolve(c);
   return c;
 }

@@ -33,6 +33,7 @@ DepthMapOptions depthmap_preset(bool quick) {
   c.batch = 16;
   c.lr = 1e-3;
   c.steps = 600;
+  c.weights = false;  // hundreds of runs: no model.safetensors each (--weights true keeps them)
   o.depths = {6, 12, 24, 48, 96};
   o.warmups = {0, 400};
   if (quick) {

@@ -121,7 +121,7 @@ io::PlotFigure depthmap_figure(const DepthMapOptions& options, const std::vector
 // The colour of a cell in the figure (fixed colours for the failure labels, a scale for steps to learn).
 std::string cell_color(const DepthMapCell& cell, int steps);
 
-// Public results on where Post-LN stops training (PLACEMENTS.md), each with the cell of this map that
+// Public results on where Post-LN stops training (docs/placements.md), each with the cell of this map that
 // comes closest: {source, their task and setting, their result, our cell, our result}.
 std::vector<std::vector<std::string>> depthmap_anchor_rows(const DepthMapOptions& options,
                                                            const std::vector<DepthMapCell>& cells);

@@ -15,7 +15,7 @@ std::string placement_label(NormPlacement placement);
 std::string placement_label(NormPlacement placement, io::Lang lang);
 // The same for a norm_placement value as a config holds it ("post", "peri"); any other text as it is.
 std::string placement_label(const std::string& value);
-// Every placement, in the order of PLACEMENTS.md.
+// Every placement, in the order of docs/placements.md.
 const std::vector<NormPlacement>& all_placements();
 
 }  // namespace blocklab::experiments

@@ -30,6 +30,7 @@ ReproduceOptions reproduce_preset(bool quick) {
   RunConfig source;  // the defaults are the source's model: 24 x 128, 4 heads, V 64, n 32, Xavier, lr 1e-3
   source.steps = 1200;
   source.lr = 1e-3;
+  source.weights = false;  // the grids' runs keep no model.safetensors (the report reads their metrics)
   o.gradnorm_model = source;
   o.residual_model = source;
   o.residual_model.batch = 16;

@@ -116,7 +116,7 @@ ReproduceMeasurements measure_reproduce(const ReproduceOptions& options, const R
 
 // ---- claims: the source's numbers next to the measured ones ---------------------------------------
 
-// The source's numbers (the textbook section, as listed in MISSION.md) and those of the independent
+// The source's numbers (the textbook section, as listed in docs/source.md) and those of the independent
 // PyTorch implementation of the same setup, in one place.
 struct ReferenceGradNorm {  // PyTorch reference, mean of 3 seeds, fc2 gradient norm at blocks 1 and 24
   int batch;
@@ -147,7 +147,7 @@ struct SourceNumbers {
   std::vector<double> walk_lengths = {1.414, 2.235, 4.120, 6.067};
   int walk_change_block = 36;  // the relative change block 36 makes: about 1/6
   double walk_change = 1.0 / 6;
-  // Independent PyTorch implementation (MISSION.md).
+  // Independent PyTorch implementation (docs/source.md).
   std::vector<ReferenceGradNorm> reference_gradnorms = {
       {4, 1.31, 1.22, 0.77, 0.32}, {8, 0.91, 1.01, 0.59, 0.25}, {16, 0.76, 0.86, 0.49, 0.21}, {32, 0.61, 0.77, 0.45, 0.18}};
   std::vector<ReferenceDepth> reference_depth = {

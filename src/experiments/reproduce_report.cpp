@@ -183,12 +183,12 @@ ReproduceResult write_reproduce_report(const ReproduceOptions& options, const Re
   const double ln_v = std::log(static_cast<double>(options.train.model.vocab));
 
   doc.heading(2, t("The source's numbers next to the measured ones", "원문의 수와 잰 수를 나란히"));
-  doc.paragraph(t("Source: the textbook section (its numbers as listed in `MISSION.md`). Measured: this run. For "
+  doc.paragraph(t("Source: the textbook section (its numbers as listed in `docs/source.md`). Measured: this run. For "
                   "experiment A the measured column is batch " + std::to_string(main_batch) + ", mean of " +
                       std::to_string(options.seeds.size()) +
                       " seeds; the source does not give its batch size, and the absolute values scale with it (see the "
                       "batch table below). Losses of several seeds are listed in seed order.",
-                  "원문: 교재의 이 절 (그 수는 `MISSION.md` 에 모아 둠). 잰 값: 이번 실행. 실험 A 의 잰 값은 배치 " +
+                  "원문: 교재의 이 절 (그 수는 `docs/source.md` 에 모아 둠). 잰 값: 이번 실행. 실험 A 의 잰 값은 배치 " +
                       std::to_string(main_batch) + ", 시드 " + std::to_string(options.seeds.size()) +
                       "개의 평균이다. 원문은 배치 크기를 밝히지 않았고 절댓값은 배치에 따라 달라진다 (아래 배치 표). "
                       "시드가 여럿인 손실은 시드 차례로 적었다."));
@@ -223,10 +223,10 @@ ReproduceResult write_reproduce_report(const ReproduceOptions& options, const Re
     const std::string last_block = std::to_string(options.gradnorm_model.model.layers);
     doc.paragraph(t("Block 1 -> block " + last_block +
                         ", mean of the seeds. The reference columns come from an independent PyTorch implementation of the "
-                        "same setup (MISSION.md); the source's " + fmt(src.post_last_block, "%.2f") + " (Post-LN) and " +
+                        "same setup (docs/source.md); the source's " + fmt(src.post_last_block, "%.2f") + " (Post-LN) and " +
                         fmt(src.pre_last_block, "%.2f") + " (Pre-LN) sit between its batch 8 and 16.",
                     "블록 1 -> 블록 " + last_block +
-                        ", 시드 평균. 기준 열은 같은 설정을 따로 짠 PyTorch 구현에서 왔다 (MISSION.md); 원문의 두 값, 뒤 정규화 " +
+                        ", 시드 평균. 기준 열은 같은 설정을 따로 짠 PyTorch 구현에서 왔다 (docs/source.md); 원문의 두 값, 뒤 정규화 " +
                         fmt(src.post_last_block, "%.2f") + " 과 앞 정규화 " + fmt(src.pre_last_block, "%.2f") +
                         " 는 그 구현의 배치 8 과 16 사이에 든다."));
     doc.table({t("batch", "배치"), t("Post-LN, PyTorch reference", "뒤 정규화, PyTorch 기준"),
@@ -391,9 +391,9 @@ ReproduceResult write_reproduce_report(const ReproduceOptions& options, const Re
     const std::string steps_d = std::to_string(options.depth_train.steps), batch_d = std::to_string(options.depth_train.batch),
                       seed_d = std::to_string(options.seeds.front());
     doc.paragraph(t("Loss at the last step (" + steps_d + "), batch " + batch_d + ", seed " + seed_d +
-                        ". Reference: the independent PyTorch implementation (MISSION.md), same settings.",
+                        ". Reference: the independent PyTorch implementation (docs/source.md), same settings.",
                     "마지막 스텝 (" + steps_d + ") 의 손실, 배치 " + batch_d + ", 시드 " + seed_d +
-                        ". 기준: 따로 짠 PyTorch 구현 (MISSION.md), 같은 설정."));
+                        ". 기준: 따로 짠 PyTorch 구현 (docs/source.md), 같은 설정."));
     doc.table({t("blocks", "블록 수"), t("Post-LN + warm-up, PyTorch reference", "뒤 정규화 + 워밍업, PyTorch 기준"),
                t("Post-LN + warm-up, measured", "뒤 정규화 + 워밍업, 잰 값"),
                t("Pre-LN, no warm-up, PyTorch reference", "앞 정규화, 워밍업 없음, PyTorch 기준"),
@@ -587,12 +587,12 @@ ReproduceResult write_reproduce_report(const ReproduceOptions& options, const Re
                             std::to_string(count_outcome(postw, probe::Outcome::NeverStarted)) + " of " +
                             std::to_string(postw.size()) +
                             " seeds, unlike the source (where all three learned during warm-up). The independent PyTorch "
-                            "implementation behind MISSION.md saw the same at 24 blocks (batch 16 and 32, and with ReLU, "
+                            "implementation behind docs/source.md saw the same at 24 blocks (batch 16 and 32, and with ReLU, "
                             "separate q/k/v init, beta2 0.98 or small embeddings), and Post-LN with warm-up did learn at "
                             "smaller depth; hidden details of the source's setup (batch, init, data) can move this threshold.",
                         "워밍업을 넣은 뒤 정규화가 시드 " + std::to_string(postw.size()) + "개 가운데 " +
                             std::to_string(count_outcome(postw, probe::Outcome::NeverStarted)) +
-                            "개에서 출발하지 못했다. 원문에서는 셋 다 워밍업 동안 배웠다. MISSION.md 의 따로 짠 PyTorch "
+                            "개에서 출발하지 못했다. 원문에서는 셋 다 워밍업 동안 배웠다. docs/source.md 의 따로 짠 PyTorch "
                             "구현도 블록 24벌에서 같았고 (배치 16 과 32, ReLU, q/k/v 따로 초기화, beta2 0.98, 작은 임베딩으로도), "
                             "더 얕은 깊이에서는 워밍업을 넣은 뒤 정규화가 학습됐다; 원문이 밝히지 않은 설정 (배치, 초기화, "
                             "데이터) 이 이 문턱을 옮길 수 있다."));

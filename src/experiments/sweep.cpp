@@ -102,6 +102,12 @@ GridAxis parse_grid_axis(const std::string& spec) {
   return axis;
 }
 
+RunConfig sweep_base_config() {
+  RunConfig c;
+  c.weights = false;
+  return c;
+}
+
 std::vector<SweepRun> plan_sweep(const SweepOptions& options) {
   if (options.seeds.empty()) throw Error("seeds: the list is empty");
   if (options.jobs < 0) throw Error("jobs must be >= 1 (or 0 for one per core), got " + std::to_string(options.jobs));

@@ -115,6 +115,9 @@ class SweepInterrupted : public std::runtime_error {
 };
 
 // Every run of the sweep, resolved and validated (Error on the first bad value), in grid order.
+// The base config a sweep starts from before its flags: the defaults with weights = false, so that its many
+// runs write no model.safetensors (a 24 x 128 run's weights are 19 MB); --weights true keeps them.
+RunConfig sweep_base_config();
 std::vector<SweepRun> plan_sweep(const SweepOptions& options);
 // The settings stored in OUT/experiment.json.
 nlohmann::json sweep_settings(const SweepOptions& options);

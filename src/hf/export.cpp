@@ -92,8 +92,36 @@ fs::path canonical_or_self(const fs::path& p) {
   return ec ? p.lexically_normal() : c;
 }
 
-// The checkpoint to read: options.checkpoint as a path, or as a name in run_dir/checkpoints; else the newest.
-io::CheckpointRef pick_checkpoint(const fs::path& run_dir, const fs::path& requested) {
+// Where the weights come from: a checkpoint directory (weights + config in its state file) or the run's
+// final weights (run_dir/model.safetensors + run_dir/config.json).
+struct WeightsSource {
+  fs::path origin;        // the checkpoint directory or the final model file (reported as ExportResult::checkpoint)
+  fs::path weights;       // the model.safetensors to read
+  std::string config;     // the config the weights were written with (JSON text)
+  std::string config_at;  // where that config came from, for errors
+  int64_t step = -1;      // the checkpoint's step (-1: from the file's metadata)
+};
+
+WeightsSource from_checkpoint(const io::CheckpointRef& ref) {
+  return {ref.path, ref.path / "model.safetensors", io::read_checkpoint_config(ref.path),
+          (ref.path / "state.safetensors").string() + ": config in __metadata__", ref.step};
+}
+
+// The step recorded in a final model's metadata, -1 when absent or not a number.
+int64_t metadata_step(const io::SafetensorsReader& reader) {
+  const auto it = reader.metadata().find("step");
+  if (it == reader.metadata().end()) return -1;
+  try {
+    return std::stoll(it->second);
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+// The weights to read: options.checkpoint as a path, or as a name in run_dir/checkpoints; else the newer of
+// the run's final weights (model.safetensors, written at the end of every run not trained with --no-weights)
+// and its newest complete checkpoint.
+WeightsSource pick_weights(const fs::path& run_dir, const fs::path& requested) {
   std::error_code ec;
   if (!requested.empty()) {
     fs::path dir = requested;
@@ -102,13 +130,27 @@ io::CheckpointRef pick_checkpoint(const fs::path& run_dir, const fs::path& reque
     if (!fs::is_directory(dir, ec)) throw Error(requested.string() + ": no such checkpoint directory");
     if (!fs::is_regular_file(dir / "COMPLETE", ec))
       throw Error(dir.string() + ": not a complete checkpoint (no COMPLETE file)");
-    return {-1, dir};
+    return from_checkpoint({-1, dir});
   }
   const auto all = io::list_checkpoints(run_dir);
+  const fs::path final_file = run_dir / "model.safetensors";
+  if (fs::is_regular_file(final_file, ec)) {
+    const io::SafetensorsReader reader(final_file.string());
+    reader.verify_checksums();  // Error naming a damaged tensor
+    const int64_t step = metadata_step(reader);
+    if (all.empty() || step > all.back().step) {  // a checkpoint of the same step is preferred
+      const fs::path config_path = run_dir / "config.json";
+      if (!fs::is_regular_file(config_path, ec))
+        throw Error(config_path.string() + ": missing (the config of the run's final weights)");
+      std::ifstream in(config_path);
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      return {final_file, final_file, std::move(text), config_path.string(), step};
+    }
+  }
   if (all.empty())
-    throw Error(run_dir.string() + ": no complete checkpoint in " + io::checkpoints_dir(run_dir).string() +
-                ", so the run kept no weights (train with --checkpoint-every N: the last step is then always saved)");
-  return all.back();
+    throw Error(run_dir.string() + ": no model.safetensors and no complete checkpoint: the run kept no weights "
+                "(it was trained with --no-weights, or has not finished)");
+  return from_checkpoint(all.back());
 }
 
 int64_t summary_steps(const fs::path& run_dir) {
@@ -325,18 +367,16 @@ ExportResult export_run(const fs::path& run_dir, const fs::path& out, const Expo
 
   // --- the checkpoint and the config its weights were written with --------------------------------------
   ExportResult result;
-  const io::CheckpointRef ref = pick_checkpoint(run_dir, options.checkpoint);
-  result.checkpoint = ref.path;
+  const WeightsSource source = pick_weights(run_dir, options.checkpoint);
+  result.checkpoint = source.origin;
   RunConfig run;
-  const std::string state_file = (ref.path / "state.safetensors").string();
-  const std::string config_text = io::read_checkpoint_config(ref.path);
   try {
-    apply_json(run, json::parse(config_text));
+    apply_json(run, json::parse(source.config));
     resolve(run);
   } catch (const json::exception& e) {
-    throw Error(state_file + ": config in __metadata__ is not valid JSON: " + e.what());
+    throw Error(source.config_at + " is not valid JSON: " + e.what());
   } catch (const Error& e) {
-    throw Error(state_file + ": config in __metadata__: " + e.what());
+    throw Error(source.config_at + ": " + e.what());
   }
   const blocklab::ModelConfig& model = run.model;
 
@@ -355,7 +395,7 @@ ExportResult export_run(const fs::path& run_dir, const fs::path& out, const Expo
 
   // --- the output directory --------------------------------------------------------------------------------
   const fs::path out_abs = canonical_or_self(target);
-  const fs::path run_abs = canonical_or_self(run_dir), ckpt_abs = canonical_or_self(ref.path);
+  const fs::path run_abs = canonical_or_self(run_dir), ckpt_abs = canonical_or_self(source.origin);
   if (is_within(run_abs, out_abs) || is_within(ckpt_abs, out_abs) || is_within(out_abs, io::checkpoints_dir(run_abs)))
     throw Error(out.string() + ": overlaps the run directory or its checkpoints; choose another --out");
   if (fs::exists(target, ec)) {
@@ -366,7 +406,7 @@ ExportResult export_run(const fs::path& run_dir, const fs::path& out, const Expo
 
   // --- the weights: every parameter present, F32, with the config's shape, and nothing else ---------------
   const ParameterTable table(model);
-  const io::SafetensorsReader reader((ref.path / "model.safetensors").string());
+  const io::SafetensorsReader reader(source.weights.string());
   std::map<std::string, std::vector<float>, std::less<>> weights;
   for (const ParamSpec& s : table.specs()) {
     const io::TensorEntry* e = reader.find(s.name);
@@ -388,7 +428,7 @@ ExportResult export_run(const fs::path& run_dir, const fs::path& out, const Expo
       throw Error(reader.path() + ": __metadata__ step '" + it->second + "' is not a number");
     }
   } else {
-    result.step = ref.step;
+    result.step = source.step;
   }
   result.run_steps = summary_steps(run_dir);
 

@@ -4,7 +4,7 @@
 //   format    from                  HF_DIR holds
 //   qwen3     block = qwen3         config.json (Qwen3ForCausalLM) + model.safetensors under Qwen3's names
 //   gpt2      block = gpt2          config.json (GPT2LMHeadModel)  + model.safetensors under GPT-2's names
-//   blocklab  block = seed or sd    the run's resolved config.json + the checkpoint's model.safetensors
+//   blocklab  block = seed or sd    the run's resolved config.json + its (or the checkpoint's) model.safetensors
 //                                   (blocklab's PyTorch names), for architectures transformers has no class for
 //
 // Tensor names (N = block index, I = the MLP's hidden width):
@@ -19,8 +19,8 @@
 //          mlp.c_proj.* <- fc2.*; transformer.ln_f.* <- final_norm.*; lm_head.weight <- head.weight (untied only).
 //          GPT-2's Conv1D stores weights (in, out): every linear weight is written transposed.
 //
-// Weights come from a complete checkpoint (io/checkpoint.h): a run keeps its final weights only when it was
-// trained with --checkpoint-every N (its last step is then always checkpointed) or was interrupted.
+// Weights come from the run's final weights (RUN_DIR/model.safetensors, which every finished run writes unless
+// trained with --no-weights) or a complete checkpoint (io/checkpoint.h), whichever holds the later step.
 // Everything is F32. The directory is written into a hidden temporary directory beside HF_DIR (each file
 // fsynced) and renamed into place, so HF_DIR is either complete or untouched.
 #include <cstdint>
@@ -66,7 +66,7 @@ std::vector<ExportedTensor> export_tensors(const blocklab::ModelConfig& config, 
                                            const ParamLookup& param);
 
 struct ExportOptions {
-  std::filesystem::path checkpoint;    // empty: the run's newest complete checkpoint
+  std::filesystem::path checkpoint;    // empty: the run's final weights or its newest complete checkpoint
   ExportFormat format = ExportFormat::Auto;
   bool force = false;                  // replace a non-empty HF_DIR
 };
@@ -74,7 +74,7 @@ struct ExportOptions {
 struct ExportResult {
   ExportFormat format = ExportFormat::Auto;
   std::string reason;                  // where the format came from, e.g. "block = qwen3"
-  std::filesystem::path checkpoint;    // the checkpoint the weights came from
+  std::filesystem::path checkpoint;    // the checkpoint directory or final model file the weights came from
   int64_t step = 0;                    // its step
   int64_t run_steps = -1;              // steps the run trained (summary.json), -1 when unknown
   std::filesystem::path directory;     // HF_DIR as written (normalised: no trailing slash)
@@ -86,8 +86,8 @@ struct ExportResult {
   std::vector<ExportFormat> also_expressible;
 };
 
-// Exports run_dir's checkpoint (newest, or options.checkpoint: a checkpoint directory, or the name of one
-// in run_dir/checkpoints) to `out`. Throws Error, leaving `out` as it was, when the run directory or its
+// Exports run_dir's weights (its final model.safetensors or newest checkpoint, whichever is later; or
+// options.checkpoint: a checkpoint directory, or the name of one in run_dir/checkpoints) to `out`. Throws Error, leaving `out` as it was, when the run directory or its
 // checkpoint is missing or malformed, the format cannot express the run's architecture, `out` exists and
 // is not empty (without force), or `out` overlaps the run directory.
 ExportResult export_run(const std::filesystem::path& run_dir, const std::filesystem::path& out,

@@ -7,7 +7,7 @@
 //   y = after( s * x + g * out( F( in(x) * c ) ) )
 // where `in`, `out` and `after` are an optional norm each, s a residual scale (1, DeepNorm's constant,
 // Admin's learned per-channel omega), g a branch gate (1, ReZero's learned alpha) and c LNS's 1/sqrt(l).
-// A placement (PLACEMENTS.md) is a small table of these per sub-layer (sublayer_plan below):
+// A placement (docs/placements.md) is a small table of these per sub-layer (sublayer_plan below):
 //   post      after = Norm                  pre       in = Norm (+ final norm)
 //   peri      in = out = Norm (+ final)     reordered out = Norm (+ final)
 //   deepnorm  after = Norm, s = (2N)^(1/4)  admin     after = Norm, s = omega (learned, per channel)

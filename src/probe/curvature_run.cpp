@@ -95,9 +95,10 @@ RunWeights load_run_weights(const std::string& run_dir, int checkpoint_step) {
   }
   const fs::path final_model = fs::path(run_dir) / "model.safetensors";
   if (!fs::is_regular_file(final_model, ec))
-    throw Error(run_dir + ": holds no saved weights (no complete checkpoint, no model.safetensors; train with --checkpoint-every N)");
+    throw Error(run_dir + ": holds no saved weights (no complete checkpoint, no model.safetensors: trained with --no-weights, or not finished)");
   Model<float> model(w.config.model);
   io::SafetensorsReader reader(final_model.string());
+  reader.verify_checksums();  // Error naming a damaged tensor
   for (const ParamSpec& s : model.table().specs()) reader.read(reader.at(s.name), model.params().subspan(s.offset, s.numel));
   w.params.assign(model.params().begin(), model.params().end());
   if (auto it = reader.metadata().find("step"); it != reader.metadata().end()) w.step = std::atoi(it->second.c_str());

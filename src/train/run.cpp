@@ -200,7 +200,12 @@ RunSummary run_steps(Trainer& trainer, const RunConfig& config, io::MetricsWrite
       throw Interrupted(signal, r.step, checkpoint.string());
     }
   }
-  if (writer && config.task != "copy") write_final_model(dir / "model.safetensors", trainer);
+  if (writer && config.weights) {
+    write_final_model(dir / "model.safetensors", trainer);
+  } else if (writer) {
+    std::error_code ec;  // no stale final weights of an earlier run or an earlier end of this one
+    fs::remove(dir / "model.safetensors", ec);
+  }
   if (writer) write_summary(dir, summary, "completed");
   return summary;
 }
@@ -398,7 +403,7 @@ ResumePoint find_resume_point(const std::string& run_dir) {
 const std::vector<std::string>& keys_changeable_on_resume() {
   static const std::vector<std::string> keys = {"steps",           "threads",          "log_every",
                                                 "checkpoint_every", "keep_checkpoints", "on_nonfinite",
-                                                "tensorboard"};
+                                                "tensorboard",     "weights"};
   return keys;
 }
 
@@ -410,7 +415,7 @@ void check_resume_config(const ResumePoint& from, const RunConfig& requested) {
     if (was != now)
       throw Error("--resume: " + k.name + " is " + was.dump() + " in the checkpoint, cannot change it to " + now.dump() +
                   " (a resumed run may change only steps, threads, log_every, checkpoint_every, keep_checkpoints, "
-                  "on_nonfinite and tensorboard)");
+                  "on_nonfinite, tensorboard and weights)");
   }
   if (requested.steps < from.step)
     throw Error("--resume: steps " + std::to_string(requested.steps) + " is below the checkpoint's step " +

@@ -6,7 +6,8 @@
 //                     task adds val_loss, filled at the steps that evaluate it (eval_every, the last)
 //   DIR/tokens.bin    text task: the token ids of the data (data/text_data.h), memory-mapped while training
 //   DIR/tokenizer.json text task with a tokenizer.json: a copy, so that the directory is self-contained
-//   DIR/model.safetensors  reverse and text tasks: the final weights (PyTorch names; metadata step)
+//   DIR/model.safetensors  the final weights (PyTorch names; metadata step; per-tensor checksums), written at
+//                     the end unless weights = false (--no-weights)
 //   DIR/summary.json  final/min loss and timing (written at the end)
 //   DIR/events.out.tfevents.<seconds>.<host>  unless tensorboard = false: TensorBoard's event file (io/tfevents.h)
 //                     with the scalars of metrics.csv per step (loss/train, loss/val, train/lr, train/grad_norm,

@@ -98,7 +98,7 @@ std::vector<ConfigKey> make_keys() {
            "block preset (seed, gpt2, qwen3, sd): sets the architecture keys; keys given with it override them",
            [](RunConfig& c, const std::string& s) { apply_block_preset(c.model, s); },
            [](const RunConfig& c) { return c.model.block; });
-  add_enum("norm_placement", "where the norms sit: post, pre, peri, reordered, deepnorm, admin, rezero, tfixup, mix or lns (README: Norm placements)",
+  add_enum("norm_placement", "where the norms sit: post, pre, peri, reordered, deepnorm, admin, rezero, tfixup, mix or lns (docs/placements.md)",
            [](RunConfig& c, const std::string& s) { c.model.norm_placement = parse_norm_placement(s); },
            [](const RunConfig& c) { return to_string(c.model.norm_placement); });
   add_enum("norm", "normalisation wherever the placement puts one: layernorm, rmsnorm or dyt",
@@ -193,9 +193,14 @@ std::vector<ConfigKey> make_keys() {
            [](const RunConfig& c) { return to_string(c.on_nonfinite); });
   add_bool("tensorboard", "write a TensorBoard event file OUT/events.out.tfevents.* beside metrics.csv (--no-tensorboard: off)",
            [](RunConfig& c) -> bool& { return c.tensorboard; });
+  add_bool("weights",
+           "write the final weights OUT/model.safetensors at the end of the run, for export, sample and curvature "
+           "(--no-weights: off)",
+           [](RunConfig& c) -> bool& { return c.weights; });
   // How and where a run executes, not what it computes.
   for (ConfigKey& key : k)
-    for (const char* name : {"out", "threads", "log_every", "checkpoint_every", "keep_checkpoints", "tensorboard"})
+    for (const char* name : {"out", "threads", "log_every", "checkpoint_every", "keep_checkpoints", "tensorboard",
+                             "weights"})
       if (key.name == name) key.changes_results = false;
   return k;
 }

@@ -50,6 +50,7 @@ struct RunConfig {
   int keep_checkpoints = 2;   // 0: keep all
   NonFinitePolicy on_nonfinite = NonFinitePolicy::Abort;
   bool tensorboard = true;  // OUT/events.out.tfevents.* beside metrics.csv (train/run.h)
+  bool weights = true;      // OUT/model.safetensors, the final weights, at the end of the run (train/run.h)
 
   Schedule make_schedule() const { return Schedule{schedule, lr, warmup, steps, min_lr}; }
   bool is_text() const { return task == "text"; }

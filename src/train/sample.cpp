@@ -89,8 +89,8 @@ RunModel load_run_model(const fs::path& run_dir) {
   if (!final_model && !checkpoint) {
     std::string why;
     for (const std::string& n : notes) why += "; " + n;
-    throw Error(dir + ": no weights to sample from: no model.safetensors and no checkpoint that verifies (reverse "
-                "and text runs write model.safetensors at the end; copy runs keep weights with --checkpoint-every N)" +
+    throw Error(dir + ": no weights to sample from: no model.safetensors and no checkpoint that verifies (a run "
+                "writes model.safetensors when it finishes, unless trained with --no-weights)" +
                 why);
   }
   RunConfig config = checkpoint ? checkpoint->config : *final_config;

@@ -17,7 +17,7 @@
 // addition is commutative, so only the tree shape matters. With K = 1 nothing is sent.
 //
 // For M and K powers of two that is a binomial-tree reduce (log2 K messages of the gradient size into
-// rank 0, then a broadcast); the README's scale-out section works out what it costs.
+// rank 0, then a broadcast); docs/scale-out.md works out what it costs.
 #include <cstddef>
 #include <span>
 #include <vector>

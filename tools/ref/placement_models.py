@@ -1,7 +1,7 @@
 """Independent float64 PyTorch reference of the `seed` block under every norm placement and norm kind.
 
 Run with Debian's /usr/bin/python3 (it has PyTorch 1.13). Written from the placement equations
-(PLACEMENTS.md: every placement with equations, constants, init rules and the reference code they were
+(docs/placements.md: every placement with equations, constants, init rules and the reference code they were
 checked in), not from the C++ sources.
 
 The block is the seed block: fused qkv (3C,C)+bias with rows [q | k | v], H heads of D = C/H, causal,
