@@ -10,8 +10,8 @@
 #include "commands.h"
 #include "hf/model.h"
 #include "hf/probe.h"
-#include "hf/tokenizer.h"
-#include "hf/unicode.h"
+#include "text/tokenizer.h"
+#include "text/unicode.h"
 #include "progress.h"
 #include "util/error.h"
 #include "util/threads.h"
@@ -64,7 +64,7 @@ std::vector<int32_t> parse_token_list(const std::string& s) {
 
 struct Prompt {
   std::vector<int32_t> tokens;
-  std::unique_ptr<hf::Tokenizer> tokenizer;  // when DIR/tokenizer.json exists
+  std::unique_ptr<text::Tokenizer> tokenizer;  // when DIR/tokenizer.json exists
 };
 
 Prompt read_prompt(const PromptFlags& f, const CLI::App* app) {
@@ -75,7 +75,7 @@ Prompt read_prompt(const PromptFlags& f, const CLI::App* app) {
   std::error_code ec;
   if (fs::exists(tok_file, ec)) {
     try {
-      p.tokenizer = std::make_unique<hf::Tokenizer>(hf::Tokenizer::load(tok_file));
+      p.tokenizer = std::make_unique<text::Tokenizer>(text::Tokenizer::load(tok_file));
     } catch (const Error& e) {
       if (has_text) throw;
       // With --tokens the tokenizer only labels the output.
@@ -99,7 +99,7 @@ std::string printable(const std::string& bytes) {
     bool valid = len > 1 && i + len <= bytes.size();
     if (valid) {
       try {
-        hf::unicode::decode_utf8(std::string_view(bytes).substr(i, len), "token");
+        text::decode_utf8(std::string_view(bytes).substr(i, len), "token");
       } catch (const Error&) {
         valid = false;
       }
