@@ -1,0 +1,57 @@
+# The layer check (ctest: layering): every `#include "FOLDER/..."` in src/ names a folder at or below the
+# including file's own. Dependencies point one way, downward, so the folders form no cycle.
+#   cmake -DSOURCE_DIR=. -P cmake/check_layers.cmake
+# Lowest first. A folder may include itself and anything listed before it.
+set(LAYERS util io kernels text model hf data train probe report experiments)
+# Known upward includes, each "FILE -> FOLDER" with the reason it is still there. A new one fails the check;
+# so does an entry here that no longer occurs (delete it).
+set(ALLOWED
+  # hf/probe.cpp draws its residual figure through plot_residual, which sits beside the statistics it draws
+  "src/hf/residual_probe.cpp -> report"
+)
+
+if(NOT SOURCE_DIR)
+  message(FATAL_ERROR "usage: cmake -DSOURCE_DIR=<repository root> -P check_layers.cmake")
+endif()
+get_filename_component(SOURCE_DIR "${SOURCE_DIR}" ABSOLUTE)
+file(GLOB folders RELATIVE ${SOURCE_DIR}/src LIST_DIRECTORIES true ${SOURCE_DIR}/src/*)
+set(problems "")
+foreach(folder IN LISTS folders)
+  if(NOT IS_DIRECTORY ${SOURCE_DIR}/src/${folder})
+    continue()
+  endif()
+  list(FIND LAYERS ${folder} own)
+  if(own EQUAL -1)
+    string(APPEND problems "  src/${folder}/ is in no layer: add it to LAYERS in cmake/check_layers.cmake\n")
+    continue()
+  endif()
+  file(GLOB_RECURSE files RELATIVE ${SOURCE_DIR} ${SOURCE_DIR}/src/${folder}/*)
+  foreach(file IN LISTS files)
+    file(STRINGS ${SOURCE_DIR}/${file} lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"[^\"/]+/")
+    foreach(line IN LISTS lines)
+      string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*\"([^\"/]+)/.*" "\\1" target "${line}")
+      list(FIND LAYERS ${target} rank)
+      if(rank EQUAL -1)
+        string(APPEND problems "  ${file}: includes \"${target}/...\", a folder in no layer\n")
+      elseif(rank GREATER own)
+        list(FIND ALLOWED "${file} -> ${target}" known)
+        if(known EQUAL -1)
+          string(APPEND problems "  ${file}: ${folder} includes ${target}, a higher layer\n")
+        else()
+          list(APPEND seen "${file} -> ${target}")
+        endif()
+      endif()
+    endforeach()
+  endforeach()
+endforeach()
+foreach(entry IN LISTS ALLOWED)
+  list(FIND seen "${entry}" found)
+  if(found EQUAL -1)
+    string(APPEND problems "  ${entry}: listed as allowed but no longer there: remove it from ALLOWED\n")
+  endif()
+endforeach()
+string(REPLACE ";" " < " order "${LAYERS}")
+if(problems)
+  message(FATAL_ERROR "layer order ${order}:\n${problems}")
+endif()
+message(STATUS "layer order ${order}: every include points down")
