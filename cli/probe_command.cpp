@@ -13,6 +13,7 @@
 #include "text/tokenizer.h"
 #include "text/unicode.h"
 #include "progress.h"
+#include "report/residual_plot.h"
 #include "util/error.h"
 #include "util/threads.h"
 
@@ -209,9 +210,19 @@ int run_residual(const CLI::App* app, const PromptFlags& f, const std::string& o
   if (app->count("--text")) run.text = f.text;
   run.tokens = prompt.tokens;
   run.total_seconds = seconds_since(t0);
-  const hf::WrittenFiles written = hf::write_residual_probe(out_dir, model, run, result, !no_plot);
-  if (!written.figure_message.empty())
-    std::fprintf(stderr, "blocklab: warning: no figure: %s\n", written.figure_message.c_str());
+  hf::WrittenFiles written = hf::write_residual_probe(out_dir, model, run, result);
+  if (!no_plot) {
+    const std::string title = "Residual stream norm per layer: " + std::filesystem::path(run.model_dir).filename().string() +
+                              " (" + c.model_type + ", " + std::to_string(run.tokens.size()) + " tokens)";
+    const report::PlotOutcome plot = report::plot_residual(out_dir, result.layers, title);
+    written.names.push_back("residual.gp");
+    if (plot.rendered) {
+      written.names.push_back("residual.png");
+      written.names.push_back("residual.svg");
+    } else {
+      std::fprintf(stderr, "blocklab: warning: no figure: %s\n", plot.message.c_str());
+    }
+  }
   std::string list;
   for (const std::string& w : written.names) {
     if (!list.empty()) list += ", ";
