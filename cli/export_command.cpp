@@ -1,9 +1,9 @@
-// blocklab export RUN_DIR --out HF_DIR: a trained run as a Hugging Face model directory (hf/export.h).
+// blocklab export RUN_DIR --out HF_DIR: a trained run as a Hugging Face model directory (train/export_run.h).
 #include <cstdio>
 #include <memory>
 
 #include "commands.h"
-#include "hf/export.h"
+#include "train/export_run.h"
 #include "util/error.h"
 
 namespace blocklab::cli {
@@ -16,11 +16,11 @@ struct ExportFlags {
 };
 
 int run_export(const ExportFlags& f) {
-  hf::ExportOptions options;
+  ExportOptions options;
   options.checkpoint = f.checkpoint;
   options.format = hf::parse_export_format(f.format);
   options.force = f.force;
-  const hf::ExportResult r = hf::export_run(f.run_dir, f.out, options);
+  const ExportResult r = export_run(f.run_dir, f.out, options);
 
   std::printf("exported %s, step %lld (%s)\n", r.checkpoint.string().c_str(), static_cast<long long>(r.step),
               r.reason.c_str());

@@ -14,7 +14,7 @@
 #include "commands.h"
 #include "hf/config.h"
 #include "hf/model.h"
-#include "hf/tokenizer.h"
+#include "text/tokenizer.h"
 #include "hf/weights.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
@@ -155,9 +155,9 @@ int inspect(const std::string& path_text) {
     }
   }
   if (fs::exists(path / "tokenizer.json", ec)) {
-    const hf::Tokenizer t = hf::Tokenizer::load(path / "tokenizer.json");
+    const text::Tokenizer t = text::Tokenizer::load(path / "tokenizer.json");
     row("tokenizer", std::string("byte-level BPE, ") + grouped(t.vocab_size()) + " ids, " + grouped(t.merge_count()) +
-                         " merges, " + hf::pattern_name(t.pattern()) + " pre-tokenizer" + (t.normalizes_nfc() ? ", NFC" : ""));
+                         " merges, " + text::pattern_name(t.pattern()) + " pre-tokenizer" + (t.normalizes_nfc() ? ", NFC" : ""));
   } else {
     row("tokenizer", "none (tokenizer.json not found; use --tokens)");
   }

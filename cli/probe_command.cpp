@@ -10,9 +10,10 @@
 #include "commands.h"
 #include "hf/model.h"
 #include "hf/probe.h"
-#include "hf/tokenizer.h"
-#include "hf/unicode.h"
+#include "text/tokenizer.h"
+#include "text/unicode.h"
 #include "progress.h"
+#include "report/residual_plot.h"
 #include "util/error.h"
 #include "util/threads.h"
 
@@ -64,7 +65,7 @@ std::vector<int32_t> parse_token_list(const std::string& s) {
 
 struct Prompt {
   std::vector<int32_t> tokens;
-  std::unique_ptr<hf::Tokenizer> tokenizer;  // when DIR/tokenizer.json exists
+  std::unique_ptr<text::Tokenizer> tokenizer;  // when DIR/tokenizer.json exists
 };
 
 Prompt read_prompt(const PromptFlags& f, const CLI::App* app) {
@@ -75,7 +76,7 @@ Prompt read_prompt(const PromptFlags& f, const CLI::App* app) {
   std::error_code ec;
   if (fs::exists(tok_file, ec)) {
     try {
-      p.tokenizer = std::make_unique<hf::Tokenizer>(hf::Tokenizer::load(tok_file));
+      p.tokenizer = std::make_unique<text::Tokenizer>(text::Tokenizer::load(tok_file));
     } catch (const Error& e) {
       if (has_text) throw;
       // With --tokens the tokenizer only labels the output.
@@ -99,7 +100,7 @@ std::string printable(const std::string& bytes) {
     bool valid = len > 1 && i + len <= bytes.size();
     if (valid) {
       try {
-        hf::unicode::decode_utf8(std::string_view(bytes).substr(i, len), "token");
+        text::decode_utf8(std::string_view(bytes).substr(i, len), "token");
       } catch (const Error&) {
         valid = false;
       }
@@ -209,9 +210,19 @@ int run_residual(const CLI::App* app, const PromptFlags& f, const std::string& o
   if (app->count("--text")) run.text = f.text;
   run.tokens = prompt.tokens;
   run.total_seconds = seconds_since(t0);
-  const hf::WrittenFiles written = hf::write_residual_probe(out_dir, model, run, result, !no_plot);
-  if (!written.figure_message.empty())
-    std::fprintf(stderr, "blocklab: warning: no figure: %s\n", written.figure_message.c_str());
+  hf::WrittenFiles written = hf::write_residual_probe(out_dir, model, run, result);
+  if (!no_plot) {
+    const std::string title = "Residual stream norm per layer: " + std::filesystem::path(run.model_dir).filename().string() +
+                              " (" + c.model_type + ", " + std::to_string(run.tokens.size()) + " tokens)";
+    const report::PlotOutcome plot = report::plot_residual(out_dir, result.layers, title);
+    written.names.push_back("residual.gp");
+    if (plot.rendered) {
+      written.names.push_back("residual.png");
+      written.names.push_back("residual.svg");
+    } else {
+      std::fprintf(stderr, "blocklab: warning: no figure: %s\n", plot.message.c_str());
+    }
+  }
   std::string list;
   for (const std::string& w : written.names) {
     if (!list.empty()) list += ", ";

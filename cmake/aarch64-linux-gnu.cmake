@@ -21,6 +21,8 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
 set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY BOTH)
 set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE BOTH)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)
+# pkg-config reads the arm64 .pc files (utf8proc, PCRE2), never the host's.
+set(ENV{PKG_CONFIG_LIBDIR} /usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig)
 # ctest runs each test binary through the emulator (CMAKE_CROSSCOMPILING_EMULATOR); QEMU_LD_PREFIX points
 # it at the arm64 loader and libraries.
 set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64)

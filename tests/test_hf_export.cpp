@@ -13,7 +13,7 @@
 
 #include "cli_runner.h"
 #include "data/copy_task.h"
-#include "hf/export.h"
+#include "train/export_run.h"
 #include "hf/model.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
@@ -127,9 +127,9 @@ fs::path newest_checkpoint(const RunConfig& run) { return io::list_checkpoints(r
 nlohmann::json read_json(const fs::path& p) { return nlohmann::json::parse(read_text(p)); }
 
 // Exports to `out` and compares; returns the export's result.
-hf::ExportResult export_and_compare(const RunConfig& run, const fs::path& out, const std::string& name,
-                                    hf::ExportFormat expected, hf::ExportOptions options = {}) {
-  const hf::ExportResult r = hf::export_run(run.out, out, options);
+ExportResult export_and_compare(const RunConfig& run, const fs::path& out, const std::string& name,
+                                    hf::ExportFormat expected, ExportOptions options = {}) {
+  const ExportResult r = export_run(run.out, out, options);
   EXPECT_EQ(r.format, expected);
   EXPECT_EQ(r.step, run.steps);
   EXPECT_TRUE(fs::is_regular_file(out / "config.json"));
@@ -151,7 +151,7 @@ void expect_no_leftovers(const fs::path& parent, const std::string& keep) {
 TEST(HfExport, Qwen3GqaUntiedMatchesOurModel) {
   const RunConfig run = train("qwen3", "q3", {{"kv_heads", "2"}});
   const fs::path out = fresh_dir("export_hf_q3") / "model";
-  const hf::ExportResult r = hf::export_run(run.out, out);
+  const ExportResult r = export_run(run.out, out);
   EXPECT_EQ(r.format, hf::ExportFormat::Qwen3);
   EXPECT_EQ(r.reason, "block = qwen3");
   EXPECT_EQ(r.step, 30);
@@ -218,7 +218,7 @@ TEST(HfExport, Qwen3WithoutQkNormIsRefused) {
   const RunConfig run = train("qwen3", "q3fused", {{"qkv", "fused"}, {"qk_norm", "false"}});
   const fs::path parent = fresh_dir("export_hf_q3fused");
   try {
-    hf::export_run(run.out, parent / "model");
+    export_run(run.out, parent / "model");
     FAIL() << "expected a refusal";
   } catch (const Error& e) {
     const std::string m = e.what();
@@ -233,7 +233,7 @@ TEST(HfExport, Qwen3WithGeluMlpIsRefused) {
   const RunConfig run = train("qwen3", "q3gelu", {{"mlp", "gelu"}});
   const fs::path parent = fresh_dir("export_hf_q3gelu");
   try {
-    hf::export_run(run.out, parent / "model");
+    export_run(run.out, parent / "model");
     FAIL() << "expected a refusal";
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(),
@@ -241,9 +241,9 @@ TEST(HfExport, Qwen3WithGeluMlpIsRefused) {
   }
   EXPECT_TRUE(fs::is_empty(parent));
   // blocklab's own format takes it.
-  hf::ExportOptions own;
+  ExportOptions own;
   own.format = hf::ExportFormat::Blocklab;
-  EXPECT_EQ(hf::export_run(run.out, parent / "model", own).format, hf::ExportFormat::Blocklab);
+  EXPECT_EQ(export_run(run.out, parent / "model", own).format, hf::ExportFormat::Blocklab);
 }
 
 // --- gpt2 -----------------------------------------------------------------------------------------------
@@ -251,7 +251,7 @@ TEST(HfExport, Qwen3WithGeluMlpIsRefused) {
 TEST(HfExport, Gpt2MatchesOurModel) {
   const RunConfig run = train("gpt2", "g2");
   const fs::path out = fresh_dir("export_hf_g2") / "model";
-  const hf::ExportResult r = hf::export_run(run.out, out);
+  const ExportResult r = export_run(run.out, out);
   EXPECT_EQ(r.format, hf::ExportFormat::GPT2);
   EXPECT_EQ(r.reason, "block = gpt2");
 
@@ -288,10 +288,10 @@ TEST(HfExport, SeedRunAsGpt2WithExactGeluAndUntiedHeadMatchesOurModel) {
   // The seed block (Pre-LN) is GPT-2's but for exact GELU and an untied head, both of which GPT2LMHeadModel
   // expresses (activation_function "gelu", tie_word_embeddings false); asked for with --format gpt2.
   const RunConfig run = train("seed", "seedg2");
-  hf::ExportOptions as_gpt2;
+  ExportOptions as_gpt2;
   as_gpt2.format = hf::ExportFormat::GPT2;
   const fs::path out = fresh_dir("export_hf_seedg2") / "model";
-  const hf::ExportResult r =
+  const ExportResult r =
       export_and_compare(run, out, "seed as gpt2: gelu, untied", hf::ExportFormat::GPT2, as_gpt2);
   EXPECT_EQ(r.reason, "--format gpt2");
   const nlohmann::json c = read_json(out / "config.json");
@@ -307,7 +307,7 @@ TEST(HfExport, SeedAndSdRunsKeepBlocklabsFormat) {
   for (const std::string block : {"seed", "sd"}) {
     const RunConfig run = train(block, "own_" + block);
     const fs::path out = fresh_dir("export_hf_own_" + block) / "model";
-    const hf::ExportResult r = hf::export_run(run.out, out);
+    const ExportResult r = export_run(run.out, out);
     EXPECT_EQ(r.format, hf::ExportFormat::Blocklab) << block;
     EXPECT_EQ(r.reason, "block = " + block);
     // A Pre-LN seed block is GPT-2's with exact GELU and an untied head: --format gpt2 would take it.
@@ -397,7 +397,7 @@ TEST(HfExport, RefusalsNameTheKey) {
 TEST(HfExport, RunWithoutWeightsOrDirectoryIsRefused) {
   const fs::path parent = fresh_dir("export_hf_noweights");
   try {
-    hf::export_run(parent / "missing", parent / "model");
+    export_run(parent / "missing", parent / "model");
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("no such run directory"), std::string::npos) << e.what();
@@ -405,7 +405,7 @@ TEST(HfExport, RunWithoutWeightsOrDirectoryIsRefused) {
   const RunConfig run = train("qwen3", "noweights", {{"weights", "false"}}, 0);  // no checkpoint, no final weights
   EXPECT_FALSE(fs::exists(fs::path(run.out) / "model.safetensors"));
   try {
-    hf::export_run(run.out, parent / "model");
+    export_run(run.out, parent / "model");
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("the run kept no weights (it was trained with --no-weights"),
@@ -422,7 +422,7 @@ TEST(HfExport, ExportsTheFinalWeightsOfARunWithoutCheckpoints) {
   const fs::path final_file = fs::path(run.out) / "model.safetensors";
   ASSERT_TRUE(fs::is_regular_file(final_file));
   const fs::path parent = fresh_dir("export_hf_final");
-  const hf::ExportResult r = hf::export_run(run.out, parent / "model");
+  const ExportResult r = export_run(run.out, parent / "model");
   EXPECT_EQ(r.checkpoint, final_file);
   EXPECT_EQ(r.step, run.steps);
   const io::SafetensorsReader ours(final_file.string()), theirs((parent / "model" / "model.safetensors").string());
@@ -438,7 +438,7 @@ TEST(HfExport, ExportsTheFinalWeightsOfARunWithoutCheckpoints) {
   longer.steps += 10;
   longer.checkpoint_every = 0;
   resume_run(longer, find_resume_point(longer.out));
-  const hf::ExportResult later = hf::export_run(longer.out, parent / "longer");
+  const ExportResult later = export_run(longer.out, parent / "longer");
   EXPECT_EQ(later.step, longer.steps);
   EXPECT_EQ(later.checkpoint, fs::path(longer.out) / "model.safetensors");
 
@@ -449,7 +449,7 @@ TEST(HfExport, ExportsTheFinalWeightsOfARunWithoutCheckpoints) {
     f.put('\x55');
   }
   try {
-    hf::export_run(run.out, parent / "damaged");
+    export_run(run.out, parent / "damaged");
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("damaged"), std::string::npos) << e.what();
@@ -461,9 +461,9 @@ TEST(HfExport, ChoosesACheckpointAndWritesTheOutputDirectoryAtomically) {
   const RunConfig run = train("gpt2", "ckpts", {}, 10);  // step_10, step_20, step_30
   const fs::path parent = fresh_dir("export_hf_ckpts"), out = parent / "model";
 
-  hf::ExportOptions older;
+  ExportOptions older;
   older.checkpoint = "step_0000010";  // a name in RUN/checkpoints
-  hf::ExportResult r = hf::export_run(run.out, out, older);
+  ExportResult r = export_run(run.out, out, older);
   EXPECT_EQ(r.step, 10);
   EXPECT_EQ(r.run_steps, 30);
   const fs::path step10 = fs::path(run.out) / "checkpoints" / "step_0000010";
@@ -473,7 +473,7 @@ TEST(HfExport, ChoosesACheckpointAndWritesTheOutputDirectoryAtomically) {
   // An existing, non-empty directory: refused without --force and left as it was.
   const std::string before = read_text(out / "config.json");
   try {
-    hf::export_run(run.out, out);
+    export_run(run.out, out);
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("exists and is not empty"), std::string::npos) << e.what();
@@ -482,9 +482,9 @@ TEST(HfExport, ChoosesACheckpointAndWritesTheOutputDirectoryAtomically) {
   {
     std::ofstream(out / "stale.txt") << "old";
   }
-  hf::ExportOptions force;
+  ExportOptions force;
   force.force = true;
-  r = hf::export_run(run.out, out, force);  // replaced whole: the newest checkpoint, no stale file
+  r = export_run(run.out, out, force);  // replaced whole: the newest checkpoint, no stale file
   EXPECT_EQ(r.step, 30);
   EXPECT_FALSE(fs::exists(out / "stale.txt"));
   expect_no_leftovers(parent, "model");
@@ -493,18 +493,18 @@ TEST(HfExport, ChoosesACheckpointAndWritesTheOutputDirectoryAtomically) {
   // An existing empty directory is fine; a trailing slash names the same directory.
   const fs::path empty = parent / "empty";
   fs::create_directory(empty);
-  EXPECT_EQ(hf::export_run(run.out, empty.string() + "/").directory, empty);
+  EXPECT_EQ(export_run(run.out, empty.string() + "/").directory, empty);
   EXPECT_TRUE(fs::is_regular_file(empty / "model.safetensors"));
 
   // Never over the run itself or its checkpoints, even with --force.
-  EXPECT_THROW(hf::export_run(run.out, run.out, force), Error);
-  EXPECT_THROW(hf::export_run(run.out, fs::path(run.out) / "checkpoints" / "x", force), Error);
+  EXPECT_THROW(export_run(run.out, run.out, force), Error);
+  EXPECT_THROW(export_run(run.out, fs::path(run.out) / "checkpoints" / "x", force), Error);
   EXPECT_TRUE(fs::is_regular_file(fs::path(run.out) / "config.json"));
   EXPECT_EQ(io::list_checkpoints(run.out).size(), 3u);
 
-  hf::ExportOptions missing;
+  ExportOptions missing;
   missing.checkpoint = "step_0000099";
-  EXPECT_THROW(hf::export_run(run.out, parent / "other", missing), Error);
+  EXPECT_THROW(export_run(run.out, parent / "other", missing), Error);
 }
 
 // --- the command ------------------------------------------------------------------------------------------

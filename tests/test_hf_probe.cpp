@@ -57,7 +57,7 @@ TEST(HfProbe, ResidualProbeMeasuresEveryLayerAndWritesItsFiles) {
 
   const fs::path dir = blocklab::testing::fresh_dir("hf_probe");
   hf::ResidualProbeRun run{(kHf / "qwen3").string(), std::nullopt, tokens, 1.5};
-  const hf::WrittenFiles written = hf::write_residual_probe(dir, model, run, r, false);
+  const hf::WrittenFiles written = hf::write_residual_probe(dir, model, run, r);
   EXPECT_EQ(written.names, (std::vector<std::string>{"residual.csv", "residual.json", "hidden_states.safetensors"}));
   const io::MetricsTable csv = io::read_metrics((dir / "residual.csv").string());
   ASSERT_EQ(static_cast<int>(csv.rows.size()), L + 1);

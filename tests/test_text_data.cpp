@@ -9,7 +9,7 @@
 
 #include "cli_runner.h"
 #include "data/text_data.h"
-#include "hf/tokenizer.h"
+#include "text/tokenizer.h"
 #include "util/error.h"
 
 using namespace blocklab;
@@ -71,7 +71,7 @@ TEST(TextTokenizer, BytesAreTheUtf8BytesWithAVocabOf256) {
 
 TEST(TextTokenizer, TokenizerJsonGivesTheHuggingFaceIdsAndItsOwnVocabSize) {
   const TextTokenizer t = TextTokenizer::from_key(kTokenizer.string());
-  const hf::Tokenizer reference = hf::Tokenizer::load(kTokenizer);
+  const text::Tokenizer reference = text::Tokenizer::load(kTokenizer);
   EXPECT_FALSE(t.is_bytes());
   EXPECT_EQ(t.vocab_size(), reference.vocab_size());
   EXPECT_NE(t.vocab_size(), 256);

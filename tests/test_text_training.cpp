@@ -86,7 +86,7 @@ TEST(TextRun, ATokenizerJsonIsCopiedAndSetsTheVocab) {
   train_run(c, false);
   EXPECT_EQ(read(dir / "run" / "tokenizer.json"), read(kTokenizer));
   const auto config = nlohmann::json::parse(read(dir / "run" / "config.json"));
-  EXPECT_EQ(config["vocab"].get<int>(), hf::Tokenizer::load(kTokenizer).vocab_size());
+  EXPECT_EQ(config["vocab"].get<int>(), text::Tokenizer::load(kTokenizer).vocab_size());
   RunModel run = load_run_model(dir / "run");
   ASSERT_TRUE(run.tokenizer);
   EXPECT_FALSE(run.tokenizer->is_bytes());

@@ -2,7 +2,7 @@
 # Installs the Debian packages blocklab needs to build and test, skipping those already present.
 set -euo pipefail
 packages=(build-essential cmake pkg-config libopenblas-dev nlohmann-json3-dev libcli11-dev
-          libtomlplusplus-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev gnuplot-nox
+          libtomlplusplus-dev libxxhash-dev libutf8proc-dev libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev gnuplot-nox
           libopenmpi-dev openmpi-bin
           libdnnl-dev  # oneDNN: the bf16 GEMMs on CPUs with AMX
           clang libomp-dev  # make test-clang: the test suite built with clang++ and LLVM's OpenMP

@@ -33,7 +33,7 @@ fi
 # 1. Packages.
 packages=(g++-aarch64-linux-gnu binutils-aarch64-linux-gnu qemu-user
           libc6:arm64 libstdc++6:arm64 libgomp1:arm64
-          libopenblas-dev:arm64 libxxhash-dev:arm64 libtomlplusplus-dev:arm64 libgtest-dev:arm64 libgmock-dev:arm64)
+          libopenblas-dev:arm64 libxxhash-dev:arm64 libutf8proc-dev:arm64 libpcre2-dev:arm64 libtomlplusplus-dev:arm64 libgtest-dev:arm64 libgmock-dev:arm64)
 sudo=""
 [ "$(id -u)" -ne 0 ] && sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive

@@ -23,7 +23,7 @@
 #include "experiments/residual.h"
 #include "experiments/sweep.h"
 #include "hf/probe.h"
-#include "hf/tokenizer.h"
+#include "text/tokenizer.h"
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "io/npy.h"
@@ -560,7 +560,7 @@ nb::dict residual_of_hf_model(const std::string& model_dir, const std::optional<
     const std::filesystem::path tok_file = std::filesystem::path(model_dir) / "tokenizer.json";
     if (!std::filesystem::exists(tok_file))
       throw Error(tok_file.string() + ": not found; text needs the model's tokenizer.json (or use tokens)");
-    tokens = hf::Tokenizer::load(tok_file).encode(*text);
+    tokens = text::Tokenizer::load(tok_file).encode(*text);
   } else {
     tokens = *token_list;
   }

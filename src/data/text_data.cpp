@@ -146,7 +146,7 @@ TextTokenizer TextTokenizer::load(const fs::path& given) {
   if (fs::is_directory(path, ec)) path /= "tokenizer.json";
   TextTokenizer t;
   t.json_ = io::read_file(path);
-  t.hf_ = std::make_shared<const hf::Tokenizer>(hf::Tokenizer::parse(t.json_, path.string()));
+  t.hf_ = std::make_shared<const text::Tokenizer>(text::Tokenizer::parse(t.json_, path.string()));
   t.checksum_ = io::checksum({reinterpret_cast<const std::byte*>(t.json_.data()), t.json_.size()});
   return t;
 }

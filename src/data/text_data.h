@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "data/copy_task.h"
-#include "hf/tokenizer.h"
+#include "text/tokenizer.h"
 #include "util/rng.h"
 
 namespace blocklab {
@@ -56,7 +56,7 @@ class TextTokenizer {
 
  private:
   TextTokenizer() = default;
-  std::shared_ptr<const hf::Tokenizer> hf_;
+  std::shared_ptr<const text::Tokenizer> hf_;
   std::string json_;
   uint64_t checksum_ = 0;
 };

@@ -4,15 +4,12 @@
 #include <stdio.h>  // renameat2, RENAME_EXCHANGE
 #include <unistd.h>
 
-#include <fstream>
 #include <map>
 
 #include "hf/weights.h"
 #include "io/atomic_file.h"
-#include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/parameters.h"
-#include "train/run_config.h"
 #include "util/error.h"
 #include "util/shape.h"
 
@@ -79,89 +76,6 @@ std::vector<float> transposed(std::span<const float> t, int64_t rows, int64_t co
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) out[c * rows + r] = t[r * cols + c];
   return out;
-}
-
-bool is_within(const fs::path& inner, const fs::path& outer) {
-  const fs::path rel = inner.lexically_relative(outer);
-  return !rel.empty() && *rel.begin() != "..";
-}
-
-fs::path canonical_or_self(const fs::path& p) {
-  std::error_code ec;
-  fs::path c = fs::weakly_canonical(fs::absolute(p, ec), ec);
-  return ec ? p.lexically_normal() : c;
-}
-
-// Where the weights come from: a checkpoint directory (weights + config in its state file) or the run's
-// final weights (run_dir/model.safetensors + run_dir/config.json).
-struct WeightsSource {
-  fs::path origin;        // the checkpoint directory or the final model file (reported as ExportResult::checkpoint)
-  fs::path weights;       // the model.safetensors to read
-  std::string config;     // the config the weights were written with (JSON text)
-  std::string config_at;  // where that config came from, for errors
-  int64_t step = -1;      // the checkpoint's step (-1: from the file's metadata)
-};
-
-WeightsSource from_checkpoint(const io::CheckpointRef& ref) {
-  return {ref.path, ref.path / "model.safetensors", io::read_checkpoint_config(ref.path),
-          (ref.path / "state.safetensors").string() + ": config in __metadata__", ref.step};
-}
-
-// The step recorded in a final model's metadata, -1 when absent or not a number.
-int64_t metadata_step(const io::SafetensorsReader& reader) {
-  const auto it = reader.metadata().find("step");
-  if (it == reader.metadata().end()) return -1;
-  try {
-    return std::stoll(it->second);
-  } catch (const std::exception&) {
-    return -1;
-  }
-}
-
-// The weights to read: options.checkpoint as a path, or as a name in run_dir/checkpoints; else the newer of
-// the run's final weights (model.safetensors, written at the end of every run not trained with --no-weights)
-// and its newest complete checkpoint.
-WeightsSource pick_weights(const fs::path& run_dir, const fs::path& requested) {
-  std::error_code ec;
-  if (!requested.empty()) {
-    fs::path dir = requested;
-    if (!fs::exists(dir, ec) && requested.is_relative() && fs::exists(io::checkpoints_dir(run_dir) / requested, ec))
-      dir = io::checkpoints_dir(run_dir) / requested;
-    if (!fs::is_directory(dir, ec)) throw Error(requested.string() + ": no such checkpoint directory");
-    if (!fs::is_regular_file(dir / "COMPLETE", ec))
-      throw Error(dir.string() + ": not a complete checkpoint (no COMPLETE file)");
-    return from_checkpoint({-1, dir});
-  }
-  const auto all = io::list_checkpoints(run_dir);
-  const fs::path final_file = run_dir / "model.safetensors";
-  if (fs::is_regular_file(final_file, ec)) {
-    const io::SafetensorsReader reader(final_file.string());
-    reader.verify_checksums();  // Error naming a damaged tensor
-    const int64_t step = metadata_step(reader);
-    if (all.empty() || step > all.back().step) {  // a checkpoint of the same step is preferred
-      const fs::path config_path = run_dir / "config.json";
-      if (!fs::is_regular_file(config_path, ec))
-        throw Error(config_path.string() + ": missing (the config of the run's final weights)");
-      std::ifstream in(config_path);
-      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      return {final_file, final_file, std::move(text), config_path.string(), step};
-    }
-  }
-  if (all.empty())
-    throw Error(run_dir.string() + ": no model.safetensors and no complete checkpoint: the run kept no weights "
-                "(it was trained with --no-weights, or has not finished)");
-  return from_checkpoint(all.back());
-}
-
-int64_t summary_steps(const fs::path& run_dir) {
-  std::ifstream in(run_dir / "summary.json");
-  if (!in) return -1;
-  try {
-    const json j = json::parse(in);
-    if (j.contains("steps") && j["steps"].is_number_integer()) return j["steps"].get<int64_t>();
-  } catch (const json::exception&) {
-  }
-  return -1;
 }
 
 // Moves `tmp` into place as `out`, replacing what is there; `out`'s parent is fsynced afterwards.
@@ -357,89 +271,33 @@ std::vector<ExportedTensor> export_tensors(const blocklab::ModelConfig& c, Expor
   return out;
 }
 
-ExportResult export_run(const fs::path& run_dir, const fs::path& out, const ExportOptions& options) {
+std::vector<ExportFormat> also_expressible(const blocklab::ModelConfig& config) {
+  std::vector<ExportFormat> out;
+  for (ExportFormat f : {ExportFormat::Qwen3, ExportFormat::GPT2})
+    if ((f == ExportFormat::Qwen3 ? qwen3_problem(config) : gpt2_problem(config)).empty()) out.push_back(f);
+  return out;
+}
+
+fs::path output_directory(const fs::path& out, bool force) {
   std::error_code ec;
-  if (!fs::is_directory(run_dir, ec)) throw Error(run_dir.string() + ": no such run directory");
   fs::path target = out.lexically_normal();
   if (!target.empty() && target.filename().empty()) target = target.parent_path();  // "dir/" -> "dir"
   if (target.empty() || target.filename() == "." || target.filename() == "..")
     throw Error("--out '" + out.string() + "': name a directory to create");
-
-  // --- the checkpoint and the config its weights were written with --------------------------------------
-  ExportResult result;
-  const WeightsSource source = pick_weights(run_dir, options.checkpoint);
-  result.checkpoint = source.origin;
-  RunConfig run;
-  try {
-    apply_json(run, json::parse(source.config));
-    resolve(run);
-  } catch (const json::exception& e) {
-    throw Error(source.config_at + " is not valid JSON: " + e.what());
-  } catch (const Error& e) {
-    throw Error(source.config_at + ": " + e.what());
-  }
-  const blocklab::ModelConfig& model = run.model;
-
-  // --- the format ----------------------------------------------------------------------------------------
-  result.format = options.format;
-  result.reason = "--format " + std::string(export_format_name(options.format));
-  if (options.format == ExportFormat::Auto) {
-    result.format = default_export_format(model);
-    result.reason = "block = " + model.block;
-  }
-  check_exportable(model, result.format, result.reason);
-  if (result.format == ExportFormat::Blocklab)
-    for (ExportFormat f : {ExportFormat::Qwen3, ExportFormat::GPT2})
-      if ((f == ExportFormat::Qwen3 ? qwen3_problem(model) : gpt2_problem(model)).empty())
-        result.also_expressible.push_back(f);
-
-  // --- the output directory --------------------------------------------------------------------------------
-  const fs::path out_abs = canonical_or_self(target);
-  const fs::path run_abs = canonical_or_self(run_dir), ckpt_abs = canonical_or_self(source.origin);
-  if (is_within(run_abs, out_abs) || is_within(ckpt_abs, out_abs) || is_within(out_abs, io::checkpoints_dir(run_abs)))
-    throw Error(out.string() + ": overlaps the run directory or its checkpoints; choose another --out");
   if (fs::exists(target, ec)) {
     if (!fs::is_directory(target, ec)) throw Error(out.string() + ": exists and is not a directory");
-    if (!fs::is_empty(target, ec) && !options.force)
+    if (!fs::is_empty(target, ec) && !force)
       throw Error(out.string() + ": exists and is not empty; choose another --out or pass --force to replace it");
   }
+  return target;
+}
 
-  // --- the weights: every parameter present, F32, with the config's shape, and nothing else ---------------
-  const ParameterTable table(model);
-  const io::SafetensorsReader reader(source.weights.string());
-  std::map<std::string, std::vector<float>, std::less<>> weights;
-  for (const ParamSpec& s : table.specs()) {
-    const io::TensorEntry* e = reader.find(s.name);
-    if (e == nullptr) throw Error(reader.path() + ": missing tensor " + s.name);
-    if (e->dtype != io::DType::F32 || e->shape != s.shape)
-      throw Error(reader.path() + ": tensor " + s.name + " has dtype " + io::dtype_name(e->dtype) + " and shape " +
-                  format_shape(e->shape) + ", expected F32 " + format_shape(s.shape) + " (from the run's config)");
-    std::vector<float> data(static_cast<size_t>(s.numel));
-    reader.read(*e, std::span<float>(data));
-    weights.emplace(s.name, std::move(data));
-  }
-  for (const io::TensorEntry& e : reader.tensors())
-    if (table.find(e.name) == nullptr)
-      throw Error(reader.path() + ": unexpected tensor " + e.name + " (not a parameter of the run's model)");
-  if (const auto it = reader.metadata().find("step"); it != reader.metadata().end()) {
-    try {
-      result.step = std::stoll(it->second);
-    } catch (const std::exception&) {
-      throw Error(reader.path() + ": __metadata__ step '" + it->second + "' is not a number");
-    }
-  } else {
-    result.step = source.step;
-  }
-  result.run_steps = summary_steps(run_dir);
-
-  const auto lookup = [&weights](const std::string& name) -> std::span<const float> {
-    const auto it = weights.find(name);
-    if (it == weights.end()) throw Error("no parameter named '" + name + "'");
-    return it->second;
-  };
-  const std::vector<ExportedTensor> tensors = export_tensors(model, result.format, lookup);
-
-  // --- write into a temporary directory beside `out`, then rename it into place -----------------------
+WrittenModel write_model_directory(const fs::path& target, const blocklab::ModelConfig& model, ExportFormat format,
+                                   const ParamLookup& param, const json& blocklab_config, int64_t step) {
+  const std::vector<ExportedTensor> tensors = export_tensors(model, format, param);
+  WrittenModel result;
+  std::error_code ec;
+  // --- write into a temporary directory beside `target`, then rename it into place -----------------------
   const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
   fs::create_directories(parent, ec);
   if (ec) throw Error(parent.string() + ": cannot create directory: " + ec.message());
@@ -448,11 +306,7 @@ ExportResult export_run(const fs::path& run_dir, const fs::path& out, const Expo
   fs::create_directory(tmp, ec);
   if (ec) throw Error(tmp.string() + ": cannot create directory: " + ec.message());
   try {
-    json config = result.format == ExportFormat::Blocklab ? to_json(run) : hf_config_json(model, result.format);
-    if (result.format == ExportFormat::Blocklab) {
-      config.erase("out");  // where the run ran is not part of the model (the checkpoint does not keep it)
-      config.erase("threads");
-    }
+    const json config = format == ExportFormat::Blocklab ? blocklab_config : hf_config_json(model, format);
     const std::string config_json = config.dump(2) + "\n";
     io::write_file_atomic((tmp / "config.json").string(), config_json);
     std::vector<io::TensorToWrite> views;
@@ -462,7 +316,7 @@ ExportResult export_run(const fs::path& run_dir, const fs::path& out, const Expo
       result.parameters += static_cast<int64_t>(t.data.size());
     }
     std::map<std::string, std::string> metadata{{"format", "pt"}};
-    if (result.format == ExportFormat::Blocklab) metadata["step"] = std::to_string(result.step);
+    if (format == ExportFormat::Blocklab) metadata["step"] = std::to_string(step);
     io::write_safetensors((tmp / "model.safetensors").string(), views, metadata);
     io::sync_directory(tmp.string());
     publish(tmp, target);

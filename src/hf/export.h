@@ -19,10 +19,8 @@
 //          mlp.c_proj.* <- fc2.*; transformer.ln_f.* <- final_norm.*; lm_head.weight <- head.weight (untied only).
 //          GPT-2's Conv1D stores weights (in, out): every linear weight is written transposed.
 //
-// Weights come from the run's final weights (RUN_DIR/model.safetensors, which every finished run writes unless
-// trained with --no-weights) or a complete checkpoint (io/checkpoint.h), whichever holds the later step.
-// Everything is F32. The directory is written into a hidden temporary directory beside HF_DIR (each file
-// fsynced) and renamed into place, so HF_DIR is either complete or untouched.
+// This file knows models and weights only: a trained run's directory and checkpoints are read by
+// train/export_run.h, which calls write_model_directory. Everything is F32.
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -65,32 +63,28 @@ using ParamLookup = std::function<std::span<const float>(const std::string& name
 std::vector<ExportedTensor> export_tensors(const blocklab::ModelConfig& config, ExportFormat format,
                                            const ParamLookup& param);
 
-struct ExportOptions {
-  std::filesystem::path checkpoint;    // empty: the run's final weights or its newest complete checkpoint
-  ExportFormat format = ExportFormat::Auto;
-  bool force = false;                  // replace a non-empty HF_DIR
-};
+// The Hugging Face formats other than blocklab's own that can express `config` (each with no problem for
+// check_exportable), e.g. gpt2 for a Pre-LN seed model.
+std::vector<ExportFormat> also_expressible(const blocklab::ModelConfig& config);
 
-struct ExportResult {
-  ExportFormat format = ExportFormat::Auto;
-  std::string reason;                  // where the format came from, e.g. "block = qwen3"
-  std::filesystem::path checkpoint;    // the checkpoint directory or final model file the weights came from
-  int64_t step = 0;                    // its step
-  int64_t run_steps = -1;              // steps the run trained (summary.json), -1 when unknown
-  std::filesystem::path directory;     // HF_DIR as written (normalised: no trailing slash)
+// `out` as the directory to write (normalised: "dir/" -> "dir"). Throws Error when it names no directory
+// ("", ".", ".."), exists as a file, or exists and is not empty (unless force).
+std::filesystem::path output_directory(const std::filesystem::path& out, bool force);
+
+struct WrittenModel {
+  std::filesystem::path directory;     // as written
   std::vector<std::string> files;      // written into it, in order
   std::size_t tensors = 0;
   int64_t parameters = 0;              // elements written
-  // With the blocklab format: the Hugging Face formats that could express the model all the same
-  // (e.g. a Pre-LN seed run as gpt2), for --format.
-  std::vector<ExportFormat> also_expressible;
 };
 
-// Exports run_dir's weights (its final model.safetensors or newest checkpoint, whichever is later; or
-// options.checkpoint: a checkpoint directory, or the name of one in run_dir/checkpoints) to `out`. Throws Error, leaving `out` as it was, when the run directory or its
-// checkpoint is missing or malformed, the format cannot express the run's architecture, `out` exists and
-// is not empty (without force), or `out` overlaps the run directory.
-ExportResult export_run(const std::filesystem::path& run_dir, const std::filesystem::path& out,
-                        const ExportOptions& options = {});
+// Writes the model directory `target` (from output_directory): config.json and model.safetensors in
+// `format` (not Auto; the model must pass check_exportable). The blocklab format writes `blocklab_config`
+// as config.json and `step` into the safetensors metadata; the others ignore both. The files go into a
+// hidden temporary directory beside `target` (each fsynced) that is renamed into place, so `target` is
+// either complete or as it was.
+WrittenModel write_model_directory(const std::filesystem::path& target, const blocklab::ModelConfig& model,
+                                   ExportFormat format, const ParamLookup& param,
+                                   const nlohmann::json& blocklab_config, int64_t step);
 
 }  // namespace blocklab::hf

@@ -45,7 +45,7 @@ ResidualProbeResult probe_residual(const Model& model, std::span<const int32_t> 
 }
 
 WrittenFiles write_residual_probe(const fs::path& dir, const Model& model, const ResidualProbeRun& run,
-                                  const ResidualProbeResult& result, bool figure) {
+                                  const ResidualProbeResult& result) {
   const ModelConfig& c = model.config();
   const int T = static_cast<int>(run.tokens.size());
   WrittenFiles written;
@@ -70,18 +70,6 @@ WrittenFiles write_residual_probe(const fs::path& dir, const Model& model, const
                           {io::tensor_view("hidden_states", {c.layers + 1, T, c.hidden}, std::span<const float>(result.hidden)),
                            io::tensor_view("tokens", {T}, std::span<const int64_t>(tokens))});
     written.names.push_back("hidden_states.safetensors");
-  }
-  if (figure) {
-    const std::string title = "Residual stream norm per layer: " + fs::path(run.model_dir).filename().string() + " (" +
-                              c.model_type + ", " + std::to_string(T) + " tokens)";
-    const PlotOutcome plot = plot_residual(dir, result.layers, title);
-    written.names.push_back("residual.gp");
-    if (plot.rendered) {
-      written.names.push_back("residual.png");
-      written.names.push_back("residual.svg");
-    } else {
-      written.figure_message = plot.message;
-    }
   }
   return written;
 }

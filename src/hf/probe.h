@@ -4,7 +4,7 @@
 //
 //   residual   the residual stream's norms per layer (hf/residual_probe.h), optionally every layer's
 //              hidden states; files: residual.csv, residual.json, hidden_states.safetensors (optional),
-//              residual.gp and, with gnuplot, residual.{png,svg}
+//              (the figure, residual.gp and with gnuplot residual.{png,svg}: report/residual_plot.h)
 //   logits     the most likely next tokens after the prompt: softmax in double over the last
 //              position's logits, then the top k
 #include <cstdint>
@@ -48,13 +48,12 @@ struct ResidualProbeRun {
 
 struct WrittenFiles {
   std::vector<std::string> names;  // file names in the directory, in the order written
-  std::string figure_message;      // why no figure was drawn ("" when drawn or not asked for)
 };
 
 // Writes DIR/residual.csv, DIR/residual.json, DIR/hidden_states.safetensors (when result holds hidden
-// states) and, with `figure`, DIR/residual.gp and (with gnuplot) DIR/residual.{png,svg}. DIR must exist.
+// states). DIR must exist.
 WrittenFiles write_residual_probe(const std::filesystem::path& dir, const Model& model, const ResidualProbeRun& run,
-                                  const ResidualProbeResult& result, bool figure);
+                                  const ResidualProbeResult& result);
 
 // ---- logits ------------------------------------------------------------------------------------
 

@@ -38,14 +38,4 @@ class ResidualProbe {
 // layer,mean_vector_norm,mean_token_norm,sqrt_layer_plus_1,relative_update (9 significant digits).
 void write_residual_csv(const std::filesystem::path& path, const std::vector<ResidualLayerStats>& layers);
 
-struct PlotOutcome {
-  bool rendered = false;
-  std::string message;  // why not, when not rendered
-};
-// The figure (report/plot.h): both norms per layer on a log scale, each with its random-walk reference
-// (layer-0 value x sqrt(l + 1)) dashed. Writes DIR/residual.gp (self-contained), and with gnuplot
-// DIR/residual.png and DIR/residual.svg. A missing gnuplot is reported in the outcome, not thrown.
-PlotOutcome plot_residual(const std::filesystem::path& dir, const std::vector<ResidualLayerStats>& layers,
-                          const std::string& title);
-
 }  // namespace blocklab::hf

@@ -1,96 +1,18 @@
-#include "hf/tokenizer.h"
+#include "text/tokenizer.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <queue>
 
-#include "hf/unicode.h"
+#include "text/unicode.h"
 #include "io/read_file.h"
 #include "util/error.h"
 
-namespace blocklab::hf {
+namespace blocklab::text {
 
 namespace {
 
 using json = nlohmann::json;
-
-constexpr const char* kGpt2Regex = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-constexpr const char* kQwen2Regex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr const char* kLlama3Regex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-
-// ---------------------------------------------------------------------------------------------
-// Pre-tokenizer matcher
-
-struct Text {
-  std::u32string_view s;
-  std::size_t n() const { return s.size(); }
-  bool letter(std::size_t i) const { return i < s.size() && unicode::is_letter(s[i]); }
-  bool number(std::size_t i) const { return i < s.size() && unicode::is_number(s[i]); }
-  bool space(std::size_t i) const { return i < s.size() && unicode::is_whitespace(s[i]); }
-  bool newline(std::size_t i) const { return i < s.size() && (s[i] == U'\r' || s[i] == U'\n'); }
-  // [^\s\p{L}\p{N}]
-  bool other(std::size_t i) const { return i < s.size() && !space(i) && !letter(i) && !number(i); }
-  std::size_t run(std::size_t i, bool (Text::*pred)(std::size_t) const) const {
-    while ((this->*pred)(i)) ++i;
-    return i;
-  }
-};
-
-char32_t ascii_lower(char32_t c) { return c >= U'A' && c <= U'Z' ? c + 32 : c; }
-
-// 's|'t|'re|'ve|'m|'ll|'d at i (case-insensitively for (?i:...)): match length or 0.
-std::size_t contraction(const Text& t, std::size_t i, bool ignore_case) {
-  if (t.s[i] != U'\'' || i + 1 >= t.n()) return 0;
-  auto at = [&](std::size_t k) -> char32_t {
-    if (i + k >= t.n()) return 0;
-    return ignore_case ? ascii_lower(t.s[i + k]) : t.s[i + k];
-  };
-  const char32_t a = at(1), b = at(2);
-  if (a == U's' || a == U't' || a == U'm' || a == U'd') return 2;
-  if ((a == U'r' || a == U'v') && b == U'e') return 3;
-  if (a == U'l' && b == U'l') return 3;
-  return 0;
-}
-
-// \s+(?!\S) then \s+ at i (t.space(i) holds): the match end.
-std::size_t whitespace_tail(const Text& t, std::size_t i) {
-  const std::size_t j = t.run(i, &Text::space);
-  if (j == t.n()) return j;  // (?!\S) holds at the end of the text
-  if (j - 1 > i) return j - 1;  // give back one space so that the next piece can start with it
-  return j;                     // \s+
-}
-
-std::size_t match_gpt2(const Text& t, std::size_t i) {
-  if (std::size_t m = contraction(t, i, false)) return i + m;
-  const std::size_t k = t.s[i] == U' ' ? i + 1 : i;  // optional leading space of the next three
-  if (t.letter(k)) return t.run(k, &Text::letter);
-  if (t.number(k)) return t.run(k, &Text::number);
-  if (t.other(k)) return t.run(k, &Text::other);
-  return whitespace_tail(t, i);  // t.s[i] is whitespace here
-}
-
-std::size_t match_qwen(const Text& t, std::size_t i, int max_digits) {
-  if (std::size_t m = contraction(t, i, true)) return i + m;
-  // [^\r\n\p{L}\p{N}]?\p{L}+
-  if (t.letter(i)) return t.run(i, &Text::letter);
-  if (!t.newline(i) && !t.number(i) && t.letter(i + 1)) return t.run(i + 1, &Text::letter);
-  // \p{N} or \p{N}{1,3}
-  if (t.number(i)) {
-    std::size_t j = i;
-    while (j - i < static_cast<std::size_t>(max_digits) && t.number(j)) ++j;
-    return j;
-  }
-  // ' ?[^\s\p{L}\p{N}]+[\r\n]*'
-  const std::size_t k = t.s[i] == U' ' && t.other(i + 1) ? i + 1 : i;
-  if (t.other(k)) return t.run(t.run(k, &Text::other), &Text::newline);
-  // \s*[\r\n]+ : up to and including the last newline of the whitespace run
-  const std::size_t j = t.run(i, &Text::space);
-  for (std::size_t m = j; m > i; --m)
-    if (t.newline(m - 1)) return m;
-  return whitespace_tail(t, i);
-}
 
 // ---------------------------------------------------------------------------------------------
 // Byte-level alphabet (GPT-2's bytes_to_unicode): printable bytes stand for themselves, the others
@@ -120,39 +42,6 @@ std::string type_of(const json& j) {
 }
 
 }  // namespace
-
-const char* pattern_name(PreTokenizerPattern p) {
-  switch (p) {
-    case PreTokenizerPattern::GPT2: return "gpt2";
-    case PreTokenizerPattern::Qwen2: return "qwen2";
-    case PreTokenizerPattern::Llama3: return "llama3";
-  }
-  return "?";
-}
-
-const char* pattern_regex(PreTokenizerPattern p) {
-  switch (p) {
-    case PreTokenizerPattern::GPT2: return kGpt2Regex;
-    case PreTokenizerPattern::Qwen2: return kQwen2Regex;
-    case PreTokenizerPattern::Llama3: return kLlama3Regex;
-  }
-  return "";
-}
-
-std::vector<std::pair<std::size_t, std::size_t>> split_pretokens(PreTokenizerPattern pattern, std::u32string_view s) {
-  std::vector<std::pair<std::size_t, std::size_t>> out;
-  const Text t{s};
-  std::size_t i = 0;
-  while (i < s.size()) {
-    std::size_t j = pattern == PreTokenizerPattern::GPT2     ? match_gpt2(t, i)
-                    : pattern == PreTokenizerPattern::Qwen2 ? match_qwen(t, i, 1)
-                                                            : match_qwen(t, i, 3);
-    if (j <= i) j = i + 1;  // unreachable: every code point is a letter, number, space or other
-    out.emplace_back(i, j);
-    i = j;
-  }
-  return out;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Loading
@@ -228,7 +117,7 @@ Tokenizer Tokenizer::parse(std::string_view text, const std::string& where) {
   const ByteAlphabet& abc = alphabet();
   for (int b = 0; b < 256; ++b) {
     std::string sym;
-    unicode::append_utf8(sym, abc.byte_to_char[b]);
+    append_utf8(sym, abc.byte_to_char[b]);
     auto it = tk.vocab_.find(sym);
     if (it == tk.vocab_.end())
       throw Error(where + ": model.vocab lacks the byte-level token for byte " + std::to_string(b) +
@@ -302,15 +191,8 @@ Tokenizer Tokenizer::parse(std::string_view text, const std::string& where) {
         !split["pattern"].contains("Regex") || !split["pattern"]["Regex"].is_string())
       throw Error(where + ": pre_tokenizer Sequence must start with a Split on a regex");
     const std::string regex = split["pattern"]["Regex"].get<std::string>();
-    if (regex == kQwen2Regex) {
-      tk.pattern_ = PreTokenizerPattern::Qwen2;
-    } else if (regex == kLlama3Regex) {
-      tk.pattern_ = PreTokenizerPattern::Llama3;
-    } else if (regex == kGpt2Regex) {
-      tk.pattern_ = PreTokenizerPattern::GPT2;
-    } else {
+    if (!find_pattern(regex, tk.pattern_))
       throw Error(where + ": pre-tokenizer regex is not one of the supported patterns (GPT-2, Qwen2, Llama 3): " + regex);
-    }
     if (split.value("behavior", std::string("Isolated")) != "Isolated" || split.value("invert", false))
       throw Error(where + ": Split pre-tokenizer must have behavior Isolated and invert false");
     bool inner_regex = false;
@@ -319,6 +201,8 @@ Tokenizer Tokenizer::parse(std::string_view text, const std::string& where) {
   } else {
     throw Error(where + ": pre_tokenizer \"" + type_of(pre) + "\" is not supported (byte-level BPE only)");
   }
+
+  tk.splitter_ = PreTokenizer(tk.pattern_);
 
   // --- post-processor: special tokens around a single sequence
   if (j.contains("post_processor") && !j["post_processor"].is_null()) {
@@ -410,17 +294,16 @@ void Tokenizer::bpe(std::vector<int32_t>& ids) const {
 }
 
 void Tokenizer::encode_segment(std::string_view text, std::vector<int32_t>& out) const {
-  std::string normalized = nfc_ ? unicode::nfc(text) : std::string(text);
+  std::string normalized = nfc_ ? nfc(text) : std::string(text);
   if (add_prefix_space_ && !normalized.empty() && normalized[0] != ' ') normalized.insert(0, 1, ' ');
-  const std::u32string cps = unicode::decode_utf8(normalized, "text");
   const ByteAlphabet& abc = alphabet();
   std::vector<int32_t> piece;
-  std::string bytes, symbols;
-  for (const auto& [b, e] : split_pretokens(pattern_, cps)) {
-    bytes = unicode::encode_utf8(std::u32string_view(cps).substr(b, e - b));
+  std::string symbols;
+  for (const auto& [b, e] : splitter_.split(normalized)) {
+    const std::string_view bytes = std::string_view(normalized).substr(b, e - b);
     if (ignore_merges_) {
       symbols.clear();
-      for (unsigned char c : bytes) unicode::append_utf8(symbols, abc.byte_to_char[c]);
+      for (unsigned char c : bytes) append_utf8(symbols, abc.byte_to_char[c]);
       auto it = vocab_.find(symbols);
       if (it != vocab_.end()) {
         out.push_back(it->second);
@@ -435,7 +318,7 @@ void Tokenizer::encode_segment(std::string_view text, std::vector<int32_t>& out)
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
-  unicode::decode_utf8(text, "text");  // validates
+  check_utf8(text, "text");
   std::vector<int32_t> out;
   if (add_special_tokens) out = prefix_ids_;
   // Added tokens are matched in the raw text first (leftmost, then longest), as Hugging Face does.
@@ -468,7 +351,7 @@ std::string Tokenizer::token_bytes(int32_t id) const {
   if (is_added_[id]) return tok;
   std::string out;
   const ByteAlphabet& abc = alphabet();
-  for (char32_t c : unicode::decode_utf8(tok, "vocabulary token")) {
+  for (char32_t c : decode_utf8(tok, "vocabulary token")) {
     auto it = abc.char_to_byte.find(c);
     if (it == abc.char_to_byte.end()) return tok;  // not a byte-level symbol: show as written
     out += static_cast<char>(it->second);
@@ -482,4 +365,4 @@ std::string Tokenizer::decode(std::span<const int32_t> ids) const {
   return out;
 }
 
-}  // namespace blocklab::hf
+}  // namespace blocklab::text

@@ -7,9 +7,8 @@
 //        -> each piece's UTF-8 bytes as byte-level symbols -> BPE merges by rank -> ids
 //        -> post-processor special tokens (e.g. Llama 3's <|begin_of_text|>)
 //
-// The three pre-tokenizer regexes are recognised by their exact text and run by a hand-written
-// matcher with the regex's alternation and backtracking semantics; any other pattern, normalizer,
-// model type or post-processor is reported as unsupported rather than silently mis-tokenised.
+// The pre-tokenizer regex is one of the three of text/pretokenizer.h, run by PCRE2; any other pattern,
+// normalizer, model type or post-processor is reported as unsupported rather than silently mis-tokenised.
 #include <cstdint>
 #include <filesystem>
 #include <span>
@@ -19,19 +18,9 @@
 #include <utility>
 #include <vector>
 
-namespace blocklab::hf {
+#include "text/pretokenizer.h"
 
-enum class PreTokenizerPattern {
-  GPT2,    // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-  Qwen2,   // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-  Llama3,  // as Qwen2 with \p{N}{1,3}
-};
-const char* pattern_name(PreTokenizerPattern);
-// The regex text of each pattern, exactly as tokenizer.json writes it.
-const char* pattern_regex(PreTokenizerPattern);
-
-// Splits code points into the regex's consecutive matches: [begin, end) index pairs covering the text.
-std::vector<std::pair<std::size_t, std::size_t>> split_pretokens(PreTokenizerPattern pattern, std::u32string_view text);
+namespace blocklab::text {
 
 class Tokenizer {
  public:
@@ -71,9 +60,10 @@ class Tokenizer {
   std::vector<AddedToken> added_;            // longest first
   std::vector<int32_t> prefix_ids_, suffix_ids_;
   PreTokenizerPattern pattern_ = PreTokenizerPattern::GPT2;
+  PreTokenizer splitter_;
   bool nfc_ = false;
   bool add_prefix_space_ = false;
   bool ignore_merges_ = false;
 };
 
-}  // namespace blocklab::hf
+}  // namespace blocklab::text
