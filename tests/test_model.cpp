@@ -79,6 +79,8 @@ std::vector<Variant> variants() {
     v.push_back({to_string(p) + "_dyt", c});
   }
   for (NormPlacement p : {NormPlacement::Post, NormPlacement::Pre}) v.push_back({to_string(p) + "_dyt", tiny_config(p, NormKind::DyT)});
+  for (NormPlacement p : {NormPlacement::Post, NormPlacement::Pre, NormPlacement::Peri})
+    v.push_back({to_string(p) + "_derf", tiny_config(p, NormKind::Derf)});
   ModelConfig peri_qwen = preset("qwen3");
   peri_qwen.norm_placement = NormPlacement::Peri;
   peri_qwen.kv_heads = 2;
@@ -99,7 +101,8 @@ void randomise(Model<T>& model, uint64_t seed) {
   Rng rng(seed);
   for (const ParamSpec& s : model.table().specs()) {
     auto p = model.param(s.name);
-    // Norm weights and Admin's omega near 1, DyT's alpha near 0.5, everything else (ReZero's gate included) N(0, 0.5^2)
+    // Norm weights and Admin's omega near 1, DyT's / Derf's alpha near 0.5, everything else (ReZero's gate and
+    // Derf's shift included) N(0, 0.5^2)
     const bool near_one = s.role == ParamRole::NormWeight || s.role == ParamRole::ResidualScale;
     const double centre = near_one ? 1.0 : s.role == ParamRole::NormAlpha ? 0.5 : 0.0;
     for (auto& x : p) x = static_cast<T>(centre + (near_one || s.role == ParamRole::NormAlpha ? 0.2 : 0.5) * rng.normal());
@@ -355,6 +358,14 @@ TEST(InitSchemes, LearnedResidualTermsStartAtTheirPaperValues) {
   const double n = 2.0 * c.layers;  // residual sub-layers
   for (float w : admin.param("blocks.1.mlp_omega")) EXPECT_FLOAT_EQ(w, std::sqrt((n + 1) / std::log(n + 1) - 1));
   for (float a : admin.param("blocks.0.norm1.alpha")) EXPECT_FLOAT_EQ(a, 0.5f);
+  c.norm = NormKind::Derf;  // Derf: alpha 0.5 as DyT's, shift 0, weight 1, bias 0
+  Model<float> derf(c);
+  derf.init_weights(1);
+  for (const char* name : {"blocks.0.norm1.alpha", "blocks.1.norm2.alpha"}) EXPECT_FLOAT_EQ(derf.param(name)[0], 0.5f);
+  for (const char* name : {"blocks.0.norm1.shift", "blocks.1.norm2.shift"}) EXPECT_EQ(derf.param(name)[0], 0.f);
+  for (float w : derf.param("blocks.0.norm1.weight")) EXPECT_EQ(w, 1.f);
+  for (float b : derf.param("blocks.0.norm1.bias")) EXPECT_EQ(b, 0.f);
+  EXPECT_EQ(derf.table().at("blocks.0.norm1.shift").shape, std::vector<int64_t>{1});
   c.norm_placement = NormPlacement::ReZero;
   Model<float> rezero(c);
   rezero.init_weights(1);

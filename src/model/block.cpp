@@ -34,7 +34,7 @@ template <typename T>
 void carve_norm(NormActs<T>& n, Carver<T>& a, const ModelConfig& c, long N) {
   n.out = a.take(N * c.width);
   if (c.norm == NormKind::LayerNorm) n.mean = a.take(N);
-  if (c.norm != NormKind::DyT) n.rstd = a.take(N);
+  if (c.norm == NormKind::LayerNorm || c.norm == NormKind::RMSNorm) n.rstd = a.take(N);
 }
 
 template <typename T>
@@ -498,6 +498,10 @@ void norm_forward(NormActs<T>& n, const T* x, const NormTensors<T>& w, const Mod
       dyt_forward(n.out, x, static_cast<const T*>(w.weight), static_cast<const T*>(w.bias),
                   static_cast<const T*>(w.alpha), rows, c.width);
       break;
+    case NormKind::Derf:
+      derf_forward(n.out, x, static_cast<const T*>(w.weight), static_cast<const T*>(w.bias),
+                   static_cast<const T*>(w.alpha), static_cast<const T*>(w.shift), rows, c.width);
+      break;
   }
 }
 
@@ -517,6 +521,10 @@ void norm_backward(T* dx, const NormTensors<T>& g, const T* dout, const T* x, co
     case NormKind::DyT:
       dyt_backward(dx, g.weight, g.bias, g.alpha, dout, x, static_cast<const T*>(w.weight),
                    static_cast<const T*>(w.alpha), rows, c.width);
+      break;
+    case NormKind::Derf:
+      derf_backward(dx, g.weight, g.bias, g.alpha, g.shift, dout, x, static_cast<const T*>(w.weight),
+                    static_cast<const T*>(w.alpha), static_cast<const T*>(w.shift), rows, c.width);
       break;
   }
 }

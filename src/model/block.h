@@ -150,7 +150,7 @@ template <typename T>
 void block_backward(T*& d_stream, BlockScratch<T>& s, const BlockTensors<T>& g, const BlockActs<T>& a, const T* x,
                     const BlockTensors<T>& w, const BlockInputs<T>& in, int index);
 
-// The config's norm kind (LayerNorm, RMSNorm, DyT) over N rows of C: forward fills n; backward
+// The config's norm kind (LayerNorm, RMSNorm, DyT, Derf) over N rows of C: forward fills n; backward
 // accumulates (+=) into dx and the norm's parameter gradients g. Used for the final norm too.
 template <typename T>
 long carve_norm_acts(NormActs<T>& n, T* base, const ModelConfig& c, long N);

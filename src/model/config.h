@@ -20,7 +20,8 @@
 namespace blocklab {
 
 enum class NormPlacement { Post, Pre, Peri, Reordered, DeepNorm, Admin, ReZero, TFixup, Mix, LNS };
-enum class NormKind { LayerNorm, RMSNorm, DyT };  // DyT: weight * tanh(alpha * x) + bias in a norm's place
+// DyT: weight * tanh(alpha * x) + bias in a norm's place; Derf: weight * erf(alpha * x + shift) + bias
+enum class NormKind { LayerNorm, RMSNorm, DyT, Derf };
 // Initialisation of the weights (Model::init_weights):
 //   xavier    Linear weights Xavier-uniform (Glorot & Bengio; Xiong et al.), embeddings N(0, embed_init_std^2)
 //   gpt2      Linear weights N(0, 0.02^2)

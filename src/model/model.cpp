@@ -171,8 +171,10 @@ void Model<T>::init_weights(uint64_t seed) {
       case ParamRole::NormWeight:
         std::fill(p, p + s.numel, T(1));
         break;
-      case ParamRole::NormAlpha:  // DyT's alpha_0 (Zhu et al. 2025)
+      case ParamRole::NormAlpha:  // DyT's alpha_0 (Zhu et al. 2025); Derf starts at the same 0.5
         std::fill(p, p + s.numel, T(0.5));
+        break;
+      case ParamRole::NormShift:  // Derf's shift: zero
         break;
       case ParamRole::ResidualScale:  // Admin's omega
         std::fill(p, p + s.numel, static_cast<T>(config_.admin_omega_init()));

@@ -19,7 +19,9 @@ void for_each_parameter(const ModelConfig& config, Add&& put) {
   auto add_norm = [&](const std::string& prefix, int block) {
     add(prefix + ".weight", {C}, ParamRole::NormWeight, block);
     if (config.norm_has_bias()) add(prefix + ".bias", {C}, ParamRole::NormBias, block);
-    if (config.norm == NormKind::DyT) add(prefix + ".alpha", {1}, ParamRole::NormAlpha, block);
+    if (config.norm == NormKind::DyT || config.norm == NormKind::Derf)
+      add(prefix + ".alpha", {1}, ParamRole::NormAlpha, block);
+    if (config.norm == NormKind::Derf) add(prefix + ".shift", {1}, ParamRole::NormShift, block);
   };
   // The norms and residual terms of one sub-layer around its F (sub: "attn", "cross", "mlp").
   auto add_sublayer_norms = [&](const std::string& p, const std::string& norm_name, const std::string& sub,
@@ -111,7 +113,8 @@ ModelTensors<T> bind_tensors(const ParameterTable& table, const ModelConfig& con
     return s == nullptr ? nullptr : arena + s->offset;
   };
   auto norm = [&](const std::string& p) {
-    return NormTensors<T>{optional(p + ".weight"), optional(p + ".bias"), optional(p + ".alpha")};
+    return NormTensors<T>{optional(p + ".weight"), optional(p + ".bias"), optional(p + ".alpha"),
+                          optional(p + ".shift")};
   };
   auto linear = [&](const std::string& p) { return LinearTensors<T>{optional(p + ".weight"), optional(p + ".bias")}; };
   auto attention = [&](const std::string& p, const std::string& norm_name, const std::string& sub) {

@@ -12,7 +12,7 @@
 //   blocks.N.attn.proj.* (C, Q)
 //   blocks.N.cross_norm.*, cross.q (Q,C), cross.k (K,C), cross.v (K,C), cross.proj (C,Q)   [cross_attention]
 //   blocks.N.norm2.*                    norm of the MLP sub-layer; mlp_out_norm.*, mlp_omega as for attention
-//   a norm's tensors: weight (C), bias (C) [layernorm, dyt], alpha (1) [dyt]
+//   a norm's tensors: weight (C), bias (C) [layernorm, dyt, derf], alpha (1) [dyt, derf], shift (1) [derf]
 //   blocks.N.mlp.fc1.* (I or 2I, C)     a gated MLP's rows are [value | gate]
 //   blocks.N.mlp.fc2.* (C, I)
 //   final_norm.* [Pre-LN]   head.weight (V,C) [untied]
@@ -32,7 +32,8 @@ enum class ParamRole {
   LinearBias,
   NormWeight,
   NormBias,
-  NormAlpha,      // DyT's alpha
+  NormAlpha,      // DyT's and Derf's alpha
+  NormShift,      // Derf's shift
   ResidualScale,  // Admin's omega
   Gate,           // ReZero's alpha
   Embedding
@@ -75,12 +76,13 @@ class ParameterTable {
   long total_ = 0;
 };
 
-// A norm's parameters: weight (C), bias (C) or nullptr (RMSNorm), alpha (1) for DyT.
+// A norm's parameters: weight (C), bias (C) or nullptr (RMSNorm), alpha (1) for DyT and Derf, shift (1) for Derf.
 template <typename T>
 struct NormTensors {
   T* weight = nullptr;
   T* bias = nullptr;
   T* alpha = nullptr;
+  T* shift = nullptr;
 };
 
 // A linear layer whose weight lives outside the arenas, e.g. memory-mapped in its stored dtype (BF16) in a

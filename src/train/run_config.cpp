@@ -101,7 +101,7 @@ std::vector<ConfigKey> make_keys() {
   add_enum("norm_placement", "where the norms sit: post, pre, peri, reordered, deepnorm, admin, rezero, tfixup, mix or lns (README: Norm placements)",
            [](RunConfig& c, const std::string& s) { c.model.norm_placement = parse_norm_placement(s); },
            [](const RunConfig& c) { return to_string(c.model.norm_placement); });
-  add_enum("norm", "normalisation wherever the placement puts one: layernorm, rmsnorm or dyt",
+  add_enum("norm", "normalisation wherever the placement puts one: layernorm, rmsnorm, dyt or derf",
            [](RunConfig& c, const std::string& s) { c.model.norm = parse_norm_kind(s); },
            [](const RunConfig& c) { return to_string(c.model.norm); });
   add_int("layers", "number of transformer blocks", [](RunConfig& c) -> int& { return c.model.layers; });
