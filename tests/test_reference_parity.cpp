@@ -152,5 +152,5 @@ INSTANTIATE_TEST_SUITE_P(Variants, ReferenceParity,
                                            "place_admin_layernorm", "place_rezero_layernorm", "place_tfixup_layernorm",
                                            "place_mix_layernorm", "place_lns_layernorm", "place_pre_dyt",
                                            "place_post_dyt", "place_peri_rmsnorm", "place_deepnorm_rmsnorm",
-                                           "place_admin_dyt"),
+                                           "place_admin_dyt", "place_pre_derf", "place_post_derf"),
                          [](const auto& info) { return info.param; });

@@ -3,7 +3,7 @@
 (tests/data/ref_place_<placement>_<norm>.safetensors).
 
 Usage (from the repository root, needs PyTorch -> Debian's /usr/bin/python3):
-  tools/ref/make_placement_fixtures.py            # self-checks, then write the 15 fixtures
+  tools/ref/make_placement_fixtures.py            # self-checks, then write the 17 fixtures
   tools/ref/make_placement_fixtures.py --verify   # self-checks, then re-read the fixtures with the
                                                   # independent reader: format, metadata, names/shapes,
                                                   # round trip, recomputation from the stored params/tokens
@@ -38,7 +38,7 @@ import placement_models as pm  # noqa: E402
 BASE = dict(layers=2, width=16, heads=2, vocab=11, copy_len=5, batch=3, mlp_ratio=4, norm_eps=1e-5)
 TINY = dict(layers=2, width=8, heads=2, vocab=5, copy_len=3, batch=1, mlp_ratio=4, norm_eps=1e-5)
 
-# The 15 fixtures and their fixed seeds (stable across runs; do not change or reorder).
+# The 17 fixtures and their fixed seeds (stable across runs; do not change or reorder).
 VARIANTS = {
     ("post", "layernorm"): 3001, ("pre", "layernorm"): 3002, ("peri", "layernorm"): 3003,
     ("reordered", "layernorm"): 3004, ("deepnorm", "layernorm"): 3005, ("admin", "layernorm"): 3006,
@@ -46,6 +46,7 @@ VARIANTS = {
     ("lns", "layernorm"): 3010,
     ("pre", "dyt"): 3011, ("post", "dyt"): 3012, ("peri", "rmsnorm"): 3013,
     ("deepnorm", "rmsnorm"): 3014, ("admin", "dyt"): 3015,
+    ("pre", "derf"): 3016, ("post", "derf"): 3017,
 }
 # Self-checks run on every combination (norm kind is irrelevant for rezero / tfixup).
 CHECK_COMBOS = [(p, n) for p in pm.PLACEMENTS for n in pm.NORMS
@@ -72,6 +73,8 @@ def expected_params(cfg, placement, norm):
             return {prefix + ".weight": (C,), prefix + ".bias": (C,)}
         if norm == "rmsnorm":
             return {prefix + ".weight": (C,)}
+        if norm == "derf":
+            return {prefix + ".weight": (C,), prefix + ".bias": (C,), prefix + ".alpha": (1,), prefix + ".shift": (1,)}
         return {prefix + ".weight": (C,), prefix + ".bias": (C,), prefix + ".alpha": (1,)}
 
     p = {"tok_emb.weight": (V, C), "pos_emb.weight": (T, C), "head.weight": (V, C)}

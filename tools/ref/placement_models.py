@@ -25,6 +25,7 @@ Norm kinds (the final norm is of the same kind):
   layernorm  (x - mean) / sqrt(var_biased + eps) * weight + bias       weight, bias [C], eps 1e-5
   rmsnorm    x / sqrt(mean(x^2) + eps) * weight                         weight [C], eps 1e-5
   dyt        weight * tanh(alpha * x) + bias                            weight, bias [C], alpha [1]
+  derf       weight * erf(alpha * x + shift) + bias                     weight, bias [C], alpha [1], shift [1]
 
 Parameter names (the strings stored in the fixtures), Linear weights (out, in):
   tok_emb.weight (V,C)   pos_emb.weight (T,C)
@@ -38,7 +39,8 @@ Parameter names (the strings stored in the fixtures), Linear weights (out, in):
   blocks.{i}.rezero_alpha (1)         rezero
   final_norm.*                        pre, peri, reordered, mix, lns
   head.weight (V,C)
-  where <norm>.* = .weight (C) [+ .bias (C) for layernorm and dyt] [+ .alpha (1) for dyt].
+  where <norm>.* = .weight (C) [+ .bias (C) for layernorm, dyt, derf] [+ .alpha (1) for dyt, derf]
+  [+ .shift (1) for derf].
 
 Also here: `alt_forward`, a second formulation written separately (every sub-layer through one generic
 y = after(s*x + g*out(F(c*in(x)))) with a per-placement table, torch's F.multi_head_attention_forward,
@@ -51,7 +53,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 PLACEMENTS = ("post", "pre", "peri", "reordered", "deepnorm", "admin", "rezero", "tfixup", "mix", "lns")
-NORMS = ("layernorm", "rmsnorm", "dyt")
+NORMS = ("layernorm", "rmsnorm", "dyt", "derf")
 NORM_EPS = 1e-5
 MLP_RATIO = 4
 
@@ -85,10 +87,12 @@ class Norm(nn.Module):
             raise ValueError(f"unknown norm {kind!r}")
         self.kind, self.eps = kind, eps
         self.weight = nn.Parameter(torch.ones(dim))
-        if kind in ("layernorm", "dyt"):
+        if kind in ("layernorm", "dyt", "derf"):
             self.bias = nn.Parameter(torch.zeros(dim))
-        if kind == "dyt":
+        if kind in ("dyt", "derf"):
             self.alpha = nn.Parameter(torch.full((1,), 0.5))
+        if kind == "derf":
+            self.shift = nn.Parameter(torch.zeros(1))
 
     def forward(self, x):
         if self.kind == "layernorm":
@@ -97,6 +101,8 @@ class Norm(nn.Module):
             return (x - mu) / torch.sqrt(var + self.eps) * self.weight + self.bias
         if self.kind == "rmsnorm":
             return x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight
+        if self.kind == "derf":
+            return self.weight * torch.erf(self.alpha * x + self.shift) + self.bias
         return self.weight * torch.tanh(self.alpha * x) + self.bias
 
 
@@ -227,7 +233,8 @@ def init_fixture(model):
     """Random, non-trivial values for parity fixtures (NOT the placements' init rules), drawn in
     named_parameters() order from the current torch generator:
       embeddings N(0,1); Linear weights xavier_uniform; Linear biases N(0, 0.1^2);
-      norm weight 1 + 0.1 N(0,1); norm bias 0.1 N(0,1); DyT alpha 0.5 + 0.1 N(0,1);
+      norm weight 1 + 0.1 N(0,1); norm bias 0.1 N(0,1); DyT / Derf alpha 0.5 + 0.1 N(0,1);
+      Derf shift 0.2 + 0.1 N(0,1) (away from zero, so that its gradient is not the symmetric case);
       admin omegas 1 + 0.2 N(0,1); rezero_alpha 0.3 + 0.05 N(0,1) (non-zero, differs per block)."""
     for name, p in model.named_parameters():
         leaf = name.rsplit(".", 1)[-1]
@@ -250,6 +257,8 @@ def init_fixture(model):
                 p.copy_(0.1 * torch.randn_like(p))
             elif leaf == "alpha":
                 p.copy_(0.5 + 0.1 * torch.randn_like(p))
+            elif leaf == "shift":
+                p.copy_(0.2 + 0.1 * torch.randn_like(p))
             else:
                 raise ValueError(f"unclassified norm parameter {name}")
         else:
@@ -264,6 +273,9 @@ def _alt_norm(P, prefix, kind, eps, x):
         return F.layer_norm(x, (x.shape[-1],), P[prefix + ".weight"], P[prefix + ".bias"], eps)
     if kind == "rmsnorm":
         return P[prefix + ".weight"] * (x * torch.rsqrt((x * x).sum(-1, keepdim=True) / x.shape[-1] + eps))
+    if kind == "derf":
+        return torch.special.erf(torch.addcmul(P[prefix + ".shift"], x, P[prefix + ".alpha"])) * P[prefix + ".weight"] \
+            + P[prefix + ".bias"]
     assert kind == "dyt"
     return torch.tanh(x * P[prefix + ".alpha"]) * P[prefix + ".weight"] + P[prefix + ".bias"]
 
