@@ -81,6 +81,19 @@ std::vector<Variant> variants() {
   for (NormPlacement p : {NormPlacement::Post, NormPlacement::Pre}) v.push_back({to_string(p) + "_dyt", tiny_config(p, NormKind::DyT)});
   for (NormPlacement p : {NormPlacement::Post, NormPlacement::Pre, NormPlacement::Peri})
     v.push_back({to_string(p) + "_derf", tiny_config(p, NormKind::Derf)});
+  // Gated attention: fused qkv with the register-tiled attention (pre, post), separate q/k/v with GQA, q/k norm
+  // and H*D != width (the gate is (Q,C)), and a block with cross-attention (only self-attention is gated).
+  for (NormPlacement p : {NormPlacement::Pre, NormPlacement::Post}) {
+    ModelConfig g = tiny_config(p, NormKind::LayerNorm);
+    g.attn_gate = true;
+    v.push_back({to_string(p) + "_attn_gate", g});
+  }
+  ModelConfig gated_qwen = q;
+  gated_qwen.tie_head = false, gated_qwen.kv_heads = 2, gated_qwen.attn_gate = true;
+  v.push_back({"qwen3_gqa_attn_gate", gated_qwen});
+  ModelConfig gated_sd = preset("sd");
+  gated_sd.context_len = 3, gated_sd.attn_gate = true;
+  v.push_back({"sd_attn_gate", gated_sd});
   ModelConfig peri_qwen = preset("qwen3");
   peri_qwen.norm_placement = NormPlacement::Peri;
   peri_qwen.kv_heads = 2;
@@ -193,6 +206,42 @@ TEST_P(WholeModel, SecondForwardDoesNotDisturbAPendingBackward) {
 
 INSTANTIATE_TEST_SUITE_P(Variants, WholeModel, ::testing::ValuesIn(variants()),
                          [](const auto& info) { return info.param.name; });
+
+// With W_g = 0 every gate is sigmoid(0) = 1/2: the gated stack equals the ungated one whose output projection
+// weights are halved (biases unchanged), for fused and for separate q/k/v.
+TEST(AttentionGate, ZeroGateWeightsHalveTheHeadsOutputs) {
+  ModelConfig fused = tiny_config(NormPlacement::Pre, NormKind::LayerNorm);
+  ModelConfig separate = fused;
+  separate.qkv = QkvLayout::Separate, separate.kv_heads = 1;
+  for (ModelConfig plain : {fused, separate}) {
+    ModelConfig gated = plain;
+    gated.attn_gate = true;
+    Model<double> a(plain), b(gated);
+    randomise(a, 3);
+    for (const ParamSpec& s : a.table().specs()) {
+      auto src = a.param(s.name);
+      std::copy(src.begin(), src.end(), b.param(s.name).begin());
+    }
+    for (int l = 0; l < plain.layers; ++l) {
+      const std::string p = "blocks." + std::to_string(l) + ".attn.";
+      for (double& w : b.param(p + "gate.weight")) w = 0;
+      for (double& w : a.param(p + "proj.weight")) w *= 0.5;
+    }
+    EXPECT_EQ(b.table().at("blocks.0.attn.gate.weight").shape, (std::vector<int64_t>{plain.q_dim(), plain.width}));
+    EXPECT_EQ(b.table().find("blocks.0.attn.gate.bias"), nullptr);
+    const int B = 2;
+    Activations<double> acts_a = a.make_activations(B, plain.seq_len), acts_b = b.make_activations(B, plain.seq_len);
+    CopyTask task(plain.vocab, 3, 11);
+    Batch batch;
+    task.next(batch, B);
+    const double la = a.forward(acts_a, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data());
+    const double lb = b.forward(acts_b, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data());
+    EXPECT_NEAR(la, lb, 1e-12 * std::abs(la));
+    // and a non-zero gate changes the result (the gate is in the computation, not beside it)
+    for (double& w : b.param("blocks.1.attn.gate.weight")) w = 1.0;
+    EXPECT_GT(std::abs(b.forward(acts_b, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data()) - la), 1e-6);
+  }
+}
 
 TEST(ParameterTable, NamesAndShapesFollowPyTorch) {
   ModelConfig c;  // 24 x 128, 4 heads, V 64, T 63, Pre-LN LayerNorm

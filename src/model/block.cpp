@@ -53,6 +53,7 @@ void carve_attention(AttentionActs<T>& a, Carver<T>& m, const ModelConfig& c, co
   }
   a.att = m.take(static_cast<long>(d.B) * d.H * d.T * Tk);
   a.y = m.take(N * d.Q), a.out = m.take(N * d.C);
+  if (!cross && c.attn_gate) a.gate = m.take(N * d.Q), a.y_gated = m.take(N * d.Q);
   if (plan.out_norm) carve_norm(a.out_norm, m, c, N);
   a.resid = m.take(N * d.C);
   if (plan.after_norm) carve_norm(a.after, m, c, N);
@@ -141,8 +142,20 @@ void attention_forward_sublayer(AttentionActs<T>& a, const T* inp, const Attenti
     attention_gqa_forward(a.y, static_cast<long>(d.Q), a.att, in.attention_scratch, v.q, v.q_stride, v.k, v.k_stride,
                           v.v, v.v_stride, d.B, d.T, Tk, d.H, d.Hkv, d.D, !cross, scale);
   }
-  // out = y Wo^T + bo
-  apply_linear(a.out, static_cast<const T*>(a.y), w.proj, N, d.Q, d.C, in);
+  const T* proj_in = a.y;
+  if (a.gate != nullptr) {
+    // gate = sigmoid(inp Wg^T); y_gated = y * gate, element by element (each head's outputs their own gates)
+    apply_linear(a.gate, inp, w.gate, N, d.C, d.Q, in);
+    const long NQ = static_cast<long>(N) * d.Q;
+    for (long i = 0; i < NQ; ++i) {
+      const T gt = T(1) / (T(1) + std::exp(-a.gate[i]));
+      a.gate[i] = gt;
+      a.y_gated[i] = a.y[i] * gt;
+    }
+    proj_in = a.y_gated;
+  }
+  // out = proj_in Wo^T + bo
+  apply_linear(a.out, proj_in, w.proj, N, d.Q, d.C, in);
 }
 
 // Backward of F of the attention sub-layer. dout = d a.out (N,C). The gradient of F's input is written
@@ -156,10 +169,26 @@ void attention_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, c
   const int N = static_cast<int>(d.N()), Tk = cross ? d.Tc : d.T;
   const bool rope = !cross && c.positions == Positions::RoPE;
   const T scale = T(1) / std::sqrt(static_cast<T>(d.D));
-  // out = y Wo^T + bo
+  // out = proj_in Wo^T + bo, proj_in = y_gated or y
   const GemmPrecision precision = gemm_precision(c);
-  linear_backward(s.d_y, g.proj.weight, g.proj.bias, dout, a.y, w.proj.weight, N, d.Q, d.C, GradWrite::Overwrite,
-                  precision);
+  const bool gated = a.gate != nullptr;
+  linear_backward(s.d_y, g.proj.weight, g.proj.bias, dout, gated ? a.y_gated : a.y, w.proj.weight, N, d.Q, d.C,
+                  GradWrite::Overwrite, precision);
+  if (gated) {
+    // y_gated = y * gate, gate = sigmoid(z), z = inp Wg^T:  dz = d_yg * y * gate * (1 - gate);  dy = d_yg * gate
+    const long NQ = static_cast<long>(N) * d.Q;
+    for (long i = 0; i < NQ; ++i) {
+      const T d_yg = s.d_y[i], gt = a.gate[i];
+      s.d_gate[i] = d_yg * a.y[i] * gt * (T(1) - gt);
+      s.d_y[i] = d_yg * gt;
+    }
+  }
+  // z = inp Wg^T: its input gradient is added after the q/k/v projections' (the first of which may overwrite dinp)
+  auto gate_backward = [&] {
+    if (gated)
+      linear_backward(dinp, g.gate.weight, static_cast<T*>(nullptr), static_cast<const T*>(s.d_gate), inp,
+                      w.gate.weight, N, d.C, d.Q, GradWrite::Accumulate, precision);
+  };
   if (a.qkv != nullptr) {
     const long stride = d.Q + 2L * d.K;
     if (!cross && fast_attention(c)) {
@@ -177,6 +206,7 @@ void attention_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, c
     // qkv = inp @ W^T + b
     linear_backward(dinp, g.qkv.weight, g.qkv.bias, s.d_qkv, inp, w.qkv.weight, N, d.C, d.Q + 2 * d.K, write,
                     precision);
+    gate_backward();
     return;
   }
   const int Nk = cross ? static_cast<int>(d.Nc()) : N;
@@ -214,6 +244,7 @@ void attention_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, c
     linear_backward(dinp, g.k.weight, g.k.bias, dk_pre, inp, w.k.weight, N, d.C, d.K, add, precision);
     linear_backward(dinp, g.v.weight, g.v.bias, static_cast<const T*>(dv), inp, w.v.weight, N, d.C, d.K, add,
                     precision);
+    gate_backward();
   }
 }
 
@@ -419,6 +450,7 @@ long carve_block_scratch(BlockScratch<T>& s, T* base, const ModelConfig& c, cons
   s.d_qkv = m.take(std::max(self_qkv, cross_qkv));
   if (c.qk_norm) s.d_qk_pre = m.take(N * (d.Q + d.K));
   s.d_y = m.take(N * d.Q);
+  if (c.attn_gate) s.d_gate = m.take(N * d.Q);
   if (c.mlp != MlpKind::Gelu) s.d_act = m.take(N * d.I);
   s.d_pre = m.take(N * d.I_in);
   bool plain = true, out_norm = false;

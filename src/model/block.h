@@ -76,6 +76,8 @@ struct AttentionActs {
   T* k_rstd = nullptr;    // [qk_norm] (N*Hkv)
   T* att = nullptr;    // (B,H,T,Tk) softmax probabilities
   T* y = nullptr;      // (N,Q) attention output, heads concatenated
+  T* gate = nullptr;   // [attn_gate] (N,Q) sigmoid(inp W_g^T)
+  T* y_gated = nullptr;  // [attn_gate] (N,Q) y * gate, the output projection's input
   T* out = nullptr;    // (N,C) F(x): the output projection
   NormActs<T> out_norm;  // [out norm] out(F(x))
   T* resid = nullptr;  // (N,C) s * x + g * out(F(x))
@@ -109,6 +111,7 @@ struct BlockScratch {
   T* d_qkv = nullptr;    // (N, Q+2K): fused dqkv, or dq (N,Q) | dk (N,K) | dv (N,K); cross: dk, dv are (Nc,K)
   T* d_qk_pre = nullptr; // [qk_norm] (N, Q+K): gradients of the q/k projections' outputs
   T* d_y = nullptr;      // (N,Q)
+  T* d_gate = nullptr;   // [attn_gate] (N,Q) d loss / d (inp W_g^T)
   T* d_act = nullptr;    // (N,I) [MLP kinds other than exact GELU]
   T* d_pre = nullptr;    // (N, I_in)
   T* d_branch = nullptr; // (N,C) [scaled, gated or out-normed sub-layers] d loss / d out(F)

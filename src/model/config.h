@@ -55,6 +55,11 @@ struct BlockConfig {
   bool proj_bias = true;  // bias of the attention output projections
   bool mlp_bias = true;   // biases of the MLP layers
   bool qk_norm = false;   // RMSNorm over D on every q and k head before RoPE (Qwen3), weights (D)
+  // Gated attention (Qiu et al. 2025): the self-attention's output, heads concatenated (N,Q), times
+  // sigmoid(u W_g^T) element by element before the output projection; u is the attention's input (the
+  // sub-layer's normalised input where the placement has an input norm, the stream otherwise), W_g (Q,C)
+  // without bias. Cross-attention is not gated.
+  bool attn_gate = false;
   Positions positions = Positions::Learned;
   double rope_theta = 10000.0;  // RoPE base: inv_freq[i] = theta^(-2i/D)
   // A cross-attention sub-layer between self-attention and MLP (Stable Diffusion's BasicTransformerBlock):

@@ -52,6 +52,7 @@ void for_each_parameter(const ModelConfig& config, Add&& put) {
       add(p + ".attn.q_norm.weight", {D}, ParamRole::NormWeight, l);
       add(p + ".attn.k_norm.weight", {D}, ParamRole::NormWeight, l);
     }
+    if (config.attn_gate) add_linear(p + ".attn.gate", Q, C, false, l, LinearPart::Gate);
     add_linear(p + ".attn.proj", C, Q, config.proj_bias, l, LinearPart::Output);
     if (config.cross_attention) {
       add_sublayer_norms(p, "cross_norm", "cross", plan, l);
@@ -127,6 +128,7 @@ ModelTensors<T> bind_tensors(const ParameterTable& table, const ModelConfig& con
     a.k = linear(p + sub + ".k");
     a.v = linear(p + sub + ".v");
     a.proj = linear(p + sub + ".proj");
+    a.gate = linear(p + sub + ".gate");
     a.q_norm = optional(p + sub + ".q_norm.weight");
     a.k_norm = optional(p + sub + ".k_norm.weight");
     return a;

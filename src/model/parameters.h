@@ -9,6 +9,7 @@
 //   blocks.N.attn_omega (C)             [admin] learned residual scale;  blocks.N.rezero_alpha (1) [rezero]
 //   blocks.N.attn.qkv.* (Q+2K, C)       fused [q | k | v]; or attn.q (Q,C), attn.k (K,C), attn.v (K,C)
 //   blocks.N.attn.q_norm.weight (D), attn.k_norm.weight (D)   [qk_norm]
+//   blocks.N.attn.gate.weight (Q,C)     [attn_gate] no bias
 //   blocks.N.attn.proj.* (C, Q)
 //   blocks.N.cross_norm.*, cross.q (Q,C), cross.k (K,C), cross.v (K,C), cross.proj (C,Q)   [cross_attention]
 //   blocks.N.norm2.*                    norm of the MLP sub-layer; mlp_out_norm.*, mlp_omega as for attention
@@ -40,7 +41,7 @@ enum class ParamRole {
 };
 
 // What a linear weight is in its block (init schemes scale some of them: DeepNorm, T-Fixup).
-enum class LinearPart { None, Query, Key, Value, QKV, Output, Fc1, Fc2, Head };
+enum class LinearPart { None, Query, Key, Value, QKV, Output, Fc1, Fc2, Head, Gate };
 
 struct ParamSpec {
   std::string name;
@@ -114,6 +115,7 @@ struct AttentionTensors {
   NormTensors<T> out_norm;  // [peri, reordered]
   T* omega = nullptr;       // (C) [admin]
   LinearTensors<T> qkv, q, k, v, proj;
+  LinearTensors<T> gate;  // (Q,C) [attn_gate, self-attention only]
   T* q_norm = nullptr;  // (D) [qk_norm]
   T* k_norm = nullptr;  // (D)
 };

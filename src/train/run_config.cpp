@@ -121,6 +121,8 @@ std::vector<ConfigKey> make_keys() {
   add_bool("mlp_bias", "biases on the MLP layers", [](RunConfig& c) -> bool& { return c.model.mlp_bias; });
   add_bool("qk_norm", "RMSNorm on every q and k head (needs qkv = separate)",
            [](RunConfig& c) -> bool& { return c.model.qk_norm; });
+  add_bool("attn_gate", "gated attention: each head's output times sigmoid(u W_g) before the output projection",
+           [](RunConfig& c) -> bool& { return c.model.attn_gate; });
   add_model_enum("positions", "position information: learned (a table) or rope", parse_positions,
                  [](RunConfig& c) -> Positions& { return c.model.positions; });
   add_float("rope_theta", "RoPE base theta", [](RunConfig& c) -> double& { return c.model.rope_theta; });

@@ -42,6 +42,10 @@ Parameter names (the strings stored in the fixtures), Linear weights (out, in):
   where <norm>.* = .weight (C) [+ .bias (C) for layernorm, dyt, derf] [+ .alpha (1) for dyt, derf]
   [+ .shift (1) for derf].
 
+Gated attention (cfg["attn_gate"] true, Qiu et al. 2025): the attention's heads-concatenated output y (B,T,C)
+is multiplied element by element by sigmoid(u @ gate.weight^T) before proj, u the attention's input (the
+normalised x under an input norm, x itself otherwise); blocks.{i}.attn.gate.weight (C,C), no bias.
+
 Also here: `alt_forward`, a second formulation written separately (every sub-layer through one generic
 y = after(s*x + g*out(F(c*in(x)))) with a per-placement table, torch's F.multi_head_attention_forward,
 F.layer_norm, F.gelu), used as a cross-check by make_placement_fixtures.py.
@@ -107,12 +111,14 @@ class Norm(nn.Module):
 
 
 class Attention(nn.Module):
-    def __init__(self, width, heads):
+    def __init__(self, width, heads, gate=False):
         super().__init__()
         assert width % heads == 0
         self.C, self.H = width, heads
         self.qkv = nn.Linear(width, 3 * width)
         self.proj = nn.Linear(width, width)
+        if gate:
+            self.gate = nn.Linear(width, width, bias=False)
 
     def forward(self, x):
         B, T, C = x.shape
@@ -122,7 +128,10 @@ class Attention(nn.Module):
         s = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(D)
         s = s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1), float("-inf"))
         y = torch.matmul(torch.softmax(s, dim=-1), v)                 # (B,H,T,D)
-        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+        y = y.transpose(1, 2).reshape(B, T, C)
+        if hasattr(self, "gate"):
+            y = y * torch.sigmoid(self.gate(x))
+        return self.proj(y)
 
 
 class MLP(nn.Module):
@@ -147,7 +156,7 @@ class Block(nn.Module):
         pre_or_post = k in ("post", "pre", "peri", "deepnorm", "admin", "lns")
         if pre_or_post:
             self.norm1 = Norm(norm, C, eps)
-        self.attn = Attention(C, cfg["heads"])
+        self.attn = Attention(C, cfg["heads"], gate=cfg.get("attn_gate", False))
         if k in ("peri", "reordered"):
             self.attn_out_norm = Norm(norm, C, eps)
         if pre_or_post:
@@ -245,7 +254,7 @@ def init_fixture(model):
             p.copy_(1.0 + 0.2 * torch.randn_like(p))
         elif leaf == "rezero_alpha":
             p.copy_(0.3 + 0.05 * torch.randn_like(p))
-        elif owner in ("qkv", "proj", "fc1", "fc2", "head"):
+        elif owner in ("qkv", "proj", "fc1", "fc2", "head", "gate"):
             if leaf == "weight":
                 nn.init.xavier_uniform_(p)
             else:
@@ -281,15 +290,21 @@ def _alt_norm(P, prefix, kind, eps, x):
 
 
 def _alt_attn(P, b, H, x):
-    """torch's multi-head attention core on (T,B,C); in_proj = qkv rows [q; k; v]."""
+    """torch's multi-head attention core on (T,B,C); in_proj = qkv rows [q; k; v]. With a gate, torch's
+    output projection is the identity and the gated heads go through proj here."""
     B, T, C = x.shape
     xt = x.transpose(0, 1)
     mask = torch.ones(T, T, dtype=torch.bool).tril().logical_not()       # True = may not attend
+    gate = P.get(b + "attn.gate.weight")
+    out_w = P[b + "attn.proj.weight"] if gate is None else torch.eye(C, dtype=x.dtype)
+    out_b = P[b + "attn.proj.bias"] if gate is None else torch.zeros(C, dtype=x.dtype)
     y, _ = F.multi_head_attention_forward(
         xt, xt, xt, C, H, P[b + "attn.qkv.weight"], P[b + "attn.qkv.bias"], None, None, False, 0.0,
-        P[b + "attn.proj.weight"], P[b + "attn.proj.bias"], training=False, need_weights=False,
-        attn_mask=mask)
-    return y.transpose(0, 1)
+        out_w, out_b, training=False, need_weights=False, attn_mask=mask)
+    y = y.transpose(0, 1)
+    if gate is None:
+        return y
+    return F.linear(y * torch.special.expit(F.linear(x, gate)), P[b + "attn.proj.weight"], P[b + "attn.proj.bias"])
 
 
 def _alt_mlp(P, b, x):
