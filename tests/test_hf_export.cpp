@@ -370,6 +370,7 @@ TEST(HfExport, RefusalsNameTheKey) {
       {"qwen3", {{"attn_gate", "true"}}, hf::ExportFormat::Qwen3, "attn_gate is true"},
       {"gpt2", {{"attn_gate", "true"}}, hf::ExportFormat::GPT2, "attn_gate is true"},
       {"gpt2", {{"norm", "derf"}}, hf::ExportFormat::GPT2, "norm is derf"},
+      {"qwen3", {{"value_residual", "true"}}, hf::ExportFormat::Qwen3, "value_residual is true"},
   };
   for (const Case& k : cases) {
     const RunConfig run = small_run(k.block, "unused", k.keys);

@@ -94,6 +94,18 @@ std::vector<Variant> variants() {
   ModelConfig gated_sd = preset("sd");
   gated_sd.context_len = 3, gated_sd.attn_gate = true;
   v.push_back({"sd_attn_gate", gated_sd});
+  // Value residual: fused qkv (register-tiled attention) under pre and post with three blocks (two of them
+  // mixing), separate q/k/v with GQA (K != Q) and RoPE, and together with the attention gate.
+  for (NormPlacement p : {NormPlacement::Pre, NormPlacement::Post}) {
+    ModelConfig vr = tiny_config(p, NormKind::LayerNorm);
+    vr.value_residual = true, vr.layers = 3;
+    v.push_back({to_string(p) + "_value_residual", vr});
+  }
+  ModelConfig vr_qwen = q;
+  vr_qwen.tie_head = false, vr_qwen.kv_heads = 2, vr_qwen.value_residual = true, vr_qwen.layers = 3;
+  v.push_back({"qwen3_gqa_value_residual", vr_qwen});
+  vr_qwen.attn_gate = true;
+  v.push_back({"qwen3_gqa_value_residual_attn_gate", vr_qwen});
   ModelConfig peri_qwen = preset("qwen3");
   peri_qwen.norm_placement = NormPlacement::Peri;
   peri_qwen.kv_heads = 2;
@@ -239,6 +251,50 @@ TEST(AttentionGate, ZeroGateWeightsHalveTheHeadsOutputs) {
     EXPECT_NEAR(la, lb, 1e-12 * std::abs(la));
     // and a non-zero gate changes the result (the gate is in the computation, not beside it)
     for (double& w : b.param("blocks.1.attn.gate.weight")) w = 1.0;
+    EXPECT_GT(std::abs(b.forward(acts_b, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data()) - la), 1e-6);
+  }
+}
+
+// lambda1 = 1, lambda2 = 0 in every block reproduces the stack without value residual bit for bit (1 * v + 0 * v1
+// is v exactly); lambda2 != 0 then changes the result. Block 1 has no lambdas; they start at 0.5.
+TEST(ValueResidual, UnitOwnWeightIsThePlainStackAndTheFirstValuesMatter) {
+  ModelConfig fused = tiny_config(NormPlacement::Pre, NormKind::LayerNorm);
+  fused.layers = 3;
+  ModelConfig separate = fused;
+  separate.qkv = QkvLayout::Separate, separate.kv_heads = 1;
+  for (ModelConfig plain : {fused, separate}) {
+    ModelConfig mixed = plain;
+    mixed.value_residual = true;
+    Model<double> a(plain), b(mixed);
+    b.init_weights(1);
+    EXPECT_EQ(b.table().find("blocks.0.attn.value_lambda"), nullptr);
+    for (int l = 1; l < plain.layers; ++l) {
+      auto lambda = b.param("blocks." + std::to_string(l) + ".attn.value_lambda");
+      ASSERT_EQ(lambda.size(), 2u);
+      EXPECT_EQ(lambda[0], 0.5);
+      EXPECT_EQ(lambda[1], 0.5);
+      lambda[0] = 1, lambda[1] = 0;
+    }
+    randomise(a, 3);
+    for (const ParamSpec& s : a.table().specs()) {
+      auto src = a.param(s.name);
+      std::copy(src.begin(), src.end(), b.param(s.name).begin());
+    }
+    const int B = 2;
+    Activations<double> acts_a = a.make_activations(B, plain.seq_len), acts_b = b.make_activations(B, plain.seq_len);
+    CopyTask task(plain.vocab, 3, 11);
+    Batch batch;
+    task.next(batch, B);
+    const double la = a.forward(acts_a, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data());
+    const double lb = b.forward(acts_b, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data());
+    EXPECT_EQ(la, lb);
+    a.backward(acts_a);
+    b.backward(acts_b);
+    for (const ParamSpec& s : a.table().specs()) {
+      auto ga = a.grad(s.name), gb = b.grad(s.name);
+      EXPECT_TRUE(std::equal(ga.begin(), ga.end(), gb.begin())) << s.name;
+    }
+    b.param("blocks.2.attn.value_lambda")[1] = 0.5;
     EXPECT_GT(std::abs(b.forward(acts_b, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data()) - la), 1e-6);
   }
 }

@@ -78,6 +78,7 @@ struct AttentionActs {
   T* y = nullptr;      // (N,Q) attention output, heads concatenated
   T* gate = nullptr;   // [attn_gate] (N,Q) sigmoid(inp W_g^T)
   T* y_gated = nullptr;  // [attn_gate] (N,Q) y * gate, the output projection's input
+  T* v_own = nullptr;    // [value_residual, blocks after the first] (N,K) the block's own values before mixing
   T* out = nullptr;    // (N,C) F(x): the output projection
   NormActs<T> out_norm;  // [out norm] out(F(x))
   T* resid = nullptr;  // (N,C) s * x + g * out(F(x))
@@ -118,6 +119,7 @@ struct BlockScratch {
   T* d_f = nullptr;      // (N,C) [out norm] d loss / d F
   T* attention = nullptr;  // attention kernels' work space, forward and backward
   T* d_context = nullptr;  // [cross_attention] (Nc,C) accumulates over all blocks
+  T* d_first_v = nullptr;  // [value_residual] (N,K) d loss / d V_1, accumulated by blocks 2..L, read by block 1
 };
 
 // Sizes in elements, for the carving code; a (T*)nullptr base counts, a real base binds. `index` is the
@@ -137,6 +139,7 @@ struct BlockInputs {
   const T* rope_cos = nullptr;  // (T, D/2) [RoPE]
   const T* rope_sin = nullptr;
   const T* context = nullptr;   // (Nc,C) [cross_attention]
+  T* first_v = nullptr;         // (N,K) [value_residual] the first block's values: written by block 0's forward
   T* attention_scratch = nullptr;
   LinearSource::Work* linear_work = nullptr;  // for weights read through a LinearSource
 };

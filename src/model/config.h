@@ -60,6 +60,10 @@ struct BlockConfig {
   // sub-layer's normalised input where the placement has an input norm, the stream otherwise), W_g (Q,C)
   // without bias. Cross-attention is not gated.
   bool attn_gate = false;
+  // Value residual (ResFormer, Zhou et al. 2025): in blocks l >= 2 the self-attention's values are
+  // V_l <- lambda1 V_l + lambda2 V_1, V_1 block 1's values (after its projection), lambda1, lambda2 learned
+  // per block, both 0.5 at init; block 1 keeps its own values.
+  bool value_residual = false;
   Positions positions = Positions::Learned;
   double rope_theta = 10000.0;  // RoPE base: inv_freq[i] = theta^(-2i/D)
   // A cross-attention sub-layer between self-attention and MLP (Stable Diffusion's BasicTransformerBlock):

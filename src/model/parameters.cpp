@@ -53,6 +53,7 @@ void for_each_parameter(const ModelConfig& config, Add&& put) {
       add(p + ".attn.k_norm.weight", {D}, ParamRole::NormWeight, l);
     }
     if (config.attn_gate) add_linear(p + ".attn.gate", Q, C, false, l, LinearPart::Gate);
+    if (config.value_residual && l > 0) add(p + ".attn.value_lambda", {2}, ParamRole::ValueMix, l);
     add_linear(p + ".attn.proj", C, Q, config.proj_bias, l, LinearPart::Output);
     if (config.cross_attention) {
       add_sublayer_norms(p, "cross_norm", "cross", plan, l);
@@ -129,6 +130,7 @@ ModelTensors<T> bind_tensors(const ParameterTable& table, const ModelConfig& con
     a.v = linear(p + sub + ".v");
     a.proj = linear(p + sub + ".proj");
     a.gate = linear(p + sub + ".gate");
+    a.value_lambda = optional(p + sub + ".value_lambda");
     a.q_norm = optional(p + sub + ".q_norm.weight");
     a.k_norm = optional(p + sub + ".k_norm.weight");
     return a;

@@ -10,6 +10,7 @@
 //   blocks.N.attn.qkv.* (Q+2K, C)       fused [q | k | v]; or attn.q (Q,C), attn.k (K,C), attn.v (K,C)
 //   blocks.N.attn.q_norm.weight (D), attn.k_norm.weight (D)   [qk_norm]
 //   blocks.N.attn.gate.weight (Q,C)     [attn_gate] no bias
+//   blocks.N.attn.value_lambda (2)      [value_residual, blocks N >= 1] lambda1, lambda2
 //   blocks.N.attn.proj.* (C, Q)
 //   blocks.N.cross_norm.*, cross.q (Q,C), cross.k (K,C), cross.v (K,C), cross.proj (C,Q)   [cross_attention]
 //   blocks.N.norm2.*                    norm of the MLP sub-layer; mlp_out_norm.*, mlp_omega as for attention
@@ -37,6 +38,7 @@ enum class ParamRole {
   NormShift,      // Derf's shift
   ResidualScale,  // Admin's omega
   Gate,           // ReZero's alpha
+  ValueMix,       // value residual's lambda1, lambda2
   Embedding
 };
 
@@ -116,6 +118,7 @@ struct AttentionTensors {
   T* omega = nullptr;       // (C) [admin]
   LinearTensors<T> qkv, q, k, v, proj;
   LinearTensors<T> gate;  // (Q,C) [attn_gate, self-attention only]
+  T* value_lambda = nullptr;  // (2) [value_residual, blocks after the first]
   T* q_norm = nullptr;  // (D) [qk_norm]
   T* k_norm = nullptr;  // (D)
 };

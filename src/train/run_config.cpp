@@ -123,6 +123,8 @@ std::vector<ConfigKey> make_keys() {
            [](RunConfig& c) -> bool& { return c.model.qk_norm; });
   add_bool("attn_gate", "gated attention: each head's output times sigmoid(u W_g) before the output projection",
            [](RunConfig& c) -> bool& { return c.model.attn_gate; });
+  add_bool("value_residual", "value residual: blocks 2..L mix their values with block 1's, lambda1 V + lambda2 V_1 (0.5 each at init)",
+           [](RunConfig& c) -> bool& { return c.model.value_residual; });
   add_model_enum("positions", "position information: learned (a table) or rope", parse_positions,
                  [](RunConfig& c) -> Positions& { return c.model.positions; });
   add_float("rope_theta", "RoPE base theta", [](RunConfig& c) -> double& { return c.model.rope_theta; });

@@ -3,7 +3,7 @@
 (tests/data/ref_place_<placement>_<norm>.safetensors).
 
 Usage (from the repository root, needs PyTorch -> Debian's /usr/bin/python3):
-  tools/ref/make_placement_fixtures.py            # self-checks, then write the 20 fixtures
+  tools/ref/make_placement_fixtures.py            # self-checks, then write the 23 fixtures
   tools/ref/make_placement_fixtures.py --verify   # self-checks, then re-read the fixtures with the
                                                   # independent reader: format, metadata, names/shapes,
                                                   # round trip, recomputation from the stored params/tokens
@@ -38,7 +38,7 @@ import placement_models as pm  # noqa: E402
 BASE = dict(layers=2, width=16, heads=2, vocab=11, copy_len=5, batch=3, mlp_ratio=4, norm_eps=1e-5)
 TINY = dict(layers=2, width=8, heads=2, vocab=5, copy_len=3, batch=1, mlp_ratio=4, norm_eps=1e-5)
 
-# The 20 fixtures and their fixed seeds (stable across runs; do not change or reorder).
+# The 23 fixtures and their fixed seeds (stable across runs; do not change or reorder).
 VARIANTS = {
     ("post", "layernorm"): 3001, ("pre", "layernorm"): 3002, ("peri", "layernorm"): 3003,
     ("reordered", "layernorm"): 3004, ("deepnorm", "layernorm"): 3005, ("admin", "layernorm"): 3006,
@@ -49,19 +49,29 @@ VARIANTS = {
     ("pre", "derf"): 3016, ("post", "derf"): 3017,
     # attention options (third element): gated attention
     ("pre", "layernorm", "gate"): 3018, ("post", "rmsnorm", "gate"): 3019, ("peri", "derf", "gate"): 3020,
+    # value residual (3 blocks), alone and with the gate
+    ("pre", "layernorm", "vres"): 3021, ("post", "layernorm", "vres"): 3022, ("pre", "rmsnorm", "gate_vres"): 3023,
 }
 # Self-checks run on every combination (norm kind is irrelevant for rezero / tfixup).
 CHECK_COMBOS = [(p, n) for p in pm.PLACEMENTS for n in pm.NORMS
                 if n == "layernorm" or p not in ("rezero", "tfixup")]
 CHECK_COMBOS += [("pre", "layernorm", "gate"), ("post", "rmsnorm", "gate"), ("peri", "derf", "gate"),
-                 ("mix", "layernorm", "gate"), ("rezero", "layernorm", "gate")]
-OPTIONS = {"": {}, "gate": {"attn_gate": True}}  # a case's third element -> cfg keys
+                 ("mix", "layernorm", "gate"), ("rezero", "layernorm", "gate"),
+                 ("pre", "layernorm", "vres"), ("post", "layernorm", "vres"), ("pre", "rmsnorm", "gate_vres"),
+                 ("mix", "dyt", "vres")]
+# a case's third element -> cfg keys
+OPTIONS = {"": {}, "gate": {"attn_gate": True}, "vres": {"value_residual": True, "layers": 3},
+           "gate_vres": {"attn_gate": True, "value_residual": True, "layers": 3}}
 CHECK_SEED = 4000
 
 
 def cfg_for(placement, base=BASE, option=""):
     """mix needs 4 blocks for a post block to exist (floor(0.25 * 2) = 0)."""
-    return dict(base, layers=4 if placement == "mix" else base["layers"], **OPTIONS[option])
+    cfg = dict(base, layers=4 if placement == "mix" else base["layers"])
+    cfg.update(OPTIONS[option])
+    if placement == "mix":
+        cfg["layers"] = 4
+    return cfg
 
 
 def fixture_path(placement, norm, option=""):
@@ -88,6 +98,8 @@ def expected_params(cfg, placement, norm):
         b = f"blocks.{i}."
         if cfg.get("attn_gate"):
             p[b + "attn.gate.weight"] = (C, C)
+        if cfg.get("value_residual") and i > 0:
+            p[b + "attn.value_lambda"] = (2,)
         p.update({b + "attn.qkv.weight": (3 * C, C), b + "attn.qkv.bias": (3 * C,),
                   b + "attn.proj.weight": (C, C), b + "attn.proj.bias": (C,),
                   b + "mlp.fc1.weight": (I, C), b + "mlp.fc1.bias": (I,),
@@ -112,6 +124,8 @@ def metadata(placement, norm, option=""):
     meta = {"norm_placement": placement, "norm": norm}
     if cfg.get("attn_gate"):
         meta["attn_gate"] = "true"
+    if cfg.get("value_residual"):
+        meta["value_residual"] = "true"
     for k in ("layers", "width", "heads", "vocab", "copy_len", "batch", "mlp_ratio"):
         meta[k] = str(cfg[k])
     meta["norm_eps"] = f"{cfg['norm_eps']:g}"          # "1e-05", as the ref_copy fixtures
