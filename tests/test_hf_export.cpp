@@ -367,6 +367,10 @@ TEST(HfExport, RefusalsNameTheKey) {
       {"gpt2", {{"norm_placement", "post"}}, hf::ExportFormat::GPT2, "norm_placement is post"},
       {"seed", {{"norm_placement", "post"}}, hf::ExportFormat::GPT2, "norm_placement is post"},
       {"sd", {}, hf::ExportFormat::GPT2, "cross_attention is true"},
+      {"qwen3", {{"attn_gate", "true"}}, hf::ExportFormat::Qwen3, "attn_gate is true"},
+      {"gpt2", {{"attn_gate", "true"}}, hf::ExportFormat::GPT2, "attn_gate is true"},
+      {"gpt2", {{"norm", "derf"}}, hf::ExportFormat::GPT2, "norm is derf"},
+      {"qwen3", {{"value_residual", "true"}}, hf::ExportFormat::Qwen3, "value_residual is true"},
   };
   for (const Case& k : cases) {
     const RunConfig run = small_run(k.block, "unused", k.keys);

@@ -143,6 +143,33 @@ TEST_P(KernelGrad, RMSNorm) {
   expect_gradient_matches("dweight", weight, dweight, loss, 1e-4);
 }
 
+// Derf: y = weight * erf(alpha * x + shift) + bias; every input and all four parameters checked, with a
+// shift away from zero so that its gradient and alpha's are not symmetric about the origin.
+TEST_P(KernelGrad, Derf) {
+  const int N = 4, C = 8;
+  auto inp = random_vector(rng, N * C, scale());
+  auto weight = random_vector(rng, C, 1.0);
+  auto bias = random_vector(rng, C, 1.0);
+  std::vector<double> alpha{0.5 / scale() + 0.1 * rng.normal()}, shift{0.3 + 0.1 * rng.normal()};
+  auto w = random_vector(rng, N * C, 1.0);
+  std::vector<double> out(N * C);
+  auto loss = [&] {
+    derf_forward(out.data(), inp.data(), weight.data(), bias.data(), alpha.data(), shift.data(), N, C);
+    return dot(w, out.data());
+  };
+  loss();
+  for (int i = 0; i < N * C; ++i)
+    EXPECT_NEAR(out[i], weight[i % C] * std::erf(alpha[0] * inp[i] + shift[0]) + bias[i % C], 1e-15);
+  std::vector<double> dinp(N * C, 0), dweight(C, 0), dbias(C, 0), dalpha(1, 0), dshift(1, 0);
+  derf_backward(dinp.data(), dweight.data(), dbias.data(), dalpha.data(), dshift.data(), w.data(), inp.data(),
+                weight.data(), alpha.data(), shift.data(), N, C);
+  expect_gradient_matches("dinp", inp, dinp, loss, step());
+  expect_gradient_matches("dweight", weight, dweight, loss, 1e-4);
+  expect_gradient_matches("dbias", bias, dbias, loss, 1e-4);
+  expect_gradient_matches("dalpha", alpha, dalpha, loss, 1e-5);
+  expect_gradient_matches("dshift", shift, dshift, loss, 1e-4);
+}
+
 // Head size 3 takes the generic path, 32 the register-tiled one (T = 19 crosses a 16-lane block).
 void check_attention_gradient(Rng& rng, double scale, double step, int B, int Tn, int C, int H) {
   auto qkv = random_vector(rng, B * Tn * 3 * C, scale);

@@ -79,6 +79,33 @@ std::vector<Variant> variants() {
     v.push_back({to_string(p) + "_dyt", c});
   }
   for (NormPlacement p : {NormPlacement::Post, NormPlacement::Pre}) v.push_back({to_string(p) + "_dyt", tiny_config(p, NormKind::DyT)});
+  for (NormPlacement p : {NormPlacement::Post, NormPlacement::Pre, NormPlacement::Peri})
+    v.push_back({to_string(p) + "_derf", tiny_config(p, NormKind::Derf)});
+  // Gated attention: fused qkv with the register-tiled attention (pre, post), separate q/k/v with GQA, q/k norm
+  // and H*D != width (the gate is (Q,C)), and a block with cross-attention (only self-attention is gated).
+  for (NormPlacement p : {NormPlacement::Pre, NormPlacement::Post}) {
+    ModelConfig g = tiny_config(p, NormKind::LayerNorm);
+    g.attn_gate = true;
+    v.push_back({to_string(p) + "_attn_gate", g});
+  }
+  ModelConfig gated_qwen = q;
+  gated_qwen.tie_head = false, gated_qwen.kv_heads = 2, gated_qwen.attn_gate = true;
+  v.push_back({"qwen3_gqa_attn_gate", gated_qwen});
+  ModelConfig gated_sd = preset("sd");
+  gated_sd.context_len = 3, gated_sd.attn_gate = true;
+  v.push_back({"sd_attn_gate", gated_sd});
+  // Value residual: fused qkv (register-tiled attention) under pre and post with three blocks (two of them
+  // mixing), separate q/k/v with GQA (K != Q) and RoPE, and together with the attention gate.
+  for (NormPlacement p : {NormPlacement::Pre, NormPlacement::Post}) {
+    ModelConfig vr = tiny_config(p, NormKind::LayerNorm);
+    vr.value_residual = true, vr.layers = 3;
+    v.push_back({to_string(p) + "_value_residual", vr});
+  }
+  ModelConfig vr_qwen = q;
+  vr_qwen.tie_head = false, vr_qwen.kv_heads = 2, vr_qwen.value_residual = true, vr_qwen.layers = 3;
+  v.push_back({"qwen3_gqa_value_residual", vr_qwen});
+  vr_qwen.attn_gate = true;
+  v.push_back({"qwen3_gqa_value_residual_attn_gate", vr_qwen});
   ModelConfig peri_qwen = preset("qwen3");
   peri_qwen.norm_placement = NormPlacement::Peri;
   peri_qwen.kv_heads = 2;
@@ -99,7 +126,8 @@ void randomise(Model<T>& model, uint64_t seed) {
   Rng rng(seed);
   for (const ParamSpec& s : model.table().specs()) {
     auto p = model.param(s.name);
-    // Norm weights and Admin's omega near 1, DyT's alpha near 0.5, everything else (ReZero's gate included) N(0, 0.5^2)
+    // Norm weights and Admin's omega near 1, DyT's / Derf's alpha near 0.5, everything else (ReZero's gate and
+    // Derf's shift included) N(0, 0.5^2)
     const bool near_one = s.role == ParamRole::NormWeight || s.role == ParamRole::ResidualScale;
     const double centre = near_one ? 1.0 : s.role == ParamRole::NormAlpha ? 0.5 : 0.0;
     for (auto& x : p) x = static_cast<T>(centre + (near_one || s.role == ParamRole::NormAlpha ? 0.2 : 0.5) * rng.normal());
@@ -190,6 +218,86 @@ TEST_P(WholeModel, SecondForwardDoesNotDisturbAPendingBackward) {
 
 INSTANTIATE_TEST_SUITE_P(Variants, WholeModel, ::testing::ValuesIn(variants()),
                          [](const auto& info) { return info.param.name; });
+
+// With W_g = 0 every gate is sigmoid(0) = 1/2: the gated stack equals the ungated one whose output projection
+// weights are halved (biases unchanged), for fused and for separate q/k/v.
+TEST(AttentionGate, ZeroGateWeightsHalveTheHeadsOutputs) {
+  ModelConfig fused = tiny_config(NormPlacement::Pre, NormKind::LayerNorm);
+  ModelConfig separate = fused;
+  separate.qkv = QkvLayout::Separate, separate.kv_heads = 1;
+  for (ModelConfig plain : {fused, separate}) {
+    ModelConfig gated = plain;
+    gated.attn_gate = true;
+    Model<double> a(plain), b(gated);
+    randomise(a, 3);
+    for (const ParamSpec& s : a.table().specs()) {
+      auto src = a.param(s.name);
+      std::copy(src.begin(), src.end(), b.param(s.name).begin());
+    }
+    for (int l = 0; l < plain.layers; ++l) {
+      const std::string p = "blocks." + std::to_string(l) + ".attn.";
+      for (double& w : b.param(p + "gate.weight")) w = 0;
+      for (double& w : a.param(p + "proj.weight")) w *= 0.5;
+    }
+    EXPECT_EQ(b.table().at("blocks.0.attn.gate.weight").shape, (std::vector<int64_t>{plain.q_dim(), plain.width}));
+    EXPECT_EQ(b.table().find("blocks.0.attn.gate.bias"), nullptr);
+    const int B = 2;
+    Activations<double> acts_a = a.make_activations(B, plain.seq_len), acts_b = b.make_activations(B, plain.seq_len);
+    CopyTask task(plain.vocab, 3, 11);
+    Batch batch;
+    task.next(batch, B);
+    const double la = a.forward(acts_a, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data());
+    const double lb = b.forward(acts_b, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data());
+    EXPECT_NEAR(la, lb, 1e-12 * std::abs(la));
+    // and a non-zero gate changes the result (the gate is in the computation, not beside it)
+    for (double& w : b.param("blocks.1.attn.gate.weight")) w = 1.0;
+    EXPECT_GT(std::abs(b.forward(acts_b, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data()) - la), 1e-6);
+  }
+}
+
+// lambda1 = 1, lambda2 = 0 in every block reproduces the stack without value residual bit for bit (1 * v + 0 * v1
+// is v exactly); lambda2 != 0 then changes the result. Block 1 has no lambdas; they start at 0.5.
+TEST(ValueResidual, UnitOwnWeightIsThePlainStackAndTheFirstValuesMatter) {
+  ModelConfig fused = tiny_config(NormPlacement::Pre, NormKind::LayerNorm);
+  fused.layers = 3;
+  ModelConfig separate = fused;
+  separate.qkv = QkvLayout::Separate, separate.kv_heads = 1;
+  for (ModelConfig plain : {fused, separate}) {
+    ModelConfig mixed = plain;
+    mixed.value_residual = true;
+    Model<double> a(plain), b(mixed);
+    b.init_weights(1);
+    EXPECT_EQ(b.table().find("blocks.0.attn.value_lambda"), nullptr);
+    for (int l = 1; l < plain.layers; ++l) {
+      auto lambda = b.param("blocks." + std::to_string(l) + ".attn.value_lambda");
+      ASSERT_EQ(lambda.size(), 2u);
+      EXPECT_EQ(lambda[0], 0.5);
+      EXPECT_EQ(lambda[1], 0.5);
+      lambda[0] = 1, lambda[1] = 0;
+    }
+    randomise(a, 3);
+    for (const ParamSpec& s : a.table().specs()) {
+      auto src = a.param(s.name);
+      std::copy(src.begin(), src.end(), b.param(s.name).begin());
+    }
+    const int B = 2;
+    Activations<double> acts_a = a.make_activations(B, plain.seq_len), acts_b = b.make_activations(B, plain.seq_len);
+    CopyTask task(plain.vocab, 3, 11);
+    Batch batch;
+    task.next(batch, B);
+    const double la = a.forward(acts_a, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data());
+    const double lb = b.forward(acts_b, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data());
+    EXPECT_EQ(la, lb);
+    a.backward(acts_a);
+    b.backward(acts_b);
+    for (const ParamSpec& s : a.table().specs()) {
+      auto ga = a.grad(s.name), gb = b.grad(s.name);
+      EXPECT_TRUE(std::equal(ga.begin(), ga.end(), gb.begin())) << s.name;
+    }
+    b.param("blocks.2.attn.value_lambda")[1] = 0.5;
+    EXPECT_GT(std::abs(b.forward(acts_b, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data()) - la), 1e-6);
+  }
+}
 
 TEST(ParameterTable, NamesAndShapesFollowPyTorch) {
   ModelConfig c;  // 24 x 128, 4 heads, V 64, T 63, Pre-LN LayerNorm
@@ -355,6 +463,14 @@ TEST(InitSchemes, LearnedResidualTermsStartAtTheirPaperValues) {
   const double n = 2.0 * c.layers;  // residual sub-layers
   for (float w : admin.param("blocks.1.mlp_omega")) EXPECT_FLOAT_EQ(w, std::sqrt((n + 1) / std::log(n + 1) - 1));
   for (float a : admin.param("blocks.0.norm1.alpha")) EXPECT_FLOAT_EQ(a, 0.5f);
+  c.norm = NormKind::Derf;  // Derf: alpha 0.5 as DyT's, shift 0, weight 1, bias 0
+  Model<float> derf(c);
+  derf.init_weights(1);
+  for (const char* name : {"blocks.0.norm1.alpha", "blocks.1.norm2.alpha"}) EXPECT_FLOAT_EQ(derf.param(name)[0], 0.5f);
+  for (const char* name : {"blocks.0.norm1.shift", "blocks.1.norm2.shift"}) EXPECT_EQ(derf.param(name)[0], 0.f);
+  for (float w : derf.param("blocks.0.norm1.weight")) EXPECT_EQ(w, 1.f);
+  for (float b : derf.param("blocks.0.norm1.bias")) EXPECT_EQ(b, 0.f);
+  EXPECT_EQ(derf.table().at("blocks.0.norm1.shift").shape, std::vector<int64_t>{1});
   c.norm_placement = NormPlacement::ReZero;
   Model<float> rezero(c);
   rezero.init_weights(1);

@@ -39,6 +39,8 @@ struct Fixture {
     } else {
       config.norm_placement = parse_norm_placement(m.at("norm_placement"));
       config.norm = parse_norm_kind(m.at("norm"));
+      config.attn_gate = m.count("attn_gate") != 0 && m.at("attn_gate") == "true";
+      config.value_residual = m.count("value_residual") != 0 && m.at("value_residual") == "true";
     }
     config.layers = std::stoi(m.at("layers"));
     config.width = std::stoi(m.at("width"));
@@ -152,5 +154,8 @@ INSTANTIATE_TEST_SUITE_P(Variants, ReferenceParity,
                                            "place_admin_layernorm", "place_rezero_layernorm", "place_tfixup_layernorm",
                                            "place_mix_layernorm", "place_lns_layernorm", "place_pre_dyt",
                                            "place_post_dyt", "place_peri_rmsnorm", "place_deepnorm_rmsnorm",
-                                           "place_admin_dyt"),
+                                           "place_admin_dyt", "place_pre_derf", "place_post_derf",
+                                           "place_pre_layernorm_gate", "place_post_rmsnorm_gate",
+                                           "place_peri_derf_gate", "place_pre_layernorm_vres",
+                                           "place_post_layernorm_vres", "place_pre_rmsnorm_gate_vres"),
                          [](const auto& info) { return info.param; });

@@ -58,6 +58,10 @@ TEST(RunConfig, SetsKeysFromText) {
   EXPECT_NE(error_of([&] { set_config_value(c, "lr", "fast"); }).find("expected a finite number"), std::string::npos);
   EXPECT_NE(error_of([&] { set_config_value(c, "norm_placement", "middle"); }).find("unknown norm_placement"),
             std::string::npos);
+  set_config_value(c, "norm", "derf");
+  EXPECT_EQ(c.model.norm, NormKind::Derf);
+  EXPECT_NE(error_of([&] { set_config_value(c, "norm", "erf"); }).find("(expected one of: layernorm, rmsnorm, dyt, derf)"),
+            std::string::npos);
 }
 
 TEST(RunConfig, ValidationNamesTheProblem) {

@@ -25,6 +25,8 @@ std::string text(long v) { return std::to_string(v); }
 // The first key the format cannot express, as "KEY is VALUE; WHY", or empty.
 std::string qwen3_problem(const blocklab::ModelConfig& c) {
   if (c.cross_attention) return "cross_attention is true; Qwen3ForCausalLM has no cross-attention";
+  if (c.attn_gate) return "attn_gate is true; Qwen3ForCausalLM has no attention output gate";
+  if (c.value_residual) return "value_residual is true; Qwen3ForCausalLM has no value residual";
   if (c.norm_placement != NormPlacement::Pre)
     return "norm_placement is " + to_string(c.norm_placement) + "; Qwen3ForCausalLM is pre-norm (needs pre)";
   if (c.norm != NormKind::RMSNorm) return "norm is " + to_string(c.norm) + "; Qwen3ForCausalLM needs rmsnorm";
@@ -42,6 +44,8 @@ std::string qwen3_problem(const blocklab::ModelConfig& c) {
 
 std::string gpt2_problem(const blocklab::ModelConfig& c) {
   if (c.cross_attention) return "cross_attention is true; GPT2LMHeadModel has no cross-attention";
+  if (c.attn_gate) return "attn_gate is true; GPT2LMHeadModel has no attention output gate";
+  if (c.value_residual) return "value_residual is true; GPT2LMHeadModel has no value residual";
   if (c.norm_placement != NormPlacement::Pre)
     return "norm_placement is " + to_string(c.norm_placement) + "; GPT2LMHeadModel is pre-norm (needs pre)";
   if (c.norm != NormKind::LayerNorm) return "norm is " + to_string(c.norm) + "; GPT2LMHeadModel needs layernorm";

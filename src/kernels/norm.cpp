@@ -173,13 +173,66 @@ void dyt_backward(T* dinp, T* dweight, T* dbias, T* dalpha, const T* dout, const
   *dalpha += sum;
 }
 
+// y = w erf(a x + s) + b, with erf'(z) = 2/sqrt(pi) exp(-z^2) = e(z):
+//   dy/dx = w a e,  dy/dw = erf,  dy/db = 1,  dy/da = w x e,  dy/ds = w e
+template <typename T>
+void derf_forward(T* out, const T* inp, const T* weight, const T* bias, const T* alpha, const T* shift, int N, int C) {
+  BLOCKLAB_PROFILE("derf_forward");
+  const T a = *alpha, s = *shift;
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const T* x = inp + static_cast<long>(n) * C;
+    T* y = out + static_cast<long>(n) * C;
+    for (int c = 0; c < C; ++c) y[c] = weight[c] * std::erf(a * x[c] + s) + bias[c];
+  }
+}
+
+template <typename T>
+void derf_backward(T* dinp, T* dweight, T* dbias, T* dalpha, T* dshift, const T* dout, const T* inp, const T* weight,
+                   const T* alpha, const T* shift, int N, int C) {
+  BLOCKLAB_PROFILE("derf_backward");
+  const T a = *alpha, s = *shift;
+  const T two_over_sqrt_pi = static_cast<T>(1.12837916709551257390);  // 2/sqrt(pi)
+  auto slope = [&](T x) {
+    const T z = a * x + s;
+    return two_over_sqrt_pi * std::exp(-z * z);
+  };
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const T* x = inp + static_cast<long>(n) * C;
+    const T* g = dout + static_cast<long>(n) * C;
+    T* dx = dinp + static_cast<long>(n) * C;
+    for (int c = 0; c < C; ++c) dx[c] += g[c] * weight[c] * a * slope(x[c]);
+  }
+  accumulate_affine_grads(dweight, dbias, dout, N, C,
+                          [&](int n, int c) { return std::erf(a * inp[static_cast<long>(n) * C + c] + s); });
+  // d alpha and d shift: two scalars, summed row by row in order (independent of the thread count)
+  T sum_a = 0, sum_s = 0;
+  for (int n = 0; n < N; ++n) {
+    const T* x = inp + static_cast<long>(n) * C;
+    const T* g = dout + static_cast<long>(n) * C;
+    T row_a = 0, row_s = 0;
+    for (int c = 0; c < C; ++c) {
+      const T ge = g[c] * weight[c] * slope(x[c]);
+      row_a += ge * x[c];
+      row_s += ge;
+    }
+    sum_a += row_a;
+    sum_s += row_s;
+  }
+  *dalpha += sum_a;
+  *dshift += sum_s;
+}
+
 #define BLOCKLAB_INSTANTIATE(T)                                                                             \
   template void layernorm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, T);                \
   template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int, int); \
   template void rmsnorm_forward<T>(T*, T*, const T*, const T*, int, int, T);                                \
   template void rmsnorm_backward<T>(T*, T*, const T*, const T*, const T*, const T*, int, int);             \
   template void dyt_forward<T>(T*, const T*, const T*, const T*, const T*, int, int);                      \
-  template void dyt_backward<T>(T*, T*, T*, T*, const T*, const T*, const T*, const T*, int, int);
+  template void dyt_backward<T>(T*, T*, T*, T*, const T*, const T*, const T*, const T*, int, int);            \
+  template void derf_forward<T>(T*, const T*, const T*, const T*, const T*, const T*, int, int);            \
+  template void derf_backward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int, int);
 BLOCKLAB_INSTANTIATE(float)
 BLOCKLAB_INSTANTIATE(double)
 

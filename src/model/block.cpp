@@ -34,12 +34,12 @@ template <typename T>
 void carve_norm(NormActs<T>& n, Carver<T>& a, const ModelConfig& c, long N) {
   n.out = a.take(N * c.width);
   if (c.norm == NormKind::LayerNorm) n.mean = a.take(N);
-  if (c.norm != NormKind::DyT) n.rstd = a.take(N);
+  if (c.norm == NormKind::LayerNorm || c.norm == NormKind::RMSNorm) n.rstd = a.take(N);
 }
 
 template <typename T>
 void carve_attention(AttentionActs<T>& a, Carver<T>& m, const ModelConfig& c, const BlockDims& d,
-                     const SublayerPlan& plan, bool cross) {
+                     const SublayerPlan& plan, bool cross, bool first_block) {
   const long N = d.N(), Nk = cross ? d.Nc() : d.N(), Tk = cross ? d.Tc : d.T;
   if (plan.in_norm) carve_norm(a.in, m, c, N);
   if (!cross && c.qkv == QkvLayout::Fused) {
@@ -53,6 +53,8 @@ void carve_attention(AttentionActs<T>& a, Carver<T>& m, const ModelConfig& c, co
   }
   a.att = m.take(static_cast<long>(d.B) * d.H * d.T * Tk);
   a.y = m.take(N * d.Q), a.out = m.take(N * d.C);
+  if (!cross && c.attn_gate) a.gate = m.take(N * d.Q), a.y_gated = m.take(N * d.Q);
+  if (!cross && c.value_residual && !first_block) a.v_own = m.take(N * d.K);
   if (plan.out_norm) carve_norm(a.out_norm, m, c, N);
   a.resid = m.take(N * d.C);
   if (plan.after_norm) carve_norm(a.after, m, c, N);
@@ -134,6 +136,22 @@ void attention_forward_sublayer(AttentionActs<T>& a, const T* inp, const Attenti
       rope_forward(k, in.rope_cos, in.rope_sin, d.B, d.T, d.Hkv, d.D / 2, d.K);
     }
   }
+  if (!cross && c.value_residual) {
+    // Block 1: V_1 = its values, kept for the blocks after it. Block l >= 2: V = lambda1 V + lambda2 V_1.
+    T* v = a.qkv != nullptr ? a.qkv + d.Q + d.K : a.v;
+    const long stride = a.qkv != nullptr ? d.Q + 2L * d.K : d.K;
+    if (w.value_lambda == nullptr) {
+      for (long n = 0; n < N; ++n) std::copy_n(v + n * stride, d.K, in.first_v + n * d.K);
+    } else {
+      const T l1 = w.value_lambda[0], l2 = w.value_lambda[1];
+      for (long n = 0; n < N; ++n)
+        for (int k = 0; k < d.K; ++k) {
+          T& vk = v[n * stride + k];
+          a.v_own[n * d.K + k] = vk;
+          vk = l1 * vk + l2 * in.first_v[n * d.K + k];
+        }
+    }
+  }
   if (!cross && fast_attention(c)) {
     attention_forward(a.y, a.att, in.attention_scratch, a.qkv, d.B, d.T, d.C, d.H);
   } else {
@@ -141,8 +159,20 @@ void attention_forward_sublayer(AttentionActs<T>& a, const T* inp, const Attenti
     attention_gqa_forward(a.y, static_cast<long>(d.Q), a.att, in.attention_scratch, v.q, v.q_stride, v.k, v.k_stride,
                           v.v, v.v_stride, d.B, d.T, Tk, d.H, d.Hkv, d.D, !cross, scale);
   }
-  // out = y Wo^T + bo
-  apply_linear(a.out, static_cast<const T*>(a.y), w.proj, N, d.Q, d.C, in);
+  const T* proj_in = a.y;
+  if (a.gate != nullptr) {
+    // gate = sigmoid(inp Wg^T); y_gated = y * gate, element by element (each head's outputs their own gates)
+    apply_linear(a.gate, inp, w.gate, N, d.C, d.Q, in);
+    const long NQ = static_cast<long>(N) * d.Q;
+    for (long i = 0; i < NQ; ++i) {
+      const T gt = T(1) / (T(1) + std::exp(-a.gate[i]));
+      a.gate[i] = gt;
+      a.y_gated[i] = a.y[i] * gt;
+    }
+    proj_in = a.y_gated;
+  }
+  // out = proj_in Wo^T + bo
+  apply_linear(a.out, proj_in, w.proj, N, d.Q, d.C, in);
 }
 
 // Backward of F of the attention sub-layer. dout = d a.out (N,C). The gradient of F's input is written
@@ -156,10 +186,48 @@ void attention_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, c
   const int N = static_cast<int>(d.N()), Tk = cross ? d.Tc : d.T;
   const bool rope = !cross && c.positions == Positions::RoPE;
   const T scale = T(1) / std::sqrt(static_cast<T>(d.D));
-  // out = y Wo^T + bo
+  // out = proj_in Wo^T + bo, proj_in = y_gated or y
   const GemmPrecision precision = gemm_precision(c);
-  linear_backward(s.d_y, g.proj.weight, g.proj.bias, dout, a.y, w.proj.weight, N, d.Q, d.C, GradWrite::Overwrite,
-                  precision);
+  const bool gated = a.gate != nullptr;
+  linear_backward(s.d_y, g.proj.weight, g.proj.bias, dout, gated ? a.y_gated : a.y, w.proj.weight, N, d.Q, d.C,
+                  GradWrite::Overwrite, precision);
+  if (gated) {
+    // y_gated = y * gate, gate = sigmoid(z), z = inp Wg^T:  dz = d_yg * y * gate * (1 - gate);  dy = d_yg * gate
+    const long NQ = static_cast<long>(N) * d.Q;
+    for (long i = 0; i < NQ; ++i) {
+      const T d_yg = s.d_y[i], gt = a.gate[i];
+      s.d_gate[i] = d_yg * a.y[i] * gt * (T(1) - gt);
+      s.d_y[i] = d_yg * gt;
+    }
+  }
+  // z = inp Wg^T: its input gradient is added after the q/k/v projections' (the first of which may overwrite dinp)
+  // V = lambda1 V_own + lambda2 V_1 (blocks l >= 2): d lambda1 += sum dV V_own, d lambda2 += sum dV V_1 (row
+  // order), d V_1 += lambda2 dV, d V_own = lambda1 dV. Block 1 (last in the backward): dV += d V_1.
+  auto value_residual_backward = [&](T* dv, long stride) {
+    if (cross || !c.value_residual) return;
+    if (w.value_lambda == nullptr) {
+      for (long n = 0; n < N; ++n)
+        for (int k = 0; k < d.K; ++k) dv[n * stride + k] += s.d_first_v[n * d.K + k];
+      return;
+    }
+    const T l1 = w.value_lambda[0], l2 = w.value_lambda[1];
+    T sum1 = 0, sum2 = 0;
+    for (long n = 0; n < N; ++n)
+      for (int k = 0; k < d.K; ++k) {
+        const T g_v = dv[n * stride + k];
+        sum1 += g_v * a.v_own[n * d.K + k];
+        sum2 += g_v * in.first_v[n * d.K + k];
+        s.d_first_v[n * d.K + k] += l2 * g_v;
+        dv[n * stride + k] = l1 * g_v;
+      }
+    g.value_lambda[0] += sum1;
+    g.value_lambda[1] += sum2;
+  };
+  auto gate_backward = [&] {
+    if (gated)
+      linear_backward(dinp, g.gate.weight, static_cast<T*>(nullptr), static_cast<const T*>(s.d_gate), inp,
+                      w.gate.weight, N, d.C, d.Q, GradWrite::Accumulate, precision);
+  };
   if (a.qkv != nullptr) {
     const long stride = d.Q + 2L * d.K;
     if (!cross && fast_attention(c)) {
@@ -174,9 +242,11 @@ void attention_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, c
       rope_backward(s.d_qkv, in.rope_cos, in.rope_sin, d.B, d.T, d.H, d.D / 2, stride);
       rope_backward(s.d_qkv + d.Q, in.rope_cos, in.rope_sin, d.B, d.T, d.Hkv, d.D / 2, stride);
     }
+    value_residual_backward(s.d_qkv + d.Q + d.K, stride);
     // qkv = inp @ W^T + b
     linear_backward(dinp, g.qkv.weight, g.qkv.bias, s.d_qkv, inp, w.qkv.weight, N, d.C, d.Q + 2 * d.K, write,
                     precision);
+    gate_backward();
     return;
   }
   const int Nk = cross ? static_cast<int>(d.Nc()) : N;
@@ -191,6 +261,7 @@ void attention_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, c
     rope_backward(dq, in.rope_cos, in.rope_sin, d.B, d.T, d.H, d.D / 2, d.Q);
     rope_backward(dk, in.rope_cos, in.rope_sin, d.B, d.T, d.Hkv, d.D / 2, d.K);
   }
+  value_residual_backward(dv, d.K);
   const T* dq_pre = dq;
   const T* dk_pre = dk;
   if (a.q_normed != nullptr) {
@@ -214,6 +285,7 @@ void attention_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, c
     linear_backward(dinp, g.k.weight, g.k.bias, dk_pre, inp, w.k.weight, N, d.C, d.K, add, precision);
     linear_backward(dinp, g.v.weight, g.v.bias, static_cast<const T*>(dv), inp, w.v.weight, N, d.C, d.K, add,
                     precision);
+    gate_backward();
   }
 }
 
@@ -390,8 +462,8 @@ long carve_block_acts(BlockActs<T>& a, T* base, const ModelConfig& c, const Bloc
   a = BlockActs<T>{};
   const long N = d.N();
   const SublayerPlan plan = c.sublayer_plan(index);
-  carve_attention(a.attn, m, c, d, plan, false);
-  if (c.cross_attention) carve_attention(a.cross, m, c, d, plan, true);
+  carve_attention(a.attn, m, c, d, plan, false, index == 0);
+  if (c.cross_attention) carve_attention(a.cross, m, c, d, plan, true, index == 0);
   MlpActs<T>& p = a.mlp;
   if (plan.in_norm) carve_norm(p.in, m, c, N);
   p.pre = m.take(N * d.I_in), p.act = m.take(N * d.I), p.out = m.take(N * d.C);
@@ -419,6 +491,7 @@ long carve_block_scratch(BlockScratch<T>& s, T* base, const ModelConfig& c, cons
   s.d_qkv = m.take(std::max(self_qkv, cross_qkv));
   if (c.qk_norm) s.d_qk_pre = m.take(N * (d.Q + d.K));
   s.d_y = m.take(N * d.Q);
+  if (c.attn_gate) s.d_gate = m.take(N * d.Q);
   if (c.mlp != MlpKind::Gelu) s.d_act = m.take(N * d.I);
   s.d_pre = m.take(N * d.I_in);
   bool plain = true, out_norm = false;
@@ -430,6 +503,7 @@ long carve_block_scratch(BlockScratch<T>& s, T* base, const ModelConfig& c, cons
   if (out_norm) s.d_f = m.take(N * d.C);
   s.attention = m.take(static_cast<long>(block_attention_scratch_size(c, d)));
   if (c.cross_attention) s.d_context = m.take(d.Nc() * d.C);
+  if (c.value_residual) s.d_first_v = m.take(N * d.K);
   return m.used();
 }
 
@@ -498,6 +572,10 @@ void norm_forward(NormActs<T>& n, const T* x, const NormTensors<T>& w, const Mod
       dyt_forward(n.out, x, static_cast<const T*>(w.weight), static_cast<const T*>(w.bias),
                   static_cast<const T*>(w.alpha), rows, c.width);
       break;
+    case NormKind::Derf:
+      derf_forward(n.out, x, static_cast<const T*>(w.weight), static_cast<const T*>(w.bias),
+                   static_cast<const T*>(w.alpha), static_cast<const T*>(w.shift), rows, c.width);
+      break;
   }
 }
 
@@ -517,6 +595,10 @@ void norm_backward(T* dx, const NormTensors<T>& g, const T* dout, const T* x, co
     case NormKind::DyT:
       dyt_backward(dx, g.weight, g.bias, g.alpha, dout, x, static_cast<const T*>(w.weight),
                    static_cast<const T*>(w.alpha), rows, c.width);
+      break;
+    case NormKind::Derf:
+      derf_backward(dx, g.weight, g.bias, g.alpha, g.shift, dout, x, static_cast<const T*>(w.weight),
+                    static_cast<const T*>(w.alpha), static_cast<const T*>(w.shift), rows, c.width);
       break;
   }
 }

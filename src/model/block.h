@@ -76,6 +76,9 @@ struct AttentionActs {
   T* k_rstd = nullptr;    // [qk_norm] (N*Hkv)
   T* att = nullptr;    // (B,H,T,Tk) softmax probabilities
   T* y = nullptr;      // (N,Q) attention output, heads concatenated
+  T* gate = nullptr;   // [attn_gate] (N,Q) sigmoid(inp W_g^T)
+  T* y_gated = nullptr;  // [attn_gate] (N,Q) y * gate, the output projection's input
+  T* v_own = nullptr;    // [value_residual, blocks after the first] (N,K) the block's own values before mixing
   T* out = nullptr;    // (N,C) F(x): the output projection
   NormActs<T> out_norm;  // [out norm] out(F(x))
   T* resid = nullptr;  // (N,C) s * x + g * out(F(x))
@@ -109,12 +112,14 @@ struct BlockScratch {
   T* d_qkv = nullptr;    // (N, Q+2K): fused dqkv, or dq (N,Q) | dk (N,K) | dv (N,K); cross: dk, dv are (Nc,K)
   T* d_qk_pre = nullptr; // [qk_norm] (N, Q+K): gradients of the q/k projections' outputs
   T* d_y = nullptr;      // (N,Q)
+  T* d_gate = nullptr;   // [attn_gate] (N,Q) d loss / d (inp W_g^T)
   T* d_act = nullptr;    // (N,I) [MLP kinds other than exact GELU]
   T* d_pre = nullptr;    // (N, I_in)
   T* d_branch = nullptr; // (N,C) [scaled, gated or out-normed sub-layers] d loss / d out(F)
   T* d_f = nullptr;      // (N,C) [out norm] d loss / d F
   T* attention = nullptr;  // attention kernels' work space, forward and backward
   T* d_context = nullptr;  // [cross_attention] (Nc,C) accumulates over all blocks
+  T* d_first_v = nullptr;  // [value_residual] (N,K) d loss / d V_1, accumulated by blocks 2..L, read by block 1
 };
 
 // Sizes in elements, for the carving code; a (T*)nullptr base counts, a real base binds. `index` is the
@@ -134,6 +139,7 @@ struct BlockInputs {
   const T* rope_cos = nullptr;  // (T, D/2) [RoPE]
   const T* rope_sin = nullptr;
   const T* context = nullptr;   // (Nc,C) [cross_attention]
+  T* first_v = nullptr;         // (N,K) [value_residual] the first block's values: written by block 0's forward
   T* attention_scratch = nullptr;
   LinearSource::Work* linear_work = nullptr;  // for weights read through a LinearSource
 };
@@ -150,7 +156,7 @@ template <typename T>
 void block_backward(T*& d_stream, BlockScratch<T>& s, const BlockTensors<T>& g, const BlockActs<T>& a, const T* x,
                     const BlockTensors<T>& w, const BlockInputs<T>& in, int index);
 
-// The config's norm kind (LayerNorm, RMSNorm, DyT) over N rows of C: forward fills n; backward
+// The config's norm kind (LayerNorm, RMSNorm, DyT, Derf) over N rows of C: forward fills n; backward
 // accumulates (+=) into dx and the norm's parameter gradients g. Used for the final norm too.
 template <typename T>
 long carve_norm_acts(NormActs<T>& n, T* base, const ModelConfig& c, long N);

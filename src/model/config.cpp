@@ -42,8 +42,11 @@ constexpr EnumNames<NormPlacement, 10> kPlacements{"norm_placement",
                                                      {NormPlacement::TFixup, "tfixup"},
                                                      {NormPlacement::Mix, "mix"},
                                                      {NormPlacement::LNS, "lns"}}}};
-constexpr EnumNames<NormKind, 3> kNorms{
-    "norm", {{{NormKind::LayerNorm, "layernorm"}, {NormKind::RMSNorm, "rmsnorm"}, {NormKind::DyT, "dyt"}}}};
+constexpr EnumNames<NormKind, 4> kNorms{"norm",
+                                        {{{NormKind::LayerNorm, "layernorm"},
+                                          {NormKind::RMSNorm, "rmsnorm"},
+                                          {NormKind::DyT, "dyt"},
+                                          {NormKind::Derf, "derf"}}}};
 constexpr EnumNames<InitScheme, 5> kInits{"init",
                                          {{{InitScheme::Auto, "auto"},
                                            {InitScheme::Xavier, "xavier"},

@@ -20,7 +20,8 @@
 namespace blocklab {
 
 enum class NormPlacement { Post, Pre, Peri, Reordered, DeepNorm, Admin, ReZero, TFixup, Mix, LNS };
-enum class NormKind { LayerNorm, RMSNorm, DyT };  // DyT: weight * tanh(alpha * x) + bias in a norm's place
+// DyT: weight * tanh(alpha * x) + bias in a norm's place; Derf: weight * erf(alpha * x + shift) + bias
+enum class NormKind { LayerNorm, RMSNorm, DyT, Derf };
 // Initialisation of the weights (Model::init_weights):
 //   xavier    Linear weights Xavier-uniform (Glorot & Bengio; Xiong et al.), embeddings N(0, embed_init_std^2)
 //   gpt2      Linear weights N(0, 0.02^2)
@@ -54,6 +55,15 @@ struct BlockConfig {
   bool proj_bias = true;  // bias of the attention output projections
   bool mlp_bias = true;   // biases of the MLP layers
   bool qk_norm = false;   // RMSNorm over D on every q and k head before RoPE (Qwen3), weights (D)
+  // Gated attention (Qiu et al. 2025): the self-attention's output, heads concatenated (N,Q), times
+  // sigmoid(u W_g^T) element by element before the output projection; u is the attention's input (the
+  // sub-layer's normalised input where the placement has an input norm, the stream otherwise), W_g (Q,C)
+  // without bias. Cross-attention is not gated.
+  bool attn_gate = false;
+  // Value residual (ResFormer, Zhou et al. 2025): in blocks l >= 2 the self-attention's values are
+  // V_l <- lambda1 V_l + lambda2 V_1, V_1 block 1's values (after its projection), lambda1, lambda2 learned
+  // per block, both 0.5 at init; block 1 keeps its own values.
+  bool value_residual = false;
   Positions positions = Positions::Learned;
   double rope_theta = 10000.0;  // RoPE base: inv_freq[i] = theta^(-2i/D)
   // A cross-attention sub-layer between self-attention and MLP (Stable Diffusion's BasicTransformerBlock):

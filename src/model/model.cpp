@@ -37,6 +37,7 @@ long Activations<T>::carve(T* base, const ModelConfig& config) {
   if (base != nullptr) blocks_.assign(config.layers, BlockActs<T>{});
   embedded_ = m.take(N * C);
   if (config.cross_attention) context_ = m.take(dims_.Nc() * C);
+  if (config.value_residual) first_v_ = m.take(N * dims_.K);
   for (int l = 0; l < config.layers; ++l)
     m.advance(carve_block_acts(base != nullptr ? blocks_[l] : sizing, m.next(), config, dims_, l));
   if (config.has_final_norm()) m.advance(carve_norm_acts(final_norm_, m.next(), config, N));
@@ -171,13 +172,18 @@ void Model<T>::init_weights(uint64_t seed) {
       case ParamRole::NormWeight:
         std::fill(p, p + s.numel, T(1));
         break;
-      case ParamRole::NormAlpha:  // DyT's alpha_0 (Zhu et al. 2025)
+      case ParamRole::NormAlpha:  // DyT's alpha_0 (Zhu et al. 2025); Derf starts at the same 0.5
         std::fill(p, p + s.numel, T(0.5));
+        break;
+      case ParamRole::NormShift:  // Derf's shift: zero
         break;
       case ParamRole::ResidualScale:  // Admin's omega
         std::fill(p, p + s.numel, static_cast<T>(config_.admin_omega_init()));
         break;
       case ParamRole::Gate:  // ReZero: every block starts as the identity
+        break;
+      case ParamRole::ValueMix:  // value residual: lambda1 = lambda2 = 0.5
+        std::fill(p, p + s.numel, T(0.5));
         break;
       case ParamRole::LinearBias:
       case ParamRole::NormBias:
@@ -203,6 +209,7 @@ BlockInputs<T> Model<T>::block_inputs(Activations<T>& acts) const {
   if (config_.positions == Positions::RoPE) in.rope_cos = rope_cos_.data(), in.rope_sin = rope_sin_.data();
   in.context = acts.context_;
   in.attention_scratch = acts.scratch_.attention;
+  in.first_v = acts.first_v_;
   return in;
 }
 
@@ -283,6 +290,7 @@ void Model<T>::backward(Activations<T>& acts) {
   s.d_other = acts.d_other_;  // the blocks swap it with the stream's gradient: start from the same pair
   std::fill(grads_.begin(), grads_.end(), T(0));
   if (s.d_context != nullptr) zero(s.d_context, d.Nc() * C);
+  if (s.d_first_v != nullptr) zero(s.d_first_v, d.N() * d.K);
 
   // loss = mean CE(head(top)) over the mask
   zero(acts.d_logits_, static_cast<long>(N) * V);

@@ -67,6 +67,7 @@ class Activations {
   std::vector<BlockActs<T>> blocks_;
   BlockScratch<T> scratch_;
   T *embedded_ = nullptr, *context_ = nullptr;
+  T* first_v_ = nullptr;  // [value_residual] (N,K) the first block's values
   NormActs<T> final_norm_;  // [final norm]
   T *logits_ = nullptr, *probs_ = nullptr, *losses_ = nullptr;
   T *d_stream_ = nullptr, *d_logits_ = nullptr;  // backward: the stream's gradient, the logits' gradient

@@ -19,7 +19,9 @@ void for_each_parameter(const ModelConfig& config, Add&& put) {
   auto add_norm = [&](const std::string& prefix, int block) {
     add(prefix + ".weight", {C}, ParamRole::NormWeight, block);
     if (config.norm_has_bias()) add(prefix + ".bias", {C}, ParamRole::NormBias, block);
-    if (config.norm == NormKind::DyT) add(prefix + ".alpha", {1}, ParamRole::NormAlpha, block);
+    if (config.norm == NormKind::DyT || config.norm == NormKind::Derf)
+      add(prefix + ".alpha", {1}, ParamRole::NormAlpha, block);
+    if (config.norm == NormKind::Derf) add(prefix + ".shift", {1}, ParamRole::NormShift, block);
   };
   // The norms and residual terms of one sub-layer around its F (sub: "attn", "cross", "mlp").
   auto add_sublayer_norms = [&](const std::string& p, const std::string& norm_name, const std::string& sub,
@@ -50,6 +52,8 @@ void for_each_parameter(const ModelConfig& config, Add&& put) {
       add(p + ".attn.q_norm.weight", {D}, ParamRole::NormWeight, l);
       add(p + ".attn.k_norm.weight", {D}, ParamRole::NormWeight, l);
     }
+    if (config.attn_gate) add_linear(p + ".attn.gate", Q, C, false, l, LinearPart::Gate);
+    if (config.value_residual && l > 0) add(p + ".attn.value_lambda", {2}, ParamRole::ValueMix, l);
     add_linear(p + ".attn.proj", C, Q, config.proj_bias, l, LinearPart::Output);
     if (config.cross_attention) {
       add_sublayer_norms(p, "cross_norm", "cross", plan, l);
@@ -111,7 +115,8 @@ ModelTensors<T> bind_tensors(const ParameterTable& table, const ModelConfig& con
     return s == nullptr ? nullptr : arena + s->offset;
   };
   auto norm = [&](const std::string& p) {
-    return NormTensors<T>{optional(p + ".weight"), optional(p + ".bias"), optional(p + ".alpha")};
+    return NormTensors<T>{optional(p + ".weight"), optional(p + ".bias"), optional(p + ".alpha"),
+                          optional(p + ".shift")};
   };
   auto linear = [&](const std::string& p) { return LinearTensors<T>{optional(p + ".weight"), optional(p + ".bias")}; };
   auto attention = [&](const std::string& p, const std::string& norm_name, const std::string& sub) {
@@ -124,6 +129,8 @@ ModelTensors<T> bind_tensors(const ParameterTable& table, const ModelConfig& con
     a.k = linear(p + sub + ".k");
     a.v = linear(p + sub + ".v");
     a.proj = linear(p + sub + ".proj");
+    a.gate = linear(p + sub + ".gate");
+    a.value_lambda = optional(p + sub + ".value_lambda");
     a.q_norm = optional(p + sub + ".q_norm.weight");
     a.k_norm = optional(p + sub + ".k_norm.weight");
     return a;

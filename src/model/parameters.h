@@ -9,10 +9,12 @@
 //   blocks.N.attn_omega (C)             [admin] learned residual scale;  blocks.N.rezero_alpha (1) [rezero]
 //   blocks.N.attn.qkv.* (Q+2K, C)       fused [q | k | v]; or attn.q (Q,C), attn.k (K,C), attn.v (K,C)
 //   blocks.N.attn.q_norm.weight (D), attn.k_norm.weight (D)   [qk_norm]
+//   blocks.N.attn.gate.weight (Q,C)     [attn_gate] no bias
+//   blocks.N.attn.value_lambda (2)      [value_residual, blocks N >= 1] lambda1, lambda2
 //   blocks.N.attn.proj.* (C, Q)
 //   blocks.N.cross_norm.*, cross.q (Q,C), cross.k (K,C), cross.v (K,C), cross.proj (C,Q)   [cross_attention]
 //   blocks.N.norm2.*                    norm of the MLP sub-layer; mlp_out_norm.*, mlp_omega as for attention
-//   a norm's tensors: weight (C), bias (C) [layernorm, dyt], alpha (1) [dyt]
+//   a norm's tensors: weight (C), bias (C) [layernorm, dyt, derf], alpha (1) [dyt, derf], shift (1) [derf]
 //   blocks.N.mlp.fc1.* (I or 2I, C)     a gated MLP's rows are [value | gate]
 //   blocks.N.mlp.fc2.* (C, I)
 //   final_norm.* [Pre-LN]   head.weight (V,C) [untied]
@@ -32,14 +34,16 @@ enum class ParamRole {
   LinearBias,
   NormWeight,
   NormBias,
-  NormAlpha,      // DyT's alpha
+  NormAlpha,      // DyT's and Derf's alpha
+  NormShift,      // Derf's shift
   ResidualScale,  // Admin's omega
   Gate,           // ReZero's alpha
+  ValueMix,       // value residual's lambda1, lambda2
   Embedding
 };
 
 // What a linear weight is in its block (init schemes scale some of them: DeepNorm, T-Fixup).
-enum class LinearPart { None, Query, Key, Value, QKV, Output, Fc1, Fc2, Head };
+enum class LinearPart { None, Query, Key, Value, QKV, Output, Fc1, Fc2, Head, Gate };
 
 struct ParamSpec {
   std::string name;
@@ -75,12 +79,13 @@ class ParameterTable {
   long total_ = 0;
 };
 
-// A norm's parameters: weight (C), bias (C) or nullptr (RMSNorm), alpha (1) for DyT.
+// A norm's parameters: weight (C), bias (C) or nullptr (RMSNorm), alpha (1) for DyT and Derf, shift (1) for Derf.
 template <typename T>
 struct NormTensors {
   T* weight = nullptr;
   T* bias = nullptr;
   T* alpha = nullptr;
+  T* shift = nullptr;
 };
 
 // A linear layer whose weight lives outside the arenas, e.g. memory-mapped in its stored dtype (BF16) in a
@@ -112,6 +117,8 @@ struct AttentionTensors {
   NormTensors<T> out_norm;  // [peri, reordered]
   T* omega = nullptr;       // (C) [admin]
   LinearTensors<T> qkv, q, k, v, proj;
+  LinearTensors<T> gate;  // (Q,C) [attn_gate, self-attention only]
+  T* value_lambda = nullptr;  // (2) [value_residual, blocks after the first]
   T* q_norm = nullptr;  // (D) [qk_norm]
   T* k_norm = nullptr;  // (D)
 };

@@ -101,7 +101,7 @@ std::vector<ConfigKey> make_keys() {
   add_enum("norm_placement", "where the norms sit: post, pre, peri, reordered, deepnorm, admin, rezero, tfixup, mix or lns (docs/placements.md)",
            [](RunConfig& c, const std::string& s) { c.model.norm_placement = parse_norm_placement(s); },
            [](const RunConfig& c) { return to_string(c.model.norm_placement); });
-  add_enum("norm", "normalisation wherever the placement puts one: layernorm, rmsnorm or dyt",
+  add_enum("norm", "normalisation wherever the placement puts one: layernorm, rmsnorm, dyt or derf",
            [](RunConfig& c, const std::string& s) { c.model.norm = parse_norm_kind(s); },
            [](const RunConfig& c) { return to_string(c.model.norm); });
   add_int("layers", "number of transformer blocks", [](RunConfig& c) -> int& { return c.model.layers; });
@@ -121,6 +121,10 @@ std::vector<ConfigKey> make_keys() {
   add_bool("mlp_bias", "biases on the MLP layers", [](RunConfig& c) -> bool& { return c.model.mlp_bias; });
   add_bool("qk_norm", "RMSNorm on every q and k head (needs qkv = separate)",
            [](RunConfig& c) -> bool& { return c.model.qk_norm; });
+  add_bool("attn_gate", "gated attention: each head's output times sigmoid(u W_g) before the output projection",
+           [](RunConfig& c) -> bool& { return c.model.attn_gate; });
+  add_bool("value_residual", "value residual: blocks 2..L mix their values with block 1's, lambda1 V + lambda2 V_1 (0.5 each at init)",
+           [](RunConfig& c) -> bool& { return c.model.value_residual; });
   add_model_enum("positions", "position information: learned (a table) or rope", parse_positions,
                  [](RunConfig& c) -> Positions& { return c.model.positions; });
   add_float("rope_theta", "RoPE base theta", [](RunConfig& c) -> double& { return c.model.rope_theta; });

@@ -3,7 +3,7 @@
 (tests/data/ref_place_<placement>_<norm>.safetensors).
 
 Usage (from the repository root, needs PyTorch -> Debian's /usr/bin/python3):
-  tools/ref/make_placement_fixtures.py            # self-checks, then write the 15 fixtures
+  tools/ref/make_placement_fixtures.py            # self-checks, then write the 23 fixtures
   tools/ref/make_placement_fixtures.py --verify   # self-checks, then re-read the fixtures with the
                                                   # independent reader: format, metadata, names/shapes,
                                                   # round trip, recomputation from the stored params/tokens
@@ -38,7 +38,7 @@ import placement_models as pm  # noqa: E402
 BASE = dict(layers=2, width=16, heads=2, vocab=11, copy_len=5, batch=3, mlp_ratio=4, norm_eps=1e-5)
 TINY = dict(layers=2, width=8, heads=2, vocab=5, copy_len=3, batch=1, mlp_ratio=4, norm_eps=1e-5)
 
-# The 15 fixtures and their fixed seeds (stable across runs; do not change or reorder).
+# The 23 fixtures and their fixed seeds (stable across runs; do not change or reorder).
 VARIANTS = {
     ("post", "layernorm"): 3001, ("pre", "layernorm"): 3002, ("peri", "layernorm"): 3003,
     ("reordered", "layernorm"): 3004, ("deepnorm", "layernorm"): 3005, ("admin", "layernorm"): 3006,
@@ -46,20 +46,37 @@ VARIANTS = {
     ("lns", "layernorm"): 3010,
     ("pre", "dyt"): 3011, ("post", "dyt"): 3012, ("peri", "rmsnorm"): 3013,
     ("deepnorm", "rmsnorm"): 3014, ("admin", "dyt"): 3015,
+    ("pre", "derf"): 3016, ("post", "derf"): 3017,
+    # attention options (third element): gated attention
+    ("pre", "layernorm", "gate"): 3018, ("post", "rmsnorm", "gate"): 3019, ("peri", "derf", "gate"): 3020,
+    # value residual (3 blocks), alone and with the gate
+    ("pre", "layernorm", "vres"): 3021, ("post", "layernorm", "vres"): 3022, ("pre", "rmsnorm", "gate_vres"): 3023,
 }
 # Self-checks run on every combination (norm kind is irrelevant for rezero / tfixup).
 CHECK_COMBOS = [(p, n) for p in pm.PLACEMENTS for n in pm.NORMS
                 if n == "layernorm" or p not in ("rezero", "tfixup")]
+CHECK_COMBOS += [("pre", "layernorm", "gate"), ("post", "rmsnorm", "gate"), ("peri", "derf", "gate"),
+                 ("mix", "layernorm", "gate"), ("rezero", "layernorm", "gate"),
+                 ("pre", "layernorm", "vres"), ("post", "layernorm", "vres"), ("pre", "rmsnorm", "gate_vres"),
+                 ("mix", "dyt", "vres")]
+# a case's third element -> cfg keys
+OPTIONS = {"": {}, "gate": {"attn_gate": True}, "vres": {"value_residual": True, "layers": 3},
+           "gate_vres": {"attn_gate": True, "value_residual": True, "layers": 3}}
 CHECK_SEED = 4000
 
 
-def cfg_for(placement, base=BASE):
+def cfg_for(placement, base=BASE, option=""):
     """mix needs 4 blocks for a post block to exist (floor(0.25 * 2) = 0)."""
-    return dict(base, layers=4 if placement == "mix" else base["layers"])
+    cfg = dict(base, layers=4 if placement == "mix" else base["layers"])
+    cfg.update(OPTIONS[option])
+    if placement == "mix":
+        cfg["layers"] = 4
+    return cfg
 
 
-def fixture_path(placement, norm):
-    return os.path.join(ft.OUT_DIR, f"ref_place_{placement}_{norm}.safetensors")
+def fixture_path(placement, norm, option=""):
+    suffix = f"_{option}" if option else ""
+    return os.path.join(ft.OUT_DIR, f"ref_place_{placement}_{norm}{suffix}.safetensors")
 
 
 def expected_params(cfg, placement, norm):
@@ -72,11 +89,17 @@ def expected_params(cfg, placement, norm):
             return {prefix + ".weight": (C,), prefix + ".bias": (C,)}
         if norm == "rmsnorm":
             return {prefix + ".weight": (C,)}
+        if norm == "derf":
+            return {prefix + ".weight": (C,), prefix + ".bias": (C,), prefix + ".alpha": (1,), prefix + ".shift": (1,)}
         return {prefix + ".weight": (C,), prefix + ".bias": (C,), prefix + ".alpha": (1,)}
 
     p = {"tok_emb.weight": (V, C), "pos_emb.weight": (T, C), "head.weight": (V, C)}
     for i in range(N):
         b = f"blocks.{i}."
+        if cfg.get("attn_gate"):
+            p[b + "attn.gate.weight"] = (C, C)
+        if cfg.get("value_residual") and i > 0:
+            p[b + "attn.value_lambda"] = (2,)
         p.update({b + "attn.qkv.weight": (3 * C, C), b + "attn.qkv.bias": (3 * C,),
                   b + "attn.proj.weight": (C, C), b + "attn.proj.bias": (C,),
                   b + "mlp.fc1.weight": (I, C), b + "mlp.fc1.bias": (I,),
@@ -96,9 +119,13 @@ def expected_params(cfg, placement, norm):
     return p
 
 
-def metadata(placement, norm):
-    cfg = cfg_for(placement)
+def metadata(placement, norm, option=""):
+    cfg = cfg_for(placement, option=option)
     meta = {"norm_placement": placement, "norm": norm}
+    if cfg.get("attn_gate"):
+        meta["attn_gate"] = "true"
+    if cfg.get("value_residual"):
+        meta["value_residual"] = "true"
     for k in ("layers", "width", "heads", "vocab", "copy_len", "batch", "mlp_ratio"):
         meta[k] = str(cfg[k])
     meta["norm_eps"] = f"{cfg['norm_eps']:g}"          # "1e-05", as the ref_copy fixtures
@@ -123,9 +150,10 @@ def seeded_model(placement, norm, cfg, seed):
     return model, tokens
 
 
-def compute(placement, norm, params=None, tokens=None):
+def compute(placement, norm, option="", params=None, tokens=None):
     """Results for the seeded init/batch, or for the given params/tokens."""
-    model, seeded_tokens = seeded_model(placement, norm, cfg_for(placement), VARIANTS[(placement, norm)])
+    key = (placement, norm, option) if option else (placement, norm)
+    model, seeded_tokens = seeded_model(placement, norm, cfg_for(placement, option=option), VARIANTS[key])
     return ft.run_fixture(model, seeded_tokens if tokens is None else tokens, params)
 
 
@@ -135,9 +163,9 @@ normwise = ft.normwise
 loss_fn = ft.copy_loss_of
 
 
-def check_alt(placement, norm):
+def check_alt(placement, norm, option=""):
     """2. second formulation: logits and every gradient to 1e-12 (mix also at N = 1..8, logits)."""
-    cfg = cfg_for(placement)
+    cfg = cfg_for(placement, option=option)
     model, tokens = seeded_model(placement, norm, cfg, CHECK_SEED)      # check 1 (names/shapes)
     inputs, lf = tokens[:, :-1], loss_fn(tokens)
     names, params = zip(*model.named_parameters())
@@ -164,9 +192,9 @@ def check_alt(placement, norm):
     return msg
 
 
-def check_copy_model(placement, norm):
+def check_copy_model(placement, norm, option=""):
     """3. the existing seed reference (copy_model.CopyModel), post/pre with layernorm/rmsnorm only."""
-    if placement not in ("post", "pre") or norm not in ("layernorm", "rmsnorm"):
+    if placement not in ("post", "pre") or norm not in ("layernorm", "rmsnorm") or option:
         return None
     cfg = cfg_for(placement)
     model, tokens = seeded_model(placement, norm, cfg, CHECK_SEED)
@@ -186,9 +214,9 @@ def check_copy_model(placement, norm):
     return f"copy_model {e:.1e}"
 
 
-def check_gradcheck(placement, norm):
+def check_gradcheck(placement, norm, option=""):
     """4. gradcheck of the logits w.r.t. every parameter tensor, tiny one-sequence input."""
-    tcfg = cfg_for(placement, TINY)
+    tcfg = cfg_for(placement, TINY, option)
     tmodel, ttok = seeded_model(placement, norm, tcfg, CHECK_SEED + 100)
     tnames = [k for k, _ in tmodel.named_parameters()]
     tin = ttok[:1, :-1]
@@ -202,9 +230,9 @@ def check_gradcheck(placement, norm):
     return f"gradcheck {sum(t.numel() for t in ins)} entries"
 
 
-def check_central(placement, norm):
+def check_central(placement, norm, option=""):
     """5. central differences of the loss at 2 entries of every parameter tensor (fixture size)."""
-    cfg = cfg_for(placement)
+    cfg = cfg_for(placement, option=option)
     model, tokens = seeded_model(placement, norm, cfg, CHECK_SEED)
     inputs, lf = tokens[:, :-1], loss_fn(tokens)
     names, params = zip(*model.named_parameters())
@@ -217,22 +245,23 @@ def check_central(placement, norm):
 CHECKS = (check_alt, check_copy_model, check_gradcheck, check_central)
 
 
-def self_check(placement, norm):
+def self_check(placement, norm, option=""):
     """Raises AssertionError on any failure; returns a one-line summary. Check 1 (names and shapes
     against expected_params) runs inside seeded_model, i.e. in every other check."""
-    return ", ".join(m for m in (c(placement, norm) for c in CHECKS) if m)
+    return ", ".join(m for m in (c(placement, norm, option) for c in CHECKS) if m)
 
 
 def run_self_checks():
-    for placement, norm in CHECK_COMBOS:
-        print(f"self-check {placement}/{norm}: {self_check(placement, norm)}", flush=True)
+    for combo in CHECK_COMBOS:
+        print(f"self-check {'/'.join(combo)}: {self_check(*combo)}", flush=True)
 
 
 # ----------------------------------------------------------------------------- generate / verify
 
 FIXTURES = ft.Fixtures(VARIANTS, fixture_path, metadata, compute,
-                       cfg=lambda placement, norm: cfg_for(placement),
-                       expected=lambda placement, norm: expected_params(cfg_for(placement), placement, norm),
+                       cfg=lambda placement, norm, option="": cfg_for(placement, option=option),
+                       expected=lambda placement, norm, option="": expected_params(
+                           cfg_for(placement, option=option), placement, norm),
                        loose=ft.loose_key_bias)
 
 

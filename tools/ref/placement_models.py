@@ -25,6 +25,7 @@ Norm kinds (the final norm is of the same kind):
   layernorm  (x - mean) / sqrt(var_biased + eps) * weight + bias       weight, bias [C], eps 1e-5
   rmsnorm    x / sqrt(mean(x^2) + eps) * weight                         weight [C], eps 1e-5
   dyt        weight * tanh(alpha * x) + bias                            weight, bias [C], alpha [1]
+  derf       weight * erf(alpha * x + shift) + bias                     weight, bias [C], alpha [1], shift [1]
 
 Parameter names (the strings stored in the fixtures), Linear weights (out, in):
   tok_emb.weight (V,C)   pos_emb.weight (T,C)
@@ -38,7 +39,16 @@ Parameter names (the strings stored in the fixtures), Linear weights (out, in):
   blocks.{i}.rezero_alpha (1)         rezero
   final_norm.*                        pre, peri, reordered, mix, lns
   head.weight (V,C)
-  where <norm>.* = .weight (C) [+ .bias (C) for layernorm and dyt] [+ .alpha (1) for dyt].
+  where <norm>.* = .weight (C) [+ .bias (C) for layernorm, dyt, derf] [+ .alpha (1) for dyt, derf]
+  [+ .shift (1) for derf].
+
+Gated attention (cfg["attn_gate"] true, Qiu et al. 2025): the attention's heads-concatenated output y (B,T,C)
+is multiplied element by element by sigmoid(u @ gate.weight^T) before proj, u the attention's input (the
+normalised x under an input norm, x itself otherwise); blocks.{i}.attn.gate.weight (C,C), no bias.
+
+Value residual (cfg["value_residual"] true, ResFormer): block 1 keeps its values V_1 = u W_v^T + b_v (the
+v rows of qkv); every later block i uses lambda1 V_i + lambda2 V_1, with blocks.{i}.attn.value_lambda (2) =
+(lambda1, lambda2) for i >= 1.
 
 Also here: `alt_forward`, a second formulation written separately (every sub-layer through one generic
 y = after(s*x + g*out(F(c*in(x)))) with a per-placement table, torch's F.multi_head_attention_forward,
@@ -51,7 +61,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 PLACEMENTS = ("post", "pre", "peri", "reordered", "deepnorm", "admin", "rezero", "tfixup", "mix", "lns")
-NORMS = ("layernorm", "rmsnorm", "dyt")
+NORMS = ("layernorm", "rmsnorm", "dyt", "derf")
 NORM_EPS = 1e-5
 MLP_RATIO = 4
 
@@ -85,10 +95,12 @@ class Norm(nn.Module):
             raise ValueError(f"unknown norm {kind!r}")
         self.kind, self.eps = kind, eps
         self.weight = nn.Parameter(torch.ones(dim))
-        if kind in ("layernorm", "dyt"):
+        if kind in ("layernorm", "dyt", "derf"):
             self.bias = nn.Parameter(torch.zeros(dim))
-        if kind == "dyt":
+        if kind in ("dyt", "derf"):
             self.alpha = nn.Parameter(torch.full((1,), 0.5))
+        if kind == "derf":
+            self.shift = nn.Parameter(torch.zeros(1))
 
     def forward(self, x):
         if self.kind == "layernorm":
@@ -97,26 +109,41 @@ class Norm(nn.Module):
             return (x - mu) / torch.sqrt(var + self.eps) * self.weight + self.bias
         if self.kind == "rmsnorm":
             return x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight
+        if self.kind == "derf":
+            return self.weight * torch.erf(self.alpha * x + self.shift) + self.bias
         return self.weight * torch.tanh(self.alpha * x) + self.bias
 
 
 class Attention(nn.Module):
-    def __init__(self, width, heads):
+    def __init__(self, width, heads, gate=False, value_mix=False):
         super().__init__()
         assert width % heads == 0
         self.C, self.H = width, heads
         self.qkv = nn.Linear(width, 3 * width)
         self.proj = nn.Linear(width, width)
+        if gate:
+            self.gate = nn.Linear(width, width, bias=False)
+        if value_mix:
+            self.value_lambda = nn.Parameter(torch.full((2,), 0.5))
+        self.first_values = None   # value residual: a dict shared by the stack, {"v": block 1's values}
 
     def forward(self, x):
         B, T, C = x.shape
         H, D = self.H, C // self.H
         q, k, v = self.qkv(x).split(C, dim=-1)                       # rows [q | k | v]
+        if self.first_values is not None:
+            if hasattr(self, "value_lambda"):
+                v = self.value_lambda[0] * v + self.value_lambda[1] * self.first_values["v"]
+            else:
+                self.first_values["v"] = v
         q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in (q, k, v))   # head h = cols h*D..
         s = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(D)
         s = s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1), float("-inf"))
         y = torch.matmul(torch.softmax(s, dim=-1), v)                 # (B,H,T,D)
-        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+        y = y.transpose(1, 2).reshape(B, T, C)
+        if hasattr(self, "gate"):
+            y = y * torch.sigmoid(self.gate(x))
+        return self.proj(y)
 
 
 class MLP(nn.Module):
@@ -141,7 +168,8 @@ class Block(nn.Module):
         pre_or_post = k in ("post", "pre", "peri", "deepnorm", "admin", "lns")
         if pre_or_post:
             self.norm1 = Norm(norm, C, eps)
-        self.attn = Attention(C, cfg["heads"])
+        self.attn = Attention(C, cfg["heads"], gate=cfg.get("attn_gate", False),
+                              value_mix=cfg.get("value_residual", False) and l > 1)
         if k in ("peri", "reordered"):
             self.attn_out_norm = Norm(norm, C, eps)
         if pre_or_post:
@@ -209,9 +237,14 @@ class PlacementModel(nn.Module):
         if has_final_norm(placement):
             self.final_norm = Norm(norm, C, cfg.get("norm_eps", NORM_EPS))
         self.head = nn.Linear(C, V, bias=False)
+        self.value_residual = cfg.get("value_residual", False)
 
     def forward(self, inputs):
         T = inputs.shape[1]
+        if self.value_residual:
+            shared = {}
+            for blk in self.blocks:
+                blk.attn.first_values = shared
         h = self.tok_emb(inputs) + self.pos_emb.weight[:T]
         for blk in self.blocks:
             h = blk(h)
@@ -227,8 +260,9 @@ def init_fixture(model):
     """Random, non-trivial values for parity fixtures (NOT the placements' init rules), drawn in
     named_parameters() order from the current torch generator:
       embeddings N(0,1); Linear weights xavier_uniform; Linear biases N(0, 0.1^2);
-      norm weight 1 + 0.1 N(0,1); norm bias 0.1 N(0,1); DyT alpha 0.5 + 0.1 N(0,1);
-      admin omegas 1 + 0.2 N(0,1); rezero_alpha 0.3 + 0.05 N(0,1) (non-zero, differs per block)."""
+      norm weight 1 + 0.1 N(0,1); norm bias 0.1 N(0,1); DyT / Derf alpha 0.5 + 0.1 N(0,1);
+      Derf shift 0.2 + 0.1 N(0,1) (away from zero, so that its gradient is not the symmetric case);
+      admin omegas 1 + 0.2 N(0,1); value_lambda 0.5 + 0.2 N(0,1); rezero_alpha 0.3 + 0.05 N(0,1) (non-zero, differs per block)."""
     for name, p in model.named_parameters():
         leaf = name.rsplit(".", 1)[-1]
         owner = name.rsplit(".", 2)[-2] if name.count(".") >= 1 else ""
@@ -236,9 +270,11 @@ def init_fixture(model):
             p.normal_(0.0, 1.0)
         elif leaf in ("attn_omega", "mlp_omega"):
             p.copy_(1.0 + 0.2 * torch.randn_like(p))
+        elif leaf == "value_lambda":
+            p.copy_(0.5 + 0.2 * torch.randn_like(p))
         elif leaf == "rezero_alpha":
             p.copy_(0.3 + 0.05 * torch.randn_like(p))
-        elif owner in ("qkv", "proj", "fc1", "fc2", "head"):
+        elif owner in ("qkv", "proj", "fc1", "fc2", "head", "gate"):
             if leaf == "weight":
                 nn.init.xavier_uniform_(p)
             else:
@@ -250,6 +286,8 @@ def init_fixture(model):
                 p.copy_(0.1 * torch.randn_like(p))
             elif leaf == "alpha":
                 p.copy_(0.5 + 0.1 * torch.randn_like(p))
+            elif leaf == "shift":
+                p.copy_(0.2 + 0.1 * torch.randn_like(p))
             else:
                 raise ValueError(f"unclassified norm parameter {name}")
         else:
@@ -264,20 +302,45 @@ def _alt_norm(P, prefix, kind, eps, x):
         return F.layer_norm(x, (x.shape[-1],), P[prefix + ".weight"], P[prefix + ".bias"], eps)
     if kind == "rmsnorm":
         return P[prefix + ".weight"] * (x * torch.rsqrt((x * x).sum(-1, keepdim=True) / x.shape[-1] + eps))
+    if kind == "derf":
+        return torch.special.erf(torch.addcmul(P[prefix + ".shift"], x, P[prefix + ".alpha"])) * P[prefix + ".weight"] \
+            + P[prefix + ".bias"]
     assert kind == "dyt"
     return torch.tanh(x * P[prefix + ".alpha"]) * P[prefix + ".weight"] + P[prefix + ".bias"]
 
 
-def _alt_attn(P, b, H, x):
-    """torch's multi-head attention core on (T,B,C); in_proj = qkv rows [q; k; v]."""
+def _alt_attn(P, b, H, x, first=None):
+    """torch's multi-head attention core on (T,B,C); in_proj = qkv rows [q; k; v]. With a gate, torch's
+    output projection is the identity and the gated heads go through proj here."""
     B, T, C = x.shape
     xt = x.transpose(0, 1)
     mask = torch.ones(T, T, dtype=torch.bool).tril().logical_not()       # True = may not attend
-    y, _ = F.multi_head_attention_forward(
-        xt, xt, xt, C, H, P[b + "attn.qkv.weight"], P[b + "attn.qkv.bias"], None, None, False, 0.0,
-        P[b + "attn.proj.weight"], P[b + "attn.proj.bias"], training=False, need_weights=False,
-        attn_mask=mask)
-    return y.transpose(0, 1)
+    gate = P.get(b + "attn.gate.weight")
+    out_w = P[b + "attn.proj.weight"] if gate is None else torch.eye(C, dtype=x.dtype)
+    out_b = P[b + "attn.proj.bias"] if gate is None else torch.zeros(C, dtype=x.dtype)
+    if first is None:
+        y, _ = F.multi_head_attention_forward(
+            xt, xt, xt, C, H, P[b + "attn.qkv.weight"], P[b + "attn.qkv.bias"], None, None, False, 0.0,
+            out_w, out_b, training=False, need_weights=False, attn_mask=mask)
+    else:
+        # value residual: the values computed here, mixed, then handed to torch's attention through an
+        # identity value projection
+        Wq, Wk, Wv = P[b + "attn.qkv.weight"].chunk(3, 0)
+        bq, bk, bv = P[b + "attn.qkv.bias"].chunk(3, 0)
+        v = F.linear(xt, Wv, bv)                                          # (T,B,C)
+        lam = P.get(b + "attn.value_lambda")
+        if lam is None:
+            first["v"] = v
+        else:
+            v = lam[0] * v + lam[1] * first["v"]
+        y, _ = F.multi_head_attention_forward(
+            xt, xt, v, C, H, None, torch.cat([bq, bk, torch.zeros_like(bv)]), None, None, False, 0.0,
+            out_w, out_b, training=False, need_weights=False, attn_mask=mask, use_separate_proj_weight=True,
+            q_proj_weight=Wq, k_proj_weight=Wk, v_proj_weight=torch.eye(C, dtype=x.dtype))
+    y = y.transpose(0, 1)
+    if gate is None:
+        return y
+    return F.linear(y * torch.special.expit(F.linear(x, gate)), P[b + "attn.proj.weight"], P[b + "attn.proj.bias"])
 
 
 def _alt_mlp(P, b, x):
@@ -313,10 +376,11 @@ def alt_forward(P, cfg, placement, norm, inputs):
     N, H, eps = cfg["layers"], cfg["heads"], cfg.get("norm_eps", NORM_EPS)
     T = inputs.shape[1]
     x = F.embedding(inputs, P["tok_emb.weight"]) + F.embedding(torch.arange(T), P["pos_emb.weight"])
+    first = {} if cfg.get("value_residual") else None
     for i in range(N):
         b = f"blocks.{i}."
         table = sublayer_table(placement, i + 1, N)
-        for j, fn in ((1, lambda u: _alt_attn(P, b, H, u)), (2, lambda u: _alt_mlp(P, b, u))):
+        for j, fn in ((1, lambda u: _alt_attn(P, b, H, u, first)), (2, lambda u: _alt_mlp(P, b, u))):
             nin, nout, nafter, s, g, c = table[j]
             s = P[b + s] if isinstance(s, str) else s
             g = P[b + g] if isinstance(g, str) else g
