@@ -133,6 +133,20 @@ void randomise(Model<T>& model, uint64_t seed) {
     for (auto& x : p) x = static_cast<T>(centre + (near_one || s.role == ParamRole::NormAlpha ? 0.2 : 0.5) * rng.normal());
   }
 }
+
+// Two double-precision models on one copy-task batch (2 sequences, seed 11), for tests that compare them.
+struct PairedBatch {
+  PairedBatch(Model<double>& a, Model<double>& b, const ModelConfig& c)
+      : acts_a(a.make_activations(2, c.seq_len)), acts_b(b.make_activations(2, c.seq_len)) {
+    CopyTask task(c.vocab, 3, 11);
+    task.next(batch, 2);
+  }
+  double forward(Model<double>& m, Activations<double>& acts) const {
+    return m.forward(acts, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data());
+  }
+  Activations<double> acts_a, acts_b;
+  Batch batch;
+};
 }  // namespace
 
 class WholeModel : public ::testing::TestWithParam<Variant> {};
@@ -241,17 +255,12 @@ TEST(AttentionGate, ZeroGateWeightsHalveTheHeadsOutputs) {
     }
     EXPECT_EQ(b.table().at("blocks.0.attn.gate.weight").shape, (std::vector<int64_t>{plain.q_dim(), plain.width}));
     EXPECT_EQ(b.table().find("blocks.0.attn.gate.bias"), nullptr);
-    const int B = 2;
-    Activations<double> acts_a = a.make_activations(B, plain.seq_len), acts_b = b.make_activations(B, plain.seq_len);
-    CopyTask task(plain.vocab, 3, 11);
-    Batch batch;
-    task.next(batch, B);
-    const double la = a.forward(acts_a, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data());
-    const double lb = b.forward(acts_b, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data());
+    PairedBatch pair(a, b, plain);
+    const double la = pair.forward(a, pair.acts_a), lb = pair.forward(b, pair.acts_b);
     EXPECT_NEAR(la, lb, 1e-12 * std::abs(la));
     // and a non-zero gate changes the result (the gate is in the computation, not beside it)
     for (double& w : b.param("blocks.1.attn.gate.weight")) w = 1.0;
-    EXPECT_GT(std::abs(b.forward(acts_b, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data()) - la), 1e-6);
+    EXPECT_GT(std::abs(pair.forward(b, pair.acts_b) - la), 1e-6);
   }
 }
 
@@ -280,22 +289,17 @@ TEST(ValueResidual, UnitOwnWeightIsThePlainStackAndTheFirstValuesMatter) {
       auto src = a.param(s.name);
       std::copy(src.begin(), src.end(), b.param(s.name).begin());
     }
-    const int B = 2;
-    Activations<double> acts_a = a.make_activations(B, plain.seq_len), acts_b = b.make_activations(B, plain.seq_len);
-    CopyTask task(plain.vocab, 3, 11);
-    Batch batch;
-    task.next(batch, B);
-    const double la = a.forward(acts_a, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data());
-    const double lb = b.forward(acts_b, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data());
+    PairedBatch pair(a, b, plain);
+    const double la = pair.forward(a, pair.acts_a), lb = pair.forward(b, pair.acts_b);
     EXPECT_EQ(la, lb);
-    a.backward(acts_a);
-    b.backward(acts_b);
+    a.backward(pair.acts_a);
+    b.backward(pair.acts_b);
     for (const ParamSpec& s : a.table().specs()) {
       auto ga = a.grad(s.name), gb = b.grad(s.name);
       EXPECT_TRUE(std::equal(ga.begin(), ga.end(), gb.begin())) << s.name;
     }
     b.param("blocks.2.attn.value_lambda")[1] = 0.5;
-    EXPECT_GT(std::abs(b.forward(acts_b, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data()) - la), 1e-6);
+    EXPECT_GT(std::abs(pair.forward(b, pair.acts_b) - la), 1e-6);
   }
 }
 

@@ -4,6 +4,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "io/json_text.h"
 #include "io/read_file.h"
 #include "util/error.h"
 
@@ -243,13 +244,7 @@ int64_t ModelConfig::parameter_count() const {
 }
 
 ModelConfig parse_config(std::string_view text, const std::string& where) {
-  json j;
-  try {
-    j = json::parse(text.begin(), text.end());
-  } catch (const json::exception& e) {
-    throw Error(where + ": not valid JSON: " + e.what());
-  }
-  if (!j.is_object()) throw Error(where + ": not a JSON object");
+  const json j = io::parse_json_object(text, where);
   const Fields top(j, where, "");
   if (!top.has("model_type"))
     throw Error(where + ": missing \"model_type\" (supported: qwen3, qwen3_vl, qwen2, llama, gpt2)");

@@ -5,6 +5,7 @@
 #include <queue>
 
 #include "text/unicode.h"
+#include "io/json_text.h"
 #include "io/read_file.h"
 #include "util/error.h"
 
@@ -54,13 +55,7 @@ Tokenizer Tokenizer::load(const std::filesystem::path& path) {
 }
 
 Tokenizer Tokenizer::parse(std::string_view text, const std::string& where) {
-  json j;
-  try {
-    j = json::parse(text.begin(), text.end());
-  } catch (const json::exception& e) {
-    throw Error(where + ": not valid JSON: " + e.what());
-  }
-  if (!j.is_object()) throw Error(where + ": not a JSON object");
+  const json j = io::parse_json_object(text, where);
   Tokenizer tk;
 
   // --- model
