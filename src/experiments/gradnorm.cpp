@@ -72,7 +72,8 @@ std::string model_line(const RunConfig& base, int batches, const std::vector<Nor
 // A placement keeps its colour in every figure, whatever the list asked for.
 const std::string& placement_color(NormPlacement placement) {
   static const std::vector<std::string> colors = {"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00",
-                                                  "#56B4E9", "#000000", "#882255", "#999933", "#888888"};
+                                                  "#56B4E9", "#000000", "#882255", "#999933", "#888888",
+                                                  "#332288", "#44AA99"};
   const auto& all = all_placements();
   return colors[static_cast<size_t>(std::find(all.begin(), all.end(), placement) - all.begin()) % colors.size()];
 }

@@ -336,8 +336,8 @@ void Model::resolve() {
       t.attn.proj = linear(*w, {matrix(b + "self_attn.o_proj.weight", C, Q, false)},
                            optional_vec(c.o_bias, b + "self_attn.o_proj.bias", C));
       if (c.qk_norm) {
-        t.attn.q_norm = w->keep(vec(b + "self_attn.q_norm.weight", D));
-        t.attn.k_norm = w->keep(vec(b + "self_attn.k_norm.weight", D));
+        t.attn.q_norm.weight = w->keep(vec(b + "self_attn.q_norm.weight", D));
+        t.attn.k_norm.weight = w->keep(vec(b + "self_attn.k_norm.weight", D));
       }
       t.mlp.norm.weight = w->keep(vec(b + "post_attention_layernorm.weight", C));
       // The block engine's gated MLP reads one (2I, C) layer whose rows are [value | gate]: [up | gate].

@@ -27,14 +27,71 @@ namespace {
 // as many kv heads as heads and D = C/H (the seed model); everything else goes through the general
 // grouped-query kernel.
 bool fast_attention(const ModelConfig& c) {
-  return c.qkv == QkvLayout::Fused && c.kv_head_count() == c.heads && c.q_dim() == c.width;
+  return c.qkv == QkvLayout::Fused && c.kv_head_count() == c.heads && c.q_dim() == c.width && !c.qkv_norm();
+}
+
+// The kind of the per-head q/k(/v) norms: RMSNorm for qk_norm (Qwen3), the config's kind for HybridNorm.
+NormKind head_norm_kind(const ModelConfig& c) { return c.qk_norm ? NormKind::RMSNorm : c.norm; }
+
+// A norm of `kind` over `rows` rows of `width`.
+template <typename T>
+void carve_norm_rows(NormActs<T>& n, Carver<T>& a, NormKind kind, long rows, long width) {
+  n.out = a.take(rows * width);
+  if (kind == NormKind::LayerNorm) n.mean = a.take(rows);
+  if (kind == NormKind::LayerNorm || kind == NormKind::RMSNorm) n.rstd = a.take(rows);
 }
 
 template <typename T>
 void carve_norm(NormActs<T>& n, Carver<T>& a, const ModelConfig& c, long N) {
-  n.out = a.take(N * c.width);
-  if (c.norm == NormKind::LayerNorm) n.mean = a.take(N);
-  if (c.norm == NormKind::LayerNorm || c.norm == NormKind::RMSNorm) n.rstd = a.take(N);
+  carve_norm_rows(n, a, c.norm, N, c.width);
+}
+
+template <typename T>
+void norm_rows_forward(NormActs<T>& n, const T* x, const NormTensors<T>& w, NormKind kind, long N, int width,
+                       double norm_eps) {
+  const T eps = static_cast<T>(norm_eps);
+  const int rows = static_cast<int>(N);
+  switch (kind) {
+    case NormKind::LayerNorm:
+      layernorm_forward(n.out, n.mean, n.rstd, x, static_cast<const T*>(w.weight), static_cast<const T*>(w.bias), rows,
+                        width, eps);
+      break;
+    case NormKind::RMSNorm:
+      rmsnorm_forward(n.out, n.rstd, x, static_cast<const T*>(w.weight), rows, width, eps);
+      break;
+    case NormKind::DyT:
+      dyt_forward(n.out, x, static_cast<const T*>(w.weight), static_cast<const T*>(w.bias),
+                  static_cast<const T*>(w.alpha), rows, width);
+      break;
+    case NormKind::Derf:
+      derf_forward(n.out, x, static_cast<const T*>(w.weight), static_cast<const T*>(w.bias),
+                   static_cast<const T*>(w.alpha), static_cast<const T*>(w.shift), rows, width);
+      break;
+  }
+}
+
+template <typename T>
+void norm_rows_backward(T* dx, const NormTensors<T>& g, const T* dout, const T* x, const NormTensors<T>& w,
+                        const NormActs<T>& n, NormKind kind, long N, int width) {
+  const int rows = static_cast<int>(N);
+  switch (kind) {
+    case NormKind::LayerNorm:
+      layernorm_backward(dx, g.weight, g.bias, dout, x, static_cast<const T*>(w.weight),
+                         static_cast<const T*>(n.mean), static_cast<const T*>(n.rstd), rows, width);
+      break;
+    case NormKind::RMSNorm:
+      rmsnorm_backward(dx, g.weight, dout, x, static_cast<const T*>(w.weight), static_cast<const T*>(n.rstd), rows,
+                       width);
+      break;
+    case NormKind::DyT:
+      dyt_backward(dx, g.weight, g.bias, g.alpha, dout, x, static_cast<const T*>(w.weight),
+                   static_cast<const T*>(w.alpha), rows, width);
+      break;
+    case NormKind::Derf:
+      derf_backward(dx, g.weight, g.bias, g.alpha, g.shift, dout, x, static_cast<const T*>(w.weight),
+                    static_cast<const T*>(w.alpha), static_cast<const T*>(w.shift), rows, width);
+      break;
+  }
 }
 
 template <typename T>
@@ -44,12 +101,15 @@ void carve_attention(AttentionActs<T>& a, Carver<T>& m, const ModelConfig& c, co
   if (plan.in_norm) carve_norm(a.in, m, c, N);
   if (!cross && c.qkv == QkvLayout::Fused) {
     a.qkv = m.take(N * (d.Q + 2L * d.K));
+    if (c.qkv_norm()) a.q = m.take(N * d.Q), a.k = m.take(N * d.K), a.v = m.take(N * d.K);
   } else {
     a.q = m.take(N * d.Q), a.k = m.take(Nk * d.K), a.v = m.take(Nk * d.K);
-    if (!cross && c.qk_norm) {
-      a.q_normed = m.take(N * d.Q), a.k_normed = m.take(N * d.K);
-      a.q_rstd = m.take(N * d.H), a.k_rstd = m.take(N * d.Hkv);
-    }
+  }
+  if (!cross && (c.qk_norm || c.qkv_norm())) {
+    const NormKind kind = head_norm_kind(c);
+    carve_norm_rows(a.q_norm, m, kind, N * d.H, d.D);
+    carve_norm_rows(a.k_norm, m, kind, N * d.Hkv, d.D);
+    if (c.qkv_norm()) carve_norm_rows(a.v_norm, m, kind, N * d.Hkv, d.D);
   }
   a.att = m.take(static_cast<long>(d.B) * d.H * d.T * Tk);
   a.y = m.take(N * d.Q), a.out = m.take(N * d.C);
@@ -79,7 +139,7 @@ void apply_linear(T* out, const T* inp, const LinearTensors<T>& l, int N, int C,
   }
 }
 
-// The attention read q, k, v at these places (after q/k norm and RoPE).
+// The attention read q, k, v at these places (after the per-head norms, RoPE and the value-residual mix).
 template <typename T>
 struct QkvView {
   const T *q, *k, *v;
@@ -88,13 +148,14 @@ struct QkvView {
 
 template <typename T>
 QkvView<T> qkv_view(const AttentionActs<T>& a, const BlockDims& d) {
-  if (a.qkv != nullptr) {
+  if (a.qkv != nullptr && a.q_norm.out == nullptr) {
     const long s = d.Q + 2L * d.K;
     return {a.qkv, a.qkv + d.Q, a.qkv + d.Q + d.K, s, s, s};
   }
-  const T* q = a.q_normed != nullptr ? a.q_normed : a.q;
-  const T* k = a.k_normed != nullptr ? a.k_normed : a.k;
-  return {q, k, a.v, d.Q, d.K, d.K};
+  const T* q = a.q_norm.out != nullptr ? a.q_norm.out : a.q;
+  const T* k = a.k_norm.out != nullptr ? a.k_norm.out : a.k;
+  const T* v = a.v_norm.out != nullptr ? a.v_norm.out : a.v;
+  return {q, k, v, d.Q, d.K, d.K};
 }
 
 // F of the (self- or cross-) attention sub-layer: inp (N,C) -> a.out (N,C).
@@ -106,11 +167,18 @@ void attention_forward_sublayer(AttentionActs<T>& a, const T* inp, const Attenti
   const int N = static_cast<int>(d.N()), Tk = cross ? d.Tc : d.T;
   const bool rope = !cross && c.positions == Positions::RoPE;
   const T scale = T(1) / std::sqrt(static_cast<T>(d.D));
+  const bool head_norms = a.q_norm.out != nullptr;
   if (a.qkv != nullptr) {
     // qkv = inp @ W^T + b: (N, Q+2K) = [q | k | v]
     apply_linear(a.qkv, inp, w.qkv, N, d.C, d.Q + 2 * d.K, in);
-    if (rope) {
-      const long s = d.Q + 2L * d.K;
+    const long s = d.Q + 2L * d.K;
+    if (head_norms) {  // the per-head norms read contiguous q, k, v: copy the parts out
+      for (long n = 0; n < N; ++n) {
+        std::copy_n(a.qkv + n * s, d.Q, a.q + n * d.Q);
+        std::copy_n(a.qkv + n * s + d.Q, d.K, a.k + n * d.K);
+        std::copy_n(a.qkv + n * s + d.Q + d.K, d.K, a.v + n * d.K);
+      }
+    } else if (rope) {
       rope_forward(a.qkv, in.rope_cos, in.rope_sin, d.B, d.T, d.H, d.D / 2, s);
       rope_forward(a.qkv + d.Q, in.rope_cos, in.rope_sin, d.B, d.T, d.Hkv, d.D / 2, s);
     }
@@ -121,25 +189,30 @@ void attention_forward_sublayer(AttentionActs<T>& a, const T* inp, const Attenti
     apply_linear(a.q, inp, w.q, N, d.C, d.Q, in);
     apply_linear(a.k, kv_inp, w.k, Nk, d.C, d.K, in);
     apply_linear(a.v, kv_inp, w.v, Nk, d.C, d.K, in);
-    T* q = a.q;
-    T* k = a.k;
-    if (a.q_normed != nullptr) {
-      // q, k = RMSNorm_D(q), RMSNorm_D(k) per head (rows of D)
-      const T eps = static_cast<T>(c.norm_eps);
-      rmsnorm_forward(a.q_normed, a.q_rstd, a.q, w.q_norm, N * d.H, d.D, eps);
-      rmsnorm_forward(a.k_normed, a.k_rstd, a.k, w.k_norm, N * d.Hkv, d.D, eps);
-      q = a.q_normed;
-      k = a.k_normed;
-    }
-    if (rope) {
-      rope_forward(q, in.rope_cos, in.rope_sin, d.B, d.T, d.H, d.D / 2, d.Q);
-      rope_forward(k, in.rope_cos, in.rope_sin, d.B, d.T, d.Hkv, d.D / 2, d.K);
-    }
+  }
+  if (head_norms) {
+    // q, k (and v for HybridNorm) = Norm_D per head (rows of D), before RoPE
+    const NormKind kind = head_norm_kind(c);
+    norm_rows_forward(a.q_norm, static_cast<const T*>(a.q), w.q_norm, kind, static_cast<long>(N) * d.H, d.D,
+                      c.norm_eps);
+    norm_rows_forward(a.k_norm, static_cast<const T*>(a.k), w.k_norm, kind, static_cast<long>(N) * d.Hkv, d.D,
+                      c.norm_eps);
+    if (a.v_norm.out != nullptr)
+      norm_rows_forward(a.v_norm, static_cast<const T*>(a.v), w.v_norm, kind, static_cast<long>(N) * d.Hkv, d.D,
+                        c.norm_eps);
+  }
+  if (rope && (a.qkv == nullptr || head_norms)) {
+    T* q = head_norms ? a.q_norm.out : a.q;
+    T* k = head_norms ? a.k_norm.out : a.k;
+    rope_forward(q, in.rope_cos, in.rope_sin, d.B, d.T, d.H, d.D / 2, d.Q);
+    rope_forward(k, in.rope_cos, in.rope_sin, d.B, d.T, d.Hkv, d.D / 2, d.K);
   }
   if (!cross && c.value_residual) {
     // Block 1: V_1 = its values, kept for the blocks after it. Block l >= 2: V = lambda1 V + lambda2 V_1.
-    T* v = a.qkv != nullptr ? a.qkv + d.Q + d.K : a.v;
-    const long stride = a.qkv != nullptr ? d.Q + 2L * d.K : d.K;
+    // With HybridNorm's v norm the values are the normalised ones (V_1 too).
+    const bool fused_v = a.qkv != nullptr && a.v_norm.out == nullptr;
+    T* v = a.v_norm.out != nullptr ? a.v_norm.out : fused_v ? a.qkv + d.Q + d.K : a.v;
+    const long stride = fused_v ? d.Q + 2L * d.K : d.K;
     if (w.value_lambda == nullptr) {
       for (long n = 0; n < N; ++n) std::copy_n(v + n * stride, d.K, in.first_v + n * d.K);
     } else {
@@ -228,7 +301,7 @@ void attention_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, c
       linear_backward(dinp, g.gate.weight, static_cast<T*>(nullptr), static_cast<const T*>(s.d_gate), inp,
                       w.gate.weight, N, d.C, d.Q, GradWrite::Accumulate, precision);
   };
-  if (a.qkv != nullptr) {
+  if (a.qkv != nullptr && a.q_norm.out == nullptr) {
     const long stride = d.Q + 2L * d.K;
     if (!cross && fast_attention(c)) {
       attention_backward(s.d_qkv, in.attention_scratch, s.d_y, a.qkv, a.att, d.B, d.T, d.C, d.H);
@@ -264,27 +337,50 @@ void attention_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, c
   value_residual_backward(dv, d.K);
   const T* dq_pre = dq;
   const T* dk_pre = dk;
-  if (a.q_normed != nullptr) {
-    // q_normed = RMSNorm_D(q): dq_pre = its backward (the kernel accumulates: zero first)
+  const T* dv_pre = dv;
+  if (a.q_norm.out != nullptr) {
+    // q_norm.out = Norm_D(q) etc.: dq_pre = its backward (the kernels accumulate: zero first)
+    const NormKind kind = head_norm_kind(c);
+    const bool v_norm = a.v_norm.out != nullptr;
     T* dqp = s.d_qk_pre;
     T* dkp = dqp + static_cast<long>(N) * d.Q;
-    zero(dqp, static_cast<long>(N) * (d.Q + d.K));
-    rmsnorm_backward(dqp, g.q_norm, dq, a.q, w.q_norm, a.q_rstd, N * d.H, d.D);
-    rmsnorm_backward(dkp, g.k_norm, dk, a.k, w.k_norm, a.k_rstd, N * d.Hkv, d.D);
+    T* dvp = dkp + static_cast<long>(N) * d.K;
+    zero(dqp, static_cast<long>(N) * (d.Q + (v_norm ? 2 : 1) * d.K));
+    norm_rows_backward(dqp, g.q_norm, static_cast<const T*>(dq), static_cast<const T*>(a.q), w.q_norm, a.q_norm, kind,
+                       static_cast<long>(N) * d.H, d.D);
+    norm_rows_backward(dkp, g.k_norm, static_cast<const T*>(dk), static_cast<const T*>(a.k), w.k_norm, a.k_norm, kind,
+                       static_cast<long>(N) * d.Hkv, d.D);
     dq_pre = dqp;
     dk_pre = dkp;
+    if (v_norm) {
+      norm_rows_backward(dvp, g.v_norm, static_cast<const T*>(dv), static_cast<const T*>(a.v), w.v_norm, a.v_norm,
+                         kind, static_cast<long>(N) * d.Hkv, d.D);
+      dv_pre = dvp;
+    }
+  }
+  if (a.qkv != nullptr) {
+    // Fused with HybridNorm: the q, k, v gradients (all in s.d_qk_pre) back into the [q | k | v] rows, then
+    // qkv = inp @ W^T + b
+    const long stride = d.Q + 2L * d.K;
+    for (long n = 0; n < N; ++n) {
+      std::copy_n(dq_pre + n * d.Q, d.Q, s.d_qkv + n * stride);
+      std::copy_n(dk_pre + n * d.K, d.K, s.d_qkv + n * stride + d.Q);
+      std::copy_n(dv_pre + n * d.K, d.K, s.d_qkv + n * stride + d.Q + d.K);
+    }
+    linear_backward(dinp, g.qkv.weight, g.qkv.bias, static_cast<const T*>(s.d_qkv), inp, w.qkv.weight, N, d.C,
+                    d.Q + 2 * d.K, write, precision);
+    gate_backward();
+    return;
   }
   // q = inp Wq^T + bq;  k, v = kv_inp Wk^T + bk, kv_inp Wv^T + bv
   linear_backward(dinp, g.q.weight, g.q.bias, dq_pre, inp, w.q.weight, N, d.C, d.Q, write, precision);
   const GradWrite add = GradWrite::Accumulate;
   if (cross) {
     linear_backward(s.d_context, g.k.weight, g.k.bias, dk_pre, in.context, w.k.weight, Nk, d.C, d.K, add, precision);
-    linear_backward(s.d_context, g.v.weight, g.v.bias, static_cast<const T*>(dv), in.context, w.v.weight, Nk, d.C,
-                    d.K, add, precision);
+    linear_backward(s.d_context, g.v.weight, g.v.bias, dv_pre, in.context, w.v.weight, Nk, d.C, d.K, add, precision);
   } else {
     linear_backward(dinp, g.k.weight, g.k.bias, dk_pre, inp, w.k.weight, N, d.C, d.K, add, precision);
-    linear_backward(dinp, g.v.weight, g.v.bias, static_cast<const T*>(dv), inp, w.v.weight, N, d.C, d.K, add,
-                    precision);
+    linear_backward(dinp, g.v.weight, g.v.bias, dv_pre, inp, w.v.weight, N, d.C, d.K, add, precision);
     gate_backward();
   }
 }
@@ -370,8 +466,9 @@ const T* sublayer_forward(Acts& a, const T* x, const Tensors& w, const SublayerP
     norm_forward(a.out_norm, static_cast<const T*>(a.out), w.out_norm, c, N);
     branch = a.out_norm.out;
   }
+  const T* skip = p.residual_from_norm ? f_in : x;  // HybridNorm's MLP: resid = in(x) + F(in(x))
   if (p.residual_scale == 1 && !p.learned_scale && !p.gate) {
-    residual_forward(a.resid, x, branch, NC);
+    residual_forward(a.resid, skip, branch, NC);
   } else {
     // resid = s * x + g * branch, s a constant or a learned (C) vector, g a learned scalar
     const T s_const = static_cast<T>(p.residual_scale), g = p.gate ? *gate : T(1);
@@ -380,7 +477,7 @@ const T* sublayer_forward(Acts& a, const T* x, const Tensors& w, const SublayerP
       for (int i = 0; i < C; ++i) {
         const long k = n * C + i;
         const T s = p.learned_scale ? w.omega[i] : s_const;
-        a.resid[k] = s * x[k] + g * branch[k];
+        a.resid[k] = s * skip[k] + g * branch[k];
       }
   }
   if (!p.after_norm) return a.resid;
@@ -439,6 +536,10 @@ void sublayer_backward(T*& d, BlockScratch<T>& s, const Tensors& g, const Acts& 
       const T scale = static_cast<T>(p.in_scale);
       for (long k = 0; k < NC; ++k) s.d_in[k] *= scale;
     }
+    if (p.residual_from_norm) {  // resid = f_in + F(f_in): d f_in += d resid; x reaches resid only through f_in
+      for (long k = 0; k < NC; ++k) s.d_in[k] += d[k];
+      zero(d, NC);
+    }
     // f_in = Norm(x): d_x += its backward
     norm_backward(d, g.norm, static_cast<const T*>(s.d_in), x, w.norm, a.in, c, N);
   } else {
@@ -461,9 +562,9 @@ long carve_block_acts(BlockActs<T>& a, T* base, const ModelConfig& c, const Bloc
   Carver<T> m(base);
   a = BlockActs<T>{};
   const long N = d.N();
-  const SublayerPlan plan = c.sublayer_plan(index);
-  carve_attention(a.attn, m, c, d, plan, false, index == 0);
-  if (c.cross_attention) carve_attention(a.cross, m, c, d, plan, true, index == 0);
+  carve_attention(a.attn, m, c, d, c.sublayer_plan(index, Sublayer::Attention), false, index == 0);
+  if (c.cross_attention) carve_attention(a.cross, m, c, d, c.sublayer_plan(index, Sublayer::Cross), true, index == 0);
+  const SublayerPlan plan = c.sublayer_plan(index, Sublayer::Mlp);
   MlpActs<T>& p = a.mlp;
   if (plan.in_norm) carve_norm(p.in, m, c, N);
   p.pre = m.take(N * d.I_in), p.act = m.take(N * d.I), p.out = m.take(N * d.C);
@@ -490,15 +591,17 @@ long carve_block_scratch(BlockScratch<T>& s, T* base, const ModelConfig& c, cons
   const long self_qkv = N * (d.Q + 2L * d.K), cross_qkv = N * d.Q + 2 * d.Nc() * d.K;
   s.d_qkv = m.take(std::max(self_qkv, cross_qkv));
   if (c.qk_norm) s.d_qk_pre = m.take(N * (d.Q + d.K));
+  if (c.qkv_norm()) s.d_qk_pre = m.take(N * (d.Q + 2L * d.K));
   s.d_y = m.take(N * d.Q);
   if (c.attn_gate) s.d_gate = m.take(N * d.Q);
   if (c.mlp != MlpKind::Gelu) s.d_act = m.take(N * d.I);
   s.d_pre = m.take(N * d.I_in);
   bool plain = true, out_norm = false;
-  for (int l = 0; l < c.layers; ++l) {
-    plain = plain && c.sublayer_plan(l).plain();
-    out_norm = out_norm || c.sublayer_plan(l).out_norm;
-  }
+  for (int l = 0; l < c.layers; ++l)
+    for (Sublayer which : {Sublayer::Attention, Sublayer::Cross, Sublayer::Mlp}) {
+      plain = plain && c.sublayer_plan(l, which).plain();
+      out_norm = out_norm || c.sublayer_plan(l, which).out_norm;
+    }
   if (!plain) s.d_branch = m.take(N * d.C);
   if (out_norm) s.d_f = m.take(N * d.C);
   s.attention = m.take(static_cast<long>(block_attention_scratch_size(c, d)));
@@ -509,16 +612,18 @@ long carve_block_scratch(BlockScratch<T>& s, T* base, const ModelConfig& c, cons
 
 template <typename T>
 void block_forward(BlockActs<T>& a, const T* x, const BlockTensors<T>& w, const BlockInputs<T>& in, int index) {
-  const SublayerPlan plan = in.config->sublayer_plan(index);
+  const ModelConfig& c = *in.config;
   const T* gate = w.rezero_alpha;
-  const T* h = sublayer_forward(a.attn, x, w.attn, plan, gate, in, [&](AttentionActs<T>& acts, const T* inp) {
-    attention_forward_sublayer(acts, inp, w.attn, in, false);
-  });
-  if (in.config->cross_attention)
-    h = sublayer_forward(a.cross, h, w.cross, plan, gate, in, [&](AttentionActs<T>& acts, const T* inp) {
-      attention_forward_sublayer(acts, inp, w.cross, in, true);
-    });
-  h = sublayer_forward(a.mlp, h, w.mlp, plan, gate, in,
+  const T* h = sublayer_forward(a.attn, x, w.attn, c.sublayer_plan(index, Sublayer::Attention), gate, in,
+                                [&](AttentionActs<T>& acts, const T* inp) {
+                                  attention_forward_sublayer(acts, inp, w.attn, in, false);
+                                });
+  if (c.cross_attention)
+    h = sublayer_forward(a.cross, h, w.cross, c.sublayer_plan(index, Sublayer::Cross), gate, in,
+                         [&](AttentionActs<T>& acts, const T* inp) {
+                           attention_forward_sublayer(acts, inp, w.cross, in, true);
+                         });
+  h = sublayer_forward(a.mlp, h, w.mlp, c.sublayer_plan(index, Sublayer::Mlp), gate, in,
                        [&](MlpActs<T>& acts, const T* inp) { mlp_forward_sublayer(acts, inp, w.mlp, in); });
   BLOCKLAB_CHECK(h == a.output, "block output carved in the wrong place");
 }
@@ -527,22 +632,26 @@ template <typename T>
 void block_backward(T*& d_stream, BlockScratch<T>& s, const BlockTensors<T>& g, const BlockActs<T>& a, const T* x,
                     const BlockTensors<T>& w, const BlockInputs<T>& in, int index) {
   const bool cross = in.config->cross_attention;
-  const SublayerPlan plan = in.config->sublayer_plan(index);
+  const SublayerPlan attn_plan = in.config->sublayer_plan(index, Sublayer::Attention);
+  const SublayerPlan cross_plan = in.config->sublayer_plan(index, Sublayer::Cross);
+  const SublayerPlan mlp_plan = in.config->sublayer_plan(index, Sublayer::Mlp);
   const T* gate = w.rezero_alpha;
   T* d_gate = g.rezero_alpha;
   // The input of each sub-layer is the output of the one before (x for the first).
-  auto output_of = [&plan](const auto& acts) -> const T* { return plan.after_norm ? acts.after.out : acts.resid; };
-  const T* mlp_x = cross ? output_of(a.cross) : output_of(a.attn);
-  sublayer_backward(d_stream, s, g.mlp, a.mlp, mlp_x, w.mlp, plan, gate, d_gate, in,
+  auto output_of = [](const auto& acts, const SublayerPlan& plan) -> const T* {
+    return plan.after_norm ? acts.after.out : acts.resid;
+  };
+  const T* mlp_x = cross ? output_of(a.cross, cross_plan) : output_of(a.attn, attn_plan);
+  sublayer_backward(d_stream, s, g.mlp, a.mlp, mlp_x, w.mlp, mlp_plan, gate, d_gate, in,
                     [&](T* dinp, GradWrite write, const T* dout, const T* inp) {
                       mlp_backward_sublayer(dinp, write, s, g.mlp, dout, a.mlp, inp, w.mlp, in);
                     });
   if (cross)
-    sublayer_backward(d_stream, s, g.cross, a.cross, output_of(a.attn), w.cross, plan, gate, d_gate, in,
+    sublayer_backward(d_stream, s, g.cross, a.cross, output_of(a.attn, attn_plan), w.cross, cross_plan, gate, d_gate, in,
                       [&](T* dinp, GradWrite write, const T* dout, const T* inp) {
                         attention_backward_sublayer(dinp, write, s, g.cross, dout, a.cross, inp, w.cross, in, true);
                       });
-  sublayer_backward(d_stream, s, g.attn, a.attn, x, w.attn, plan, gate, d_gate, in,
+  sublayer_backward(d_stream, s, g.attn, a.attn, x, w.attn, attn_plan, gate, d_gate, in,
                     [&](T* dinp, GradWrite write, const T* dout, const T* inp) {
                       attention_backward_sublayer(dinp, write, s, g.attn, dout, a.attn, inp, w.attn, in, false);
                     });
@@ -558,49 +667,13 @@ long carve_norm_acts(NormActs<T>& n, T* base, const ModelConfig& c, long N) {
 
 template <typename T>
 void norm_forward(NormActs<T>& n, const T* x, const NormTensors<T>& w, const ModelConfig& c, long N) {
-  const T eps = static_cast<T>(c.norm_eps);
-  const int rows = static_cast<int>(N);
-  switch (c.norm) {
-    case NormKind::LayerNorm:
-      layernorm_forward(n.out, n.mean, n.rstd, x, static_cast<const T*>(w.weight), static_cast<const T*>(w.bias), rows,
-                        c.width, eps);
-      break;
-    case NormKind::RMSNorm:
-      rmsnorm_forward(n.out, n.rstd, x, static_cast<const T*>(w.weight), rows, c.width, eps);
-      break;
-    case NormKind::DyT:
-      dyt_forward(n.out, x, static_cast<const T*>(w.weight), static_cast<const T*>(w.bias),
-                  static_cast<const T*>(w.alpha), rows, c.width);
-      break;
-    case NormKind::Derf:
-      derf_forward(n.out, x, static_cast<const T*>(w.weight), static_cast<const T*>(w.bias),
-                   static_cast<const T*>(w.alpha), static_cast<const T*>(w.shift), rows, c.width);
-      break;
-  }
+  norm_rows_forward(n, x, w, c.norm, N, c.width, c.norm_eps);
 }
 
 template <typename T>
 void norm_backward(T* dx, const NormTensors<T>& g, const T* dout, const T* x, const NormTensors<T>& w,
                    const NormActs<T>& n, const ModelConfig& c, long N) {
-  const int rows = static_cast<int>(N);
-  switch (c.norm) {
-    case NormKind::LayerNorm:
-      layernorm_backward(dx, g.weight, g.bias, dout, x, static_cast<const T*>(w.weight),
-                         static_cast<const T*>(n.mean), static_cast<const T*>(n.rstd), rows, c.width);
-      break;
-    case NormKind::RMSNorm:
-      rmsnorm_backward(dx, g.weight, dout, x, static_cast<const T*>(w.weight), static_cast<const T*>(n.rstd), rows,
-                       c.width);
-      break;
-    case NormKind::DyT:
-      dyt_backward(dx, g.weight, g.bias, g.alpha, dout, x, static_cast<const T*>(w.weight),
-                   static_cast<const T*>(w.alpha), rows, c.width);
-      break;
-    case NormKind::Derf:
-      derf_backward(dx, g.weight, g.bias, g.alpha, g.shift, dout, x, static_cast<const T*>(w.weight),
-                    static_cast<const T*>(w.alpha), static_cast<const T*>(w.shift), rows, c.width);
-      break;
-  }
+  norm_rows_backward(dx, g, dout, x, w, n, c.norm, N, c.width);
 }
 
 #define BLOCKLAB_INSTANTIATE(T)                                                                                     \

@@ -67,13 +67,15 @@ template <typename T>
 struct AttentionActs {
   NormActs<T> in;      // [in norm] in(x) (scaled by c in place for LNS)
   T* qkv = nullptr;    // fused (N, Q+2K) [q | k | v], q and k parts rotated in place by RoPE
-  T* q = nullptr;      // separate: (N,Q) q projection (rotated in place by RoPE when there is no q/k norm)
+  T* q = nullptr;      // separate: (N,Q) q projection (rotated in place by RoPE when there is no q/k norm);
+                       // fused with hybrid: a contiguous copy of the q part of qkv (the per-head norms' input)
   T* k = nullptr;      // (N,K) or (Nc,K) for cross-attention
   T* v = nullptr;      // (N,K) or (Nc,K)
-  T* q_normed = nullptr;  // [qk_norm] (N,Q) per-head RMSNorm of q, then RoPE in place
-  T* k_normed = nullptr;  // [qk_norm] (N,K)
-  T* q_rstd = nullptr;    // [qk_norm] (N*H)
-  T* k_rstd = nullptr;    // [qk_norm] (N*Hkv)
+  // Per-head norms over rows of D, out then rotated in place by RoPE: [qk_norm] RMSNorm of q and k;
+  // [hybrid, hybrid_star] the config's norm kind of q, k and v (v_norm.out then mixed in place by value_residual)
+  NormActs<T> q_norm;  // (N*H rows)
+  NormActs<T> k_norm;  // (N*Hkv rows)
+  NormActs<T> v_norm;  // (N*Hkv rows) [hybrid, hybrid_star]
   T* att = nullptr;    // (B,H,T,Tk) softmax probabilities
   T* y = nullptr;      // (N,Q) attention output, heads concatenated
   T* gate = nullptr;   // [attn_gate] (N,Q) sigmoid(inp W_g^T)
@@ -110,7 +112,7 @@ struct BlockScratch {
   T* d_other = nullptr;  // (N,C) the second stream-gradient buffer (Post-LN norms ping-pong with it)
   T* d_in = nullptr;     // (N,C) gradient of F's input when an input norm follows
   T* d_qkv = nullptr;    // (N, Q+2K): fused dqkv, or dq (N,Q) | dk (N,K) | dv (N,K); cross: dk, dv are (Nc,K)
-  T* d_qk_pre = nullptr; // [qk_norm] (N, Q+K): gradients of the q/k projections' outputs
+  T* d_qk_pre = nullptr; // [qk_norm] (N, Q+K), [hybrid] (N, Q+2K): gradients of the q/k(/v) projections' outputs
   T* d_y = nullptr;      // (N,Q)
   T* d_gate = nullptr;   // [attn_gate] (N,Q) d loss / d (inp W_g^T)
   T* d_act = nullptr;    // (N,I) [MLP kinds other than exact GELU]

@@ -31,7 +31,7 @@ struct EnumNames {
   }
 };
 
-constexpr EnumNames<NormPlacement, 10> kPlacements{"norm_placement",
+constexpr EnumNames<NormPlacement, 12> kPlacements{"norm_placement",
                                                    {{{NormPlacement::Post, "post"},
                                                      {NormPlacement::Pre, "pre"},
                                                      {NormPlacement::Peri, "peri"},
@@ -41,7 +41,9 @@ constexpr EnumNames<NormPlacement, 10> kPlacements{"norm_placement",
                                                      {NormPlacement::ReZero, "rezero"},
                                                      {NormPlacement::TFixup, "tfixup"},
                                                      {NormPlacement::Mix, "mix"},
-                                                     {NormPlacement::LNS, "lns"}}}};
+                                                     {NormPlacement::LNS, "lns"},
+                                                     {NormPlacement::Hybrid, "hybrid"},
+                                                     {NormPlacement::HybridStar, "hybrid_star"}}}};
 constexpr EnumNames<NormKind, 4> kNorms{"norm",
                                         {{{NormKind::LayerNorm, "layernorm"},
                                           {NormKind::RMSNorm, "rmsnorm"},
@@ -92,6 +94,12 @@ void ModelConfig::validate() const {
     throw Error("model too large for 32-bit indices (width " + text(width) + ", vocab " + text(vocab) + ")");
   if (qkv == QkvLayout::Fused && qk_norm)
     throw Error("qk_norm needs qkv = separate (the per-head q/k norms read contiguous q and k rows)");
+  if (qkv_norm() && qk_norm)
+    throw Error("qk_norm does not combine with norm_placement = " + to_string(norm_placement) +
+                " (it normalises q, k and v per head itself)");
+  if (qkv_norm() && cross_attention)
+    throw Error("norm_placement = " + to_string(norm_placement) +
+                " does not combine with cross_attention (HybridNorm defines self-attention and MLP sub-layers only)");
   if (positions == Positions::RoPE && head_size() % 2 != 0)
     throw Error("positions = rope needs an even head_dim, got " + text(head_size()));
   if (!(rope_theta > 1) || !std::isfinite(rope_theta)) throw Error("rope_theta must be a finite number > 1");
@@ -112,13 +120,15 @@ bool ModelConfig::has_final_norm() const {
     case NormPlacement::Reordered:
     case NormPlacement::Mix:
     case NormPlacement::LNS:
+    case NormPlacement::Hybrid:
+    case NormPlacement::HybridStar:
       return true;
     default:
       return false;
   }
 }
 
-SublayerPlan ModelConfig::sublayer_plan(int index) const {
+SublayerPlan ModelConfig::sublayer_plan(int index, Sublayer which) const {
   SublayerPlan p;
   switch (norm_placement) {
     case NormPlacement::Post: p.after_norm = true; break;
@@ -144,6 +154,17 @@ SublayerPlan ModelConfig::sublayer_plan(int index) const {
     case NormPlacement::LNS:
       p.in_norm = true;
       p.in_scale = 1.0 / std::sqrt(static_cast<double>(index + 1));
+      break;
+    case NormPlacement::Hybrid:
+    case NormPlacement::HybridStar:
+      // HybridNorm (the authors' OLMo code: attn_norm off, ffn_norm on with ffn_residual_after_norm); HybridNorm*
+      // makes block 0 Pre-LN (its norm_pos_special_config {0: attn_norm on, ffn_residual off}).
+      if (norm_placement == NormPlacement::HybridStar && index == 0) {
+        p.in_norm = true;
+      } else if (which == Sublayer::Mlp) {
+        p.in_norm = true;
+        p.residual_from_norm = true;
+      }
       break;
   }
   return p;

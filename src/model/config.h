@@ -14,12 +14,16 @@
 //   rezero    g = alpha (learned, per block, 0 at init), no norms     tfixup  no norms (init does the work)
 //   mix       post for blocks l <= floor(N/4), pre after them (+ final)
 //   lns       in = Norm, c = 1/sqrt(l) (+ final)
+//   hybrid    HybridNorm: attention with no norm on x but Q, K, V normalised per head; the MLP's input
+//             normalised and its residual taken from the normalised input, y = n + F(n), n = Norm(h)
+//             (residual_from_norm) (+ final)
+//   hybrid_star  hybrid, except block 0 is Pre-LN (attention in = Norm, still with the Q/K/V norms; MLP in = Norm)
 #include <string>
 #include <vector>
 
 namespace blocklab {
 
-enum class NormPlacement { Post, Pre, Peri, Reordered, DeepNorm, Admin, ReZero, TFixup, Mix, LNS };
+enum class NormPlacement { Post, Pre, Peri, Reordered, DeepNorm, Admin, ReZero, TFixup, Mix, LNS, Hybrid, HybridStar };
 // DyT: weight * tanh(alpha * x) + bias in a norm's place; Derf: weight * erf(alpha * x + shift) + bias
 enum class NormKind { LayerNorm, RMSNorm, DyT, Derf };
 // Initialisation of the weights (Model::init_weights):
@@ -79,7 +83,15 @@ struct BlockConfig {
   bool gated_mlp() const { return mlp == MlpKind::SwiGLU || mlp == MlpKind::GeGLU; }
   int mlp_in_width() const { return gated_mlp() ? 2 * mlp_hidden() : mlp_hidden(); }  // fc1's outputs
   bool norm_has_bias() const { return norm != NormKind::RMSNorm; }
+  // HybridNorm (hybrid, hybrid_star): the self-attention's Q, K, V each normalised per head (rows of D) by the
+  // config's norm kind, before RoPE and before the value-residual mix
+  bool qkv_norm() const {
+    return norm_placement == NormPlacement::Hybrid || norm_placement == NormPlacement::HybridStar;
+  }
 };
+
+// The sub-layers of a block, in order.
+enum class Sublayer { Attention, Cross, Mlp };
 
 // What one sub-layer of a block computes around its F (see the top of this file).
 struct SublayerPlan {
@@ -88,6 +100,8 @@ struct SublayerPlan {
   bool learned_scale = false;  // s = omega, a learned (C) vector per sub-layer (Admin)
   bool gate = false;           // g = alpha, a learned scalar per block shared by its sub-layers (ReZero)
   double in_scale = 1;         // c (LNS: 1/sqrt(l))
+  // HybridNorm's MLP: the residual adds F to the normalised input, y = in(x) + F(in(x)) (needs in_norm)
+  bool residual_from_norm = false;
 
   bool plain() const { return residual_scale == 1 && !learned_scale && !gate && in_scale == 1 && !out_norm; }
 };
@@ -105,8 +119,9 @@ struct ModelConfig : BlockConfig {
   Precision precision = Precision::Fp32;
 
   bool has_final_norm() const;
-  // The sub-layer table of block `index` (0-based; Mix-LN and LNS depend on it).
-  SublayerPlan sublayer_plan(int index) const;
+  // The plan of sub-layer `which` of block `index` (0-based; Mix-LN, LNS and HybridNorm* depend on it).
+  // Every placement but hybrid and hybrid_star gives all sub-layers of a block the same plan.
+  SublayerPlan sublayer_plan(int index, Sublayer which) const;
   // DeepNorm's residual scale a = (2N)^(1/4) and init gain b = (8N)^(-1/4) for N = layers.
   double deepnorm_alpha() const;
   double deepnorm_beta() const;

@@ -16,13 +16,14 @@ void for_each_parameter(const ModelConfig& config, Add&& put) {
                  LinearPart part = LinearPart::None) { put(std::move(name), std::move(shape), role, block, part); };
   const int64_t C = config.width, V = config.vocab, T = config.seq_len, D = config.head_size();
   const int64_t Q = config.q_dim(), K = config.kv_dim(), I = config.mlp_hidden();
-  auto add_norm = [&](const std::string& prefix, int block) {
-    add(prefix + ".weight", {C}, ParamRole::NormWeight, block);
-    if (config.norm_has_bias()) add(prefix + ".bias", {C}, ParamRole::NormBias, block);
-    if (config.norm == NormKind::DyT || config.norm == NormKind::Derf)
-      add(prefix + ".alpha", {1}, ParamRole::NormAlpha, block);
-    if (config.norm == NormKind::Derf) add(prefix + ".shift", {1}, ParamRole::NormShift, block);
+  // A norm of `kind` over rows of `width`: weight, bias, DyT/Derf's alpha, Derf's shift.
+  auto add_norm_of = [&](const std::string& prefix, NormKind kind, int64_t width, int block) {
+    add(prefix + ".weight", {width}, ParamRole::NormWeight, block);
+    if (kind != NormKind::RMSNorm) add(prefix + ".bias", {width}, ParamRole::NormBias, block);
+    if (kind == NormKind::DyT || kind == NormKind::Derf) add(prefix + ".alpha", {1}, ParamRole::NormAlpha, block);
+    if (kind == NormKind::Derf) add(prefix + ".shift", {1}, ParamRole::NormShift, block);
   };
+  auto add_norm = [&](const std::string& prefix, int block) { add_norm_of(prefix, config.norm, C, block); };
   // The norms and residual terms of one sub-layer around its F (sub: "attn", "cross", "mlp").
   auto add_sublayer_norms = [&](const std::string& p, const std::string& norm_name, const std::string& sub,
                                 const SublayerPlan& plan, int block) {
@@ -38,7 +39,7 @@ void for_each_parameter(const ModelConfig& config, Add&& put) {
   if (config.positions == Positions::Learned) add("pos_emb.weight", {T, C}, ParamRole::Embedding, -1);
   for (int l = 0; l < config.layers; ++l) {
     const std::string p = "blocks." + std::to_string(l);
-    const SublayerPlan plan = config.sublayer_plan(l);
+    const SublayerPlan plan = config.sublayer_plan(l, Sublayer::Attention);
     if (plan.gate) add(p + ".rezero_alpha", {1}, ParamRole::Gate, l);
     add_sublayer_norms(p, "norm1", "attn", plan, l);
     if (config.qkv == QkvLayout::Fused) {
@@ -48,21 +49,26 @@ void for_each_parameter(const ModelConfig& config, Add&& put) {
       add_linear(p + ".attn.k", K, C, config.qkv_bias, l, LinearPart::Key);
       add_linear(p + ".attn.v", K, C, config.qkv_bias, l, LinearPart::Value);
     }
-    if (config.qk_norm) {
-      add(p + ".attn.q_norm.weight", {D}, ParamRole::NormWeight, l);
-      add(p + ".attn.k_norm.weight", {D}, ParamRole::NormWeight, l);
+    if (config.qk_norm) {  // RMSNorm over D, whatever the config's norm kind (Qwen3)
+      add_norm_of(p + ".attn.q_norm", NormKind::RMSNorm, D, l);
+      add_norm_of(p + ".attn.k_norm", NormKind::RMSNorm, D, l);
+    }
+    if (config.qkv_norm()) {  // HybridNorm: the config's norm kind over D
+      add_norm_of(p + ".attn.q_norm", config.norm, D, l);
+      add_norm_of(p + ".attn.k_norm", config.norm, D, l);
+      add_norm_of(p + ".attn.v_norm", config.norm, D, l);
     }
     if (config.attn_gate) add_linear(p + ".attn.gate", Q, C, false, l, LinearPart::Gate);
     if (config.value_residual && l > 0) add(p + ".attn.value_lambda", {2}, ParamRole::ValueMix, l);
     add_linear(p + ".attn.proj", C, Q, config.proj_bias, l, LinearPart::Output);
     if (config.cross_attention) {
-      add_sublayer_norms(p, "cross_norm", "cross", plan, l);
+      add_sublayer_norms(p, "cross_norm", "cross", config.sublayer_plan(l, Sublayer::Cross), l);
       add_linear(p + ".cross.q", Q, C, config.qkv_bias, l, LinearPart::Query);
       add_linear(p + ".cross.k", K, C, config.qkv_bias, l, LinearPart::Key);
       add_linear(p + ".cross.v", K, C, config.qkv_bias, l, LinearPart::Value);
       add_linear(p + ".cross.proj", C, Q, config.proj_bias, l, LinearPart::Output);
     }
-    add_sublayer_norms(p, "norm2", "mlp", plan, l);
+    add_sublayer_norms(p, "norm2", "mlp", config.sublayer_plan(l, Sublayer::Mlp), l);
     add_linear(p + ".mlp.fc1", config.mlp_in_width(), C, config.mlp_bias, l, LinearPart::Fc1);
     add_linear(p + ".mlp.fc2", C, I, config.mlp_bias, l, LinearPart::Fc2);
   }
@@ -131,8 +137,9 @@ ModelTensors<T> bind_tensors(const ParameterTable& table, const ModelConfig& con
     a.proj = linear(p + sub + ".proj");
     a.gate = linear(p + sub + ".gate");
     a.value_lambda = optional(p + sub + ".value_lambda");
-    a.q_norm = optional(p + sub + ".q_norm.weight");
-    a.k_norm = optional(p + sub + ".k_norm.weight");
+    a.q_norm = norm(p + sub + ".q_norm");
+    a.k_norm = norm(p + sub + ".k_norm");
+    a.v_norm = norm(p + sub + ".v_norm");
     return a;
   };
   ModelTensors<T> t{};

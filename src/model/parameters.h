@@ -9,6 +9,7 @@
 //   blocks.N.attn_omega (C)             [admin] learned residual scale;  blocks.N.rezero_alpha (1) [rezero]
 //   blocks.N.attn.qkv.* (Q+2K, C)       fused [q | k | v]; or attn.q (Q,C), attn.k (K,C), attn.v (K,C)
 //   blocks.N.attn.q_norm.weight (D), attn.k_norm.weight (D)   [qk_norm]
+//   blocks.N.attn.{q,k,v}_norm.{weight,bias,alpha,shift} (D)   [hybrid, hybrid_star] the config's norm kind
 //   blocks.N.attn.gate.weight (Q,C)     [attn_gate] no bias
 //   blocks.N.attn.value_lambda (2)      [value_residual, blocks N >= 1] lambda1, lambda2
 //   blocks.N.attn.proj.* (C, Q)
@@ -119,8 +120,9 @@ struct AttentionTensors {
   LinearTensors<T> qkv, q, k, v, proj;
   LinearTensors<T> gate;  // (Q,C) [attn_gate, self-attention only]
   T* value_lambda = nullptr;  // (2) [value_residual, blocks after the first]
-  T* q_norm = nullptr;  // (D) [qk_norm]
-  T* k_norm = nullptr;  // (D)
+  NormTensors<T> q_norm;  // (D) per-head norms: [qk_norm] RMSNorm weight only; [hybrid, hybrid_star] the
+  NormTensors<T> k_norm;  // config's norm kind (weight, bias, alpha, shift as it has them)
+  NormTensors<T> v_norm;  // [hybrid, hybrid_star]
 };
 
 template <typename T>

@@ -98,7 +98,7 @@ std::vector<ConfigKey> make_keys() {
            "block preset (seed, gpt2, qwen3, sd): sets the architecture keys; keys given with it override them",
            [](RunConfig& c, const std::string& s) { apply_block_preset(c.model, s); },
            [](const RunConfig& c) { return c.model.block; });
-  add_enum("norm_placement", "where the norms sit: post, pre, peri, reordered, deepnorm, admin, rezero, tfixup, mix or lns (docs/placements.md)",
+  add_enum("norm_placement", "where the norms sit: post, pre, peri, reordered, deepnorm, admin, rezero, tfixup, mix, lns, hybrid or hybrid_star (docs/placements.md)",
            [](RunConfig& c, const std::string& s) { c.model.norm_placement = parse_norm_placement(s); },
            [](const RunConfig& c) { return to_string(c.model.norm_placement); });
   add_enum("norm", "normalisation wherever the placement puts one: layernorm, rmsnorm, dyt or derf",
