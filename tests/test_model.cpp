@@ -420,6 +420,34 @@ double sample_std(std::span<const float> v, long begin = 0, long end = -1) {
 }
 }  // namespace
 
+// HybridNorm's parameters and sub-layer plans: per-head q/k/v norms of the config's kind (D), norm2 in every
+// block, norm1 only in HybridNorm*'s first block, a final norm; the MLP's residual from its normalised input.
+TEST(Model, HybridNormParametersAndPlans) {
+  ModelConfig c = tiny_config(NormPlacement::HybridStar, NormKind::Derf);
+  c.layers = 3;
+  c.heads = 2;  // D = 4
+  const ParameterTable table(c);
+  for (const char* n : {"q_norm", "k_norm", "v_norm"}) {
+    EXPECT_EQ(table.at(std::string("blocks.1.attn.") + n + ".weight").shape, std::vector<int64_t>{4});
+    EXPECT_EQ(table.at(std::string("blocks.1.attn.") + n + ".bias").shape, std::vector<int64_t>{4});
+    EXPECT_EQ(table.at(std::string("blocks.1.attn.") + n + ".shift").shape, std::vector<int64_t>{1});
+  }
+  EXPECT_NE(table.find("blocks.0.norm1.weight"), nullptr);
+  EXPECT_EQ(table.find("blocks.1.norm1.weight"), nullptr);
+  EXPECT_NE(table.find("blocks.2.norm2.alpha"), nullptr);
+  EXPECT_NE(table.find("final_norm.weight"), nullptr);
+  const SublayerPlan first = c.sublayer_plan(0, Sublayer::Mlp), later = c.sublayer_plan(1, Sublayer::Mlp);
+  EXPECT_TRUE(first.in_norm && !first.residual_from_norm);
+  EXPECT_TRUE(later.in_norm && later.residual_from_norm);
+  EXPECT_TRUE(c.sublayer_plan(0, Sublayer::Attention).in_norm);
+  EXPECT_FALSE(c.sublayer_plan(1, Sublayer::Attention).in_norm || c.sublayer_plan(1, Sublayer::Attention).after_norm);
+  c.norm_placement = NormPlacement::Hybrid;
+  EXPECT_EQ(ParameterTable(c).find("blocks.0.norm1.weight"), nullptr);
+  EXPECT_TRUE(c.sublayer_plan(0, Sublayer::Mlp).residual_from_norm);
+  c.norm = NormKind::RMSNorm;
+  EXPECT_EQ(ParameterTable(c).find("blocks.0.attn.k_norm.bias"), nullptr);
+}
+
 // DeepNet's constants for decoder-only stacks, as docs/placements.md lists them.
 TEST(InitSchemes, DeepNormConstantsMatchThePaperTable) {
   const std::vector<std::tuple<int, double, double>> table = {

@@ -213,6 +213,13 @@ TEST(RunConfig, RejectsUnsupportedBlockCombinationsByName) {
   EXPECT_NE(error_for("positions = \"rope\"\nwidth = 12\nheads = 4\n").find("even head_dim"), std::string::npos);
   EXPECT_NE(error_for("heads = 3\n").find("heads (3) must divide width (128)"), std::string::npos);
   EXPECT_EQ(error_for("heads = 3\nhead_dim = 8\n"), "");  // D given: heads need not divide width
+  EXPECT_NE(error_for("block = \"qwen3\"\nnorm_placement = \"hybrid\"\n")
+                .find("qk_norm does not combine with norm_placement = hybrid"),
+            std::string::npos);
+  EXPECT_NE(error_for("block = \"sd\"\nnorm_placement = \"hybrid_star\"\n")
+                .find("norm_placement = hybrid_star does not combine with cross_attention"),
+            std::string::npos);
+  EXPECT_EQ(error_for("block = \"qwen3\"\nqk_norm = false\nnorm_placement = \"hybrid_star\"\n"), "");
   EXPECT_EQ(error_for("block = \"sd\"\n"), "");           // context_len comes from the task
 }
 
