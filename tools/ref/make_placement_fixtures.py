@@ -3,7 +3,7 @@
 (tests/data/ref_place_<placement>_<norm>.safetensors).
 
 Usage (from the repository root, needs PyTorch -> Debian's /usr/bin/python3):
-  tools/ref/make_placement_fixtures.py            # self-checks, then write the 23 fixtures
+  tools/ref/make_placement_fixtures.py            # self-checks, then write the 27 fixtures
   tools/ref/make_placement_fixtures.py --verify   # self-checks, then re-read the fixtures with the
                                                   # independent reader: format, metadata, names/shapes,
                                                   # round trip, recomputation from the stored params/tokens
@@ -38,7 +38,7 @@ import placement_models as pm  # noqa: E402
 BASE = dict(layers=2, width=16, heads=2, vocab=11, copy_len=5, batch=3, mlp_ratio=4, norm_eps=1e-5)
 TINY = dict(layers=2, width=8, heads=2, vocab=5, copy_len=3, batch=1, mlp_ratio=4, norm_eps=1e-5)
 
-# The 23 fixtures and their fixed seeds (stable across runs; do not change or reorder).
+# The 27 fixtures and their fixed seeds (stable across runs; do not change or reorder).
 VARIANTS = {
     ("post", "layernorm"): 3001, ("pre", "layernorm"): 3002, ("peri", "layernorm"): 3003,
     ("reordered", "layernorm"): 3004, ("deepnorm", "layernorm"): 3005, ("admin", "layernorm"): 3006,
@@ -51,6 +51,9 @@ VARIANTS = {
     ("pre", "layernorm", "gate"): 3018, ("post", "rmsnorm", "gate"): 3019, ("peri", "derf", "gate"): 3020,
     # value residual (3 blocks), alone and with the gate
     ("pre", "layernorm", "vres"): 3021, ("post", "layernorm", "vres"): 3022, ("pre", "rmsnorm", "gate_vres"): 3023,
+    # HybridNorm, HybridNorm* (3 blocks with the value residual and the gate: the v norm before the mix)
+    ("hybrid", "layernorm"): 3024, ("hybrid_star", "rmsnorm"): 3025, ("hybrid", "derf"): 3026,
+    ("hybrid_star", "layernorm", "gate_vres"): 3027,
 }
 # Self-checks run on every combination (norm kind is irrelevant for rezero / tfixup).
 CHECK_COMBOS = [(p, n) for p in pm.PLACEMENTS for n in pm.NORMS
@@ -58,7 +61,7 @@ CHECK_COMBOS = [(p, n) for p in pm.PLACEMENTS for n in pm.NORMS
 CHECK_COMBOS += [("pre", "layernorm", "gate"), ("post", "rmsnorm", "gate"), ("peri", "derf", "gate"),
                  ("mix", "layernorm", "gate"), ("rezero", "layernorm", "gate"),
                  ("pre", "layernorm", "vres"), ("post", "layernorm", "vres"), ("pre", "rmsnorm", "gate_vres"),
-                 ("mix", "dyt", "vres")]
+                 ("mix", "dyt", "vres"), ("hybrid", "rmsnorm", "gate_vres"), ("hybrid_star", "layernorm", "gate_vres")]
 # a case's third element -> cfg keys
 OPTIONS = {"": {}, "gate": {"attn_gate": True}, "vres": {"value_residual": True, "layers": 3},
            "gate_vres": {"attn_gate": True, "value_residual": True, "layers": 3}}
@@ -84,7 +87,7 @@ def expected_params(cfg, placement, norm):
     C, V, N, T = cfg["width"], cfg["vocab"], cfg["layers"], 2 * cfg["copy_len"] - 1
     I = cfg["mlp_ratio"] * C
 
-    def norm_params(prefix):
+    def norm_params(prefix, C=C):
         if norm == "layernorm":
             return {prefix + ".weight": (C,), prefix + ".bias": (C,)}
         if norm == "rmsnorm":
@@ -107,6 +110,12 @@ def expected_params(cfg, placement, norm):
         if placement in ("post", "pre", "peri", "deepnorm", "admin", "mix", "lns"):
             p.update(norm_params(b + "norm1"))
             p.update(norm_params(b + "norm2"))
+        if placement in ("hybrid", "hybrid_star"):
+            if placement == "hybrid_star" and i == 0:
+                p.update(norm_params(b + "norm1"))
+            p.update(norm_params(b + "norm2"))
+            for nm in ("q_norm", "k_norm", "v_norm"):
+                p.update(norm_params(b + "attn." + nm, cfg["width"] // cfg["heads"]))
         if placement in ("peri", "reordered"):
             p.update(norm_params(b + "attn_out_norm"))
             p.update(norm_params(b + "mlp_out_norm"))
@@ -114,7 +123,7 @@ def expected_params(cfg, placement, norm):
             p.update({b + "attn_omega": (C,), b + "mlp_omega": (C,)})
         if placement == "rezero":
             p[b + "rezero_alpha"] = (1,)
-    if placement in ("pre", "peri", "reordered", "mix", "lns"):
+    if placement in ("pre", "peri", "reordered", "mix", "lns", "hybrid", "hybrid_star"):
         p.update(norm_params("final_norm"))
     return p
 

@@ -20,6 +20,14 @@ N = number of blocks, l = 1-based block index (parameter names use the 0-based i
   tfixup     h = x + Attn(x);               y = h + MLP(h)                 no; no norms
   mix        blocks with l <= floor(N/4) are post blocks, the rest pre  yes
   lns        h = x + Attn(Norm1(x)/sqrt(l)); y = h + MLP(Norm2(h)/sqrt(l))   yes (final norm not scaled)
+  hybrid     h = x + Attn_qkvnorm(x);       n = Norm2(h); y = n + MLP(n)   yes
+  hybrid_star  block 1: h = x + Attn_qkvnorm(Norm1(x)); y = h + MLP(Norm2(h)); later blocks as hybrid   yes
+
+HybridNorm (Zhuo et al. 2025; read in BryceZhuo/HybridNorm dense_model/olmo/model.py, OLMoSequentialBlock and
+the attention's q/k/v norms, with configs/exps/1.2B-dense-HybriedNorm.yaml and the README's HybridNorm*
+override {0: attn_norm on, ffn_residual off}): Attn_qkvnorm normalises q, k and v per head (each head's D
+values) with norms of the placement's kind, blocks.{i}.attn.q_norm.*, attn.k_norm.*, attn.v_norm.* (D),
+before the attention (and before the value-residual mix, which then mixes normalised values).
 
 Norm kinds (the final norm is of the same kind):
   layernorm  (x - mean) / sqrt(var_biased + eps) * weight + bias       weight, bias [C], eps 1e-5
@@ -37,7 +45,8 @@ Parameter names (the strings stored in the fixtures), Linear weights (out, in):
   blocks.{i}.mlp_out_norm.*           peri, reordered
   blocks.{i}.attn_omega (C), blocks.{i}.mlp_omega (C)   admin
   blocks.{i}.rezero_alpha (1)         rezero
-  final_norm.*                        pre, peri, reordered, mix, lns
+  blocks.{i}.attn.{q,k,v}_norm.* (D)  hybrid, hybrid_star (norm1 only in hybrid_star's block 0; norm2 every block)
+  final_norm.*                        pre, peri, reordered, mix, lns, hybrid, hybrid_star
   head.weight (V,C)
   where <norm>.* = .weight (C) [+ .bias (C) for layernorm, dyt, derf] [+ .alpha (1) for dyt, derf]
   [+ .shift (1) for derf].
@@ -60,14 +69,15 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-PLACEMENTS = ("post", "pre", "peri", "reordered", "deepnorm", "admin", "rezero", "tfixup", "mix", "lns")
+PLACEMENTS = ("post", "pre", "peri", "reordered", "deepnorm", "admin", "rezero", "tfixup", "mix", "lns", "hybrid",
+              "hybrid_star")
 NORMS = ("layernorm", "rmsnorm", "dyt", "derf")
 NORM_EPS = 1e-5
 MLP_RATIO = 4
 
 
 def has_final_norm(placement):
-    return placement in ("pre", "peri", "reordered", "mix", "lns")
+    return placement in ("pre", "peri", "reordered", "mix", "lns", "hybrid", "hybrid_star")
 
 
 def uses_norms(placement):
@@ -78,6 +88,8 @@ def block_kind(placement, l, N):
     """The placement block l (1-based) of N follows; only `mix` differs from its own name."""
     if placement == "mix":
         return "post" if l <= math.floor(0.25 * N) else "pre"
+    if placement == "hybrid_star":
+        return "hybrid_first" if l == 1 else "hybrid"
     return placement
 
 
@@ -115,11 +127,16 @@ class Norm(nn.Module):
 
 
 class Attention(nn.Module):
-    def __init__(self, width, heads, gate=False, value_mix=False):
+    def __init__(self, width, heads, gate=False, value_mix=False, qkv_norm=None, eps=NORM_EPS):
         super().__init__()
         assert width % heads == 0
         self.C, self.H = width, heads
         self.qkv = nn.Linear(width, 3 * width)
+        if qkv_norm is not None:                                     # HybridNorm: per-head norms of q, k, v
+            D = width // heads
+            self.q_norm = Norm(qkv_norm, D, eps)
+            self.k_norm = Norm(qkv_norm, D, eps)
+            self.v_norm = Norm(qkv_norm, D, eps)
         self.proj = nn.Linear(width, width)
         if gate:
             self.gate = nn.Linear(width, width, bias=False)
@@ -131,6 +148,10 @@ class Attention(nn.Module):
         B, T, C = x.shape
         H, D = self.H, C // self.H
         q, k, v = self.qkv(x).split(C, dim=-1)                       # rows [q | k | v]
+        if hasattr(self, "q_norm"):
+            q = self.q_norm(q.view(B, T, H, D)).reshape(B, T, C)
+            k = self.k_norm(k.view(B, T, H, D)).reshape(B, T, C)
+            v = self.v_norm(v.view(B, T, H, D)).reshape(B, T, C)
         if self.first_values is not None:
             if hasattr(self, "value_lambda"):
                 v = self.value_lambda[0] * v + self.value_lambda[1] * self.first_values["v"]
@@ -166,13 +187,15 @@ class Block(nn.Module):
         self.kind, self.l, self.N = block_kind(placement, l, N), l, N
         k = self.kind
         pre_or_post = k in ("post", "pre", "peri", "deepnorm", "admin", "lns")
-        if pre_or_post:
+        if pre_or_post or k == "hybrid_first":
             self.norm1 = Norm(norm, C, eps)
+        hybrid = k in ("hybrid", "hybrid_first")
         self.attn = Attention(C, cfg["heads"], gate=cfg.get("attn_gate", False),
-                              value_mix=cfg.get("value_residual", False) and l > 1)
+                              value_mix=cfg.get("value_residual", False) and l > 1,
+                              qkv_norm=norm if hybrid else None, eps=eps)
         if k in ("peri", "reordered"):
             self.attn_out_norm = Norm(norm, C, eps)
-        if pre_or_post:
+        if pre_or_post or hybrid:
             self.norm2 = Norm(norm, C, eps)
         self.mlp = MLP(C, cfg.get("mlp_ratio", MLP_RATIO))
         if k in ("peri", "reordered"):
@@ -216,6 +239,13 @@ class Block(nn.Module):
             r = math.sqrt(self.l)
             h = x + self.attn(self.norm1(x) / r)
             return h + self.mlp(self.norm2(h) / r)
+        if k == "hybrid":
+            h = x + self.attn(x)
+            n = self.norm2(h)
+            return n + self.mlp(n)
+        if k == "hybrid_first":
+            h = x + self.attn(self.norm1(x))
+            return h + self.mlp(self.norm2(h))
         raise ValueError(f"unknown block kind {k!r}")
 
 
@@ -279,7 +309,7 @@ def init_fixture(model):
                 nn.init.xavier_uniform_(p)
             else:
                 p.normal_(0.0, 0.1)
-        elif owner in ("norm1", "norm2", "attn_out_norm", "mlp_out_norm", "final_norm"):
+        elif owner in ("norm1", "norm2", "attn_out_norm", "mlp_out_norm", "final_norm", "q_norm", "k_norm", "v_norm"):
             if leaf == "weight":
                 p.copy_(1.0 + 0.1 * torch.randn_like(p))
             elif leaf == "bias":
@@ -318,7 +348,30 @@ def _alt_attn(P, b, H, x, first=None):
     gate = P.get(b + "attn.gate.weight")
     out_w = P[b + "attn.proj.weight"] if gate is None else torch.eye(C, dtype=x.dtype)
     out_b = P[b + "attn.proj.bias"] if gate is None else torch.zeros(C, dtype=x.dtype)
-    if first is None:
+    if b + "attn.q_norm.weight" in P:
+        # HybridNorm: q, k, v computed and normalised per head here (rows of D), then handed to torch's
+        # attention through identity projections
+        D = C // H
+        Wq, Wk, Wv = P[b + "attn.qkv.weight"].chunk(3, 0)
+        bq, bk, bv = P[b + "attn.qkv.bias"].chunk(3, 0)
+        kind = P["__norm"]
+        qkv = []
+        for W, bias, nm in ((Wq, bq, "q_norm"), (Wk, bk, "k_norm"), (Wv, bv, "v_norm")):
+            t = F.linear(xt, W, bias).reshape(T, B, H, D)
+            qkv.append(_alt_norm(P, b + "attn." + nm, kind, P["__eps"], t).reshape(T, B, C))
+        q, k, v = qkv
+        if first is not None:
+            lam = P.get(b + "attn.value_lambda")
+            if lam is None:
+                first["v"] = v
+            else:
+                v = lam[0] * v + lam[1] * first["v"]
+        eye = torch.eye(C, dtype=x.dtype)
+        y, _ = F.multi_head_attention_forward(
+            q, k, v, C, H, None, torch.zeros(3 * C, dtype=x.dtype), None, None, False, 0.0,
+            out_w, out_b, training=False, need_weights=False, attn_mask=mask, use_separate_proj_weight=True,
+            q_proj_weight=eye, k_proj_weight=eye, v_proj_weight=eye)
+    elif first is None:
         y, _ = F.multi_head_attention_forward(
             xt, xt, xt, C, H, P[b + "attn.qkv.weight"], P[b + "attn.qkv.bias"], None, None, False, 0.0,
             out_w, out_b, training=False, need_weights=False, attn_mask=mask)
@@ -354,6 +407,13 @@ def sublayer_table(placement, l, N):
     residual scale s, gate g, input scale c (numbers or parameter names). Written from the spec table."""
     if placement == "mix":
         placement = "post" if 4 * l <= N else "pre"      # l <= floor(N/4) for integers l, N
+    if placement in ("hybrid", "hybrid_star"):
+        # HybridNorm: no norm on the attention's input (q, k, v normalised inside F), the MLP's input
+        # normalised; the 7th entry says the MLP's residual starts from the normalised input. HybridNorm*'s
+        # first block: both inputs normalised, plain residuals (Pre-LN).
+        if placement == "hybrid_star" and l == 1:
+            return {1: ("norm1", None, None, 1.0, 1.0, 1.0, False), 2: ("norm2", None, None, 1.0, 1.0, 1.0, False)}
+        return {1: (None, None, None, 1.0, 1.0, 1.0, False), 2: ("norm2", None, None, 1.0, 1.0, 1.0, True)}
     rows = {}
     for j, sub in ((1, "attn"), (2, "mlp")):
         nj = f"norm{j}"
@@ -367,7 +427,7 @@ def sublayer_table(placement, l, N):
             "rezero": (None, None, None, 1.0, "rezero_alpha", 1.0),
             "tfixup": (None, None, None, 1.0, 1.0, 1.0),
             "lns": (nj, None, None, 1.0, 1.0, l ** -0.5),
-        }[placement]
+        }[placement] + (False,)
     return rows
 
 
@@ -377,20 +437,21 @@ def alt_forward(P, cfg, placement, norm, inputs):
     T = inputs.shape[1]
     x = F.embedding(inputs, P["tok_emb.weight"]) + F.embedding(torch.arange(T), P["pos_emb.weight"])
     first = {} if cfg.get("value_residual") else None
+    P = dict(P, __norm=norm, __eps=eps)
     for i in range(N):
         b = f"blocks.{i}."
         table = sublayer_table(placement, i + 1, N)
         for j, fn in ((1, lambda u: _alt_attn(P, b, H, u, first)), (2, lambda u: _alt_mlp(P, b, u))):
-            nin, nout, nafter, s, g, c = table[j]
+            nin, nout, nafter, s, g, c, skip_from_norm = table[j]
             s = P[b + s] if isinstance(s, str) else s
             g = P[b + g] if isinstance(g, str) else g
             u = _alt_norm(P, b + nin, norm, eps, x) if nin else x
             f = fn(c * u)
             if nout:
                 f = _alt_norm(P, b + nout, norm, eps, f)
-            x = s * x + g * f
+            x = s * (u if skip_from_norm else x) + g * f
             if nafter:
                 x = _alt_norm(P, b + nafter, norm, eps, x)
-    if placement in ("pre", "peri", "reordered", "mix", "lns"):
+    if placement in ("pre", "peri", "reordered", "mix", "lns", "hybrid", "hybrid_star"):
         x = _alt_norm(P, "final_norm", norm, eps, x)
     return F.linear(x, P["head.weight"])
