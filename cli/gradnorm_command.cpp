@@ -30,7 +30,8 @@ void register_gradnorm(CLI::App& root, std::vector<Command>& commands) {
       "(placement,seed,block,parameter,grad_norm), OUT/gradnorm_fc2.csv, OUT/gradnorm.{png,svg} (fc2 weight),\n"
       "OUT/gradnorm_FAMILY.{png,svg} per parameter family (mlp.fc2.weight, attn.qkv.weight, norm1.weight, ...)\n"
       "and OUT/gradnorm_summary.md (fc2 last block / first block per placement).\n"
-      "Placements: post, pre, peri, reordered, deepnorm, admin, rezero, tfixup, mix, lns, or all.\n"
+      "Placements: post, pre, peri, reordered, deepnorm, admin, rezero, tfixup, mix, lns, hybrid, hybrid_star,\n"
+      "or all.\n"
       "Example: blocklab gradnorm --batch 16 --seeds 0,1,2 --placements all --out runs/gradnorm");
   commands.push_back({app, [app, flags, seeds, placements, batches] {
                         experiments::GradNormOptions options;
