@@ -21,9 +21,7 @@ std::string placement_label(NormPlacement placement) {
 }
 
 std::string placement_label(NormPlacement placement, io::Lang lang) {
-  if (lang == io::Lang::Ko && placement == NormPlacement::Post) return "뒤 정규화 (Post-LN)";
-  if (lang == io::Lang::Ko && placement == NormPlacement::Pre) return "앞 정규화 (Pre-LN)";
-  return placement_label(placement);
+  return io::trc(lang, "placement", placement_label(placement));  // po/ko.po: msgctxt "placement"
 }
 
 std::string placement_label(const std::string& value) {
