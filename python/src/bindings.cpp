@@ -51,10 +51,7 @@ using Items = std::vector<std::pair<std::string, std::string>>;
 RunConfig build_config(const std::string& toml_path, const Items& items, RunConfig base = {}) {
   RunConfig config = std::move(base);
   if (!toml_path.empty()) apply_toml_file(config, toml_path);
-  for (const auto& [key, value] : items)
-    if (key == kBlockKey) set_config_value(config, key, value);
-  for (const auto& [key, value] : items)
-    if (key != kBlockKey) set_config_value(config, key, value);
+  set_config_values(config, items);
   return config;
 }
 

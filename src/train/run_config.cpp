@@ -307,6 +307,11 @@ void set_config_value(RunConfig& config, const std::string& key, const std::stri
   k->set(config, value);
 }
 
+void set_config_values(RunConfig& config, const std::vector<std::pair<std::string, std::string>>& values) {
+  for (const auto& [key, value] : block_key_first(values, [](const auto& item) { return item.first; }))
+    set_config_value(config, key, value);
+}
+
 void apply_toml_file(RunConfig& config, const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, not a TOML file");

@@ -86,6 +86,10 @@ const ConfigKey* find_config_key(const std::string& name);
 
 // Sets one key from text ("24", "1e-3", "pre", "true"). Throws Error for an unknown key or a bad value.
 void set_config_value(RunConfig& config, const std::string& key, const std::string& value);
+// Sets several keys from text the way every front end does (CLI flags, Python keywords; TOML and JSON follow
+// the same rule): the block preset first, since it sets the architecture keys, which the others then
+// override; then the rest in the given order.
+void set_config_values(RunConfig& config, const std::vector<std::pair<std::string, std::string>>& values);
 // Applies a TOML file of top-level keys. Unknown keys, wrong types, tables: Error naming file and line.
 void apply_toml_file(RunConfig& config, const std::string& path);
 // The same for TOML text; source_name plays the role of the path in messages.
