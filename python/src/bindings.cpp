@@ -31,6 +31,7 @@
 #include "probe/curvature_run.h"
 #include "probe/residual_norms.h"
 #include "probe/residual_probe.h"
+#include "probe/stream_probe.h"
 #include "train/run.h"
 #include "train/run_config.h"
 #include "train/sample.h"
@@ -269,7 +270,7 @@ nb::dict summary_dict(const RunSummary& s) {
 // Where a resumed run starts: the run directory's newest verified checkpoint (find_resume_point) and the
 // config to continue with, the checkpoint's with the TOML file and keys applied over it as the CLI applies
 // its flags over --resume's, resolved and checked (check_resume_config: only steps, threads, log_every,
-// checkpoint_every, keep_checkpoints, on_nonfinite, tensorboard and weights may change). Nothing on disk changes here.
+// checkpoint_every, keep_checkpoints, on_nonfinite, tensorboard, weights and stream_every may change). Nothing on disk changes here.
 struct Resume {
   ResumePoint from;
   RunConfig config;
@@ -310,14 +311,14 @@ nb::dict train(const std::string& toml_path, const Items& items, bool overwrite,
       on_step(r.step, r.loss, r.lr, r.grad_norm, r.nonfinite, val_loss);
     }
   };
-  const TrainerHook hook = [&](Trainer& trainer) {
+  const TrainerHook hook = probe::with_stream_recorder(config, [&](Trainer& trainer) {
     if (probe) (*probe)(trainer);
     if (curvature) (*curvature)(trainer);
     if (into != nullptr && trainer.steps_done() == config.steps) {
       const auto src = trainer.model().params();
       std::copy(src.begin(), src.end(), into->f32().model().params().begin());
     }
-  };
+  });
   RunSummary summary;
   {
     nb::gil_scoped_release release;
