@@ -497,7 +497,8 @@ def probe_residual(source: Any = None, *, text: str | None = None, tokens: Any =
         run trained with ``probe_every`` gives its probed steps instead: arrays (steps, layers), ``step``;
       - a directory: a run directory (as for a Run), or a Hugging Face model directory (config.json,
         safetensors) probed on ``text`` (with its tokenizer.json) or ``tokens``, as ``blocklab probe
-        residual``; adds relative_update.
+        residual``; adds relative_update and the stream statistics rms, max_abs, max_channel and sink (NaN at
+        layer 0).
     """
     if isinstance(source, Run):
         if os.path.exists(os.path.join(source.out, "residual.csv")) and tokens is None:

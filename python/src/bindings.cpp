@@ -571,17 +571,26 @@ nb::dict residual_of_hf_model(const std::string& model_dir, const std::optional<
     nb::gil_scoped_release release;
     result = hf::probe_residual(model, tokens);
   }
-  std::vector<double> vec, tok, rel;
+  std::vector<double> vec, tok, rel, rms, max_abs, sink;
+  std::vector<int32_t> max_channel;
   for (const auto& s : result.layers) {
     vec.push_back(s.mean_vector_norm);
     tok.push_back(s.mean_token_norm);
     rel.push_back(s.relative_update);
+    rms.push_back(s.rms);
+    max_abs.push_back(s.max_abs);
+    max_channel.push_back(s.max_channel);
+    sink.push_back(s.sink ? *s.sink : std::nan(""));
   }
   nb::dict d;
   d["tokens"] = vector_array(tokens);
   d["mean_vector_norm"] = vector_array(std::move(vec));
   d["mean_token_norm"] = vector_array(std::move(tok));
   d["relative_update"] = vector_array(std::move(rel));
+  d["rms"] = vector_array(std::move(rms));
+  d["max_abs"] = vector_array(std::move(max_abs));
+  d["max_channel"] = vector_array(std::move(max_channel));
+  d["sink"] = vector_array(std::move(sink));
   return d;
 }
 
