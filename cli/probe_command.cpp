@@ -170,11 +170,15 @@ int run_residual(const CLI::App* app, const PromptFlags& f, const std::string& o
   progress.finish();
 
   const auto& layers = result.layers;
-  std::printf("\n%5s  %16s  %16s  %10s  %12s  %10s\n", "layer", "|mean_t h_t|", "mean_t |h_t|", "sqrt(l+1)",
-              "growth(mean)", "rel.update");
-  for (const hf::ResidualLayerStats& s : layers)
-    std::printf("%5d  %16.6g  %16.6g  %10.4f  %12.4g  %10.4g\n", s.layer, s.mean_vector_norm, s.mean_token_norm,
-                std::sqrt(s.layer + 1.0), s.mean_vector_norm / layers.front().mean_vector_norm, s.relative_update);
+  std::printf("\n%5s  %16s  %16s  %10s  %12s  %10s  %10s  %10s  %7s  %6s\n", "layer", "|mean_t h_t|", "mean_t |h_t|",
+              "sqrt(l+1)", "growth(mean)", "rel.update", "rms", "max|h|", "channel", "sink");
+  for (const hf::ResidualLayerStats& s : layers) {
+    char sink[16] = "-";
+    if (s.sink) std::snprintf(sink, sizeof sink, "%.4f", *s.sink);
+    std::printf("%5d  %16.6g  %16.6g  %10.4f  %12.4g  %10.4g  %10.4g  %10.4g  %7d  %6s\n", s.layer, s.mean_vector_norm,
+                s.mean_token_norm, std::sqrt(s.layer + 1.0), s.mean_vector_norm / layers.front().mean_vector_norm,
+                s.relative_update, s.rms, s.max_abs, s.max_channel, sink);
+  }
   const auto& last = layers.back();
   std::printf("\nafter %d blocks |mean h| grew x%.4g from the embeddings; a random walk of unit steps grows x%.4g "
               "(sqrt(%d))\n",

@@ -10,6 +10,7 @@
 #include "io/csv.h"
 #include "model/model.h"
 #include "probe/curvature_run.h"
+#include "probe/stream_probe.h"
 #include "train/run.h"
 #include "util/error.h"
 
@@ -88,7 +89,7 @@ CurvatureGridResult run_curvature_grid(const CurvatureGridOptions& o, const Log&
         std::vector<int> early;  // the first steps densely: 1, 2, 4, 8, ...
         for (int s = 1; s < o.every; s *= 2) early.push_back(s);
         recorder.also_at(early);
-        train_run(c, true, {}, [&](Trainer& t) { recorder(t); });
+        train_run(c, true, {}, probe::with_stream_recorder(c, [&](Trainer& t) { recorder(t); }));
       }
       read_run(run);
       result.runs.push_back(std::move(run));

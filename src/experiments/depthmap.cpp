@@ -14,6 +14,7 @@
 #include "io/atomic_file.h"
 #include "io/csv.h"
 #include "model/flops.h"
+#include "report/stream_plot.h"
 #include "train/trainer.h"
 #include "util/error.h"
 #include "util/threads.h"
@@ -186,6 +187,10 @@ std::vector<DepthMapRun> depthmap_runs(const SweepResult& sweep) {
     d.min_loss = r.curve.min_loss;
     d.seconds = r.seconds;
     d.reused = r.reused;
+    if (const fs::path stream = fs::path(r.run.config.out) / "stream.csv"; fs::exists(stream)) {
+      const std::vector<probe::StreamRow> rows = probe::read_stream_csv(stream.string());
+      if (!rows.empty()) d.stream = probe::summarize_stream(rows);
+    }
     runs.push_back(d);
   }
   return runs;
@@ -267,13 +272,60 @@ const DepthMapCell* find_cell(const std::vector<DepthMapCell>& cells, NormPlacem
 // ---- write ---------------------------------------------------------------------------------------
 
 std::string depthmap_csv(const std::vector<DepthMapRun>& runs) {
-  io::CsvWriter csv({"placement", "depth", "warmup", "seed", "outcome", "first_step_below", "final_loss", "min_loss",
-                     "seconds"});
-  for (const DepthMapRun& r : runs)
-    csv.row({to_string(r.placement), std::to_string(r.depth), std::to_string(r.warmup), std::to_string(r.seed),
-             probe::to_string(r.outcome), r.first_step_below ? std::to_string(*r.first_step_below) : "",
-             io::csv_number(r.final_loss), io::csv_number(r.min_loss), io::csv_number(r.seconds, "%.1f")});
+  const bool stream = std::any_of(runs.begin(), runs.end(), [](const DepthMapRun& r) { return r.stream.has_value(); });
+  std::vector<std::string> header = {"placement", "depth", "warmup", "seed", "outcome", "first_step_below",
+                                     "final_loss", "min_loss", "seconds"};
+  if (stream) header.insert(header.end(), {"stream_rms_last", "stream_rms_ratio", "stream_max_abs", "sink_max"});
+  io::CsvWriter csv(header);
+  for (const DepthMapRun& r : runs) {
+    std::vector<std::string> row = {to_string(r.placement), std::to_string(r.depth), std::to_string(r.warmup),
+                                    std::to_string(r.seed), probe::to_string(r.outcome),
+                                    r.first_step_below ? std::to_string(*r.first_step_below) : "",
+                                    io::csv_number(r.final_loss), io::csv_number(r.min_loss),
+                                    io::csv_number(r.seconds, "%.1f")};
+    if (stream) {
+      if (r.stream && r.stream->rms_last.size() >= 2) {
+        const std::vector<double>& rms = r.stream->rms_last;
+        row.push_back(io::csv_number(rms.back()));
+        row.push_back(io::csv_number(rms.back() / rms[1]));
+        row.push_back(io::csv_number(r.stream->max_abs_last));
+        row.push_back(r.stream->sink_max_last ? io::csv_number(*r.stream->sink_max_last) : "");
+      } else {
+        row.insert(row.end(), 4, "");
+      }
+    }
+    csv.row(row);
+  }
   return csv.text();
+}
+
+std::optional<io::PlotFigure> depthmap_stream_figure(const DepthMapOptions& options,
+                                                     const std::vector<DepthMapRun>& runs) {
+  if (options.depths.empty() || options.seeds.empty()) return std::nullopt;
+  const int depth = *std::max_element(options.depths.begin(), options.depths.end());
+  io::PlotFigure figure;
+  figure.cols = static_cast<int>(options.warmups.size());
+  figure.width = 900 * figure.cols;
+  figure.height = 640;
+  bool any = false;
+  for (int warmup : options.warmups) {
+    std::vector<report::StreamCurve> curves;
+    for (NormPlacement p : options.placements)
+      for (const DepthMapRun& r : runs)
+        if (r.placement == p && r.depth == depth && r.warmup == warmup && r.seed == options.seeds.front() && r.stream) {
+          RunConfig c = options.base;
+          c.model.norm_placement = p;
+          curves.push_back({design_label(c.model) + ": " + probe::to_string(r.outcome), *r.stream});
+        }
+    any = any || !curves.empty();
+    figure.panels.push_back(report::stream_panel(
+        curves, std::to_string(depth) + " blocks, " +
+                    (warmup == 0 ? std::string("no warm-up") : "warm-up " + std::to_string(warmup)) + ", seed " +
+                    std::to_string(options.seeds.front())));
+  }
+  if (!any) return std::nullopt;
+  figure.title = std::string("Residual stream RMS by block") + (options.quick ? " (quick map)" : "");
+  return figure;
 }
 
 std::vector<std::string> depthmap_table_header(const DepthMapOptions& options) {
@@ -522,6 +574,8 @@ void write_depthmap(const DepthMapOptions& options, DepthMapResult& result) {
       io::tr(options.lang, "Depth map{1}: steps to loss < 0.01, or the run's label\n{2}",
              {options.quick ? io::tr(options.lang, " (quick)") : std::string(), settings_text(options)});
   result.figure = io::render_figure(depthmap_figure(options, result.cells, title), (out / "depthmap").string());
+  const std::optional<io::PlotFigure> stream = depthmap_stream_figure(options, result.runs);
+  if (stream) result.stream_figure = io::render_figure(*stream, (out / "depthmap_stream").string());
 
   std::ostringstream md;
   md << "# Depth map" << (options.quick ? " (quick)" : "") << "\n\n";
@@ -534,6 +588,11 @@ void write_depthmap(const DepthMapOptions& options, DepthMapResult& result) {
     md << markdown_table(depthmap_table_header(options), depthmap_table(options, result.cells, warmup)) << "\n";
   }
   md << "![depth map](depthmap.png)\n\n";
+  if (stream)
+    md << "## The residual stream\n\nThe stream's RMS (mean over tokens of ||h_t|| / sqrt(C)) after each block of the "
+       << "deepest runs, at step 0 (dashed) and at the end (solid); the stream columns of `depthmap.csv` hold, per run, "
+       << "the last block's RMS at the end (`stream_rms_last`), its ratio to the first block's, the largest |h| and "
+       << "the largest attention-sink share.\n\n![stream RMS by block](depthmap_stream.png)\n\n";
   md << "## Public anchors: where Post-LN stops training\n\n" << depthmap_tasks_differ() << "\n\n";
   md << markdown_table(depthmap_anchor_header(), depthmap_anchor_rows(options, result.cells));
   io::write_file_atomic(result.markdown, md.str());

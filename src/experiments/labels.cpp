@@ -41,3 +41,18 @@ const std::vector<NormPlacement>& all_placements() {
 }
 
 }  // namespace blocklab::experiments
+
+namespace blocklab::experiments {
+
+std::string design_label(const ModelConfig& config) {
+  std::string label = placement_label(config.norm_placement);
+  if (config.norm != ModelConfig{}.norm) {
+    label += ' ';
+    label += to_string(config.norm);
+  }
+  if (config.attn_gate) label += " +attn_gate";
+  if (config.value_residual) label += " +value_residual";
+  return label;
+}
+
+}  // namespace blocklab::experiments

@@ -42,6 +42,8 @@ class Activations {
   int layers() const { return layers_; }
   // The residual stream: index 0 is the embedding output, index l (1..L) the output of block l. (B,T,C)
   const T* stream(int index) const;
+  // What block `index` (0-based) saved, e.g. its attention probabilities attn.att (B,H,T,T) for the stream probe.
+  const BlockActs<T>& block_acts(int index) const { return blocks_.at(static_cast<size_t>(index)); }
   std::span<const T> logits() const { return {logits_, static_cast<size_t>(dims_.N()) * vocab_}; }
   // True after a forward with targets, until the next forward.
   bool has_loss() const { return targets_ != nullptr; }

@@ -201,10 +201,14 @@ std::vector<ConfigKey> make_keys() {
            "write the final weights OUT/model.safetensors at the end of the run, for export, sample and curvature "
            "(--no-weights: off)",
            [](RunConfig& c) -> bool& { return c.weights; });
+  add_int("stream_every",
+          "every N steps (and at step 0 and the last step) append per-block residual-stream statistics (RMS, max "
+          "|h| and its channel, attention-sink share) to OUT/stream.csv; the run's numbers do not change (0: off)",
+          [](RunConfig& c) -> int& { return c.stream_every; });
   // How and where a run executes, not what it computes.
   for (ConfigKey& key : k)
     for (const char* name : {"out", "threads", "log_every", "checkpoint_every", "keep_checkpoints", "tensorboard",
-                             "weights"})
+                             "weights", "stream_every"})
       if (key.name == name) key.changes_results = false;
   return k;
 }
@@ -476,6 +480,7 @@ void resolve(RunConfig& config) {
   if (config.out.empty()) throw Error("out must not be empty");
   if (config.checkpoint_every < 0) throw Error("checkpoint_every must be >= 0");
   if (config.keep_checkpoints < 0) throw Error("keep_checkpoints must be >= 0");
+  if (config.stream_every < 0) throw Error("stream_every must be >= 0");
 }
 
 nlohmann::json results_json(const RunConfig& config) {

@@ -51,6 +51,7 @@ struct RunConfig {
   NonFinitePolicy on_nonfinite = NonFinitePolicy::Abort;
   bool tensorboard = true;  // OUT/events.out.tfevents.* beside metrics.csv (train/run.h)
   bool weights = true;      // OUT/model.safetensors, the final weights, at the end of the run (train/run.h)
+  int stream_every = 0;     // > 0: OUT/stream.csv, residual-stream statistics every N steps (probe/stream_probe.h)
 
   Schedule make_schedule() const { return Schedule{schedule, lr, warmup, steps, min_lr}; }
   bool is_text() const { return task == "text"; }
