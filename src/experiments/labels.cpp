@@ -16,6 +16,8 @@ std::string placement_label(NormPlacement placement) {
     case NormPlacement::TFixup: return "T-Fixup";
     case NormPlacement::Mix: return "Mix-LN";
     case NormPlacement::LNS: return "LN-Scaling";
+    case NormPlacement::Hc: return "Hyper-connections";
+    case NormPlacement::Mhc: return "mHC";
   }
   return to_string(placement);
 }
