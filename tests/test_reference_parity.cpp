@@ -1,6 +1,8 @@
 // Parity with the independent PyTorch implementations in tools/ref/ (fixtures in tests/data, made in
 // float64 by tools/ref/make_copy_fixtures.py for the seed block under {post, pre} x {layernorm, rmsnorm},
-// and by tools/ref/make_block_fixtures.py for the gpt2, qwen3 and sd blocks): logits, loss, every parameter
+// by tools/ref/make_block_fixtures.py for the gpt2, qwen3 and sd blocks, by make_placement_fixtures.py for every
+// placement, and by make_hyper_fixtures.py for hyper-connections with the `hyper-connections` package's own
+// mixing modules): logits, loss, every parameter
 // gradient, and 5 Adam steps. The double model must agree to ~1e-10, the float model to 1e-4.
 // Errors are normwise per tensor: max |ours - ref| / max |ref|.
 #include <gtest/gtest.h>
@@ -41,6 +43,10 @@ struct Fixture {
       config.norm = parse_norm_kind(m.at("norm"));
       config.attn_gate = m.count("attn_gate") != 0 && m.at("attn_gate") == "true";
       config.value_residual = m.count("value_residual") != 0 && m.at("value_residual") == "true";
+      if (m.count("residual_streams") != 0) {  // hyper-connections (tools/ref/make_hyper_fixtures.py)
+        config.residual_streams = std::stoi(m.at("residual_streams"));
+        config.hc_dynamic = m.at("hc_dynamic") == "true";
+      }
     }
     config.layers = std::stoi(m.at("layers"));
     config.width = std::stoi(m.at("width"));
@@ -157,5 +163,9 @@ INSTANTIATE_TEST_SUITE_P(Variants, ReferenceParity,
                                            "place_admin_dyt", "place_pre_derf", "place_post_derf",
                                            "place_pre_layernorm_gate", "place_post_rmsnorm_gate",
                                            "place_peri_derf_gate", "place_pre_layernorm_vres",
-                                           "place_post_layernorm_vres", "place_pre_rmsnorm_gate_vres"),
+                                           "place_post_layernorm_vres", "place_pre_rmsnorm_gate_vres",
+                                           "hyper_hc_static_n2_layernorm", "hyper_hc_dynamic_n3_layernorm",
+                                           "hyper_hc_dynamic_n4_rmsnorm", "hyper_hc_dynamic_n2_dyt",
+                                           "hyper_mhc_static_n3_layernorm", "hyper_mhc_dynamic_n4_layernorm",
+                                           "hyper_mhc_dynamic_n2_rmsnorm"),
                          [](const auto& info) { return info.param; });

@@ -38,7 +38,7 @@ const std::vector<NormPlacement>& all_placements() {
   static const std::vector<NormPlacement> all{NormPlacement::Post,     NormPlacement::Pre,    NormPlacement::Peri,
                                               NormPlacement::Reordered, NormPlacement::DeepNorm, NormPlacement::Admin,
                                               NormPlacement::ReZero,   NormPlacement::TFixup, NormPlacement::Mix,
-                                              NormPlacement::LNS};
+                                              NormPlacement::LNS,      NormPlacement::Hc,     NormPlacement::Mhc};
   return all;
 }
 

@@ -15,7 +15,7 @@ Self-checks, for every case:
   3. hc with one stream and the static init (A_m = 1, A_r = 1, B = 1) against placement_models'
      Pre-LN stack with the same weights: logits to 1e-12;
   4. mhc: every token's residual mix doubly stochastic (rows and columns sum to 1 within 1e-12);
-  5. torch.autograd.gradcheck of the logits w.r.t. every parameter tensor on a tiny input.
+  5. torch.autograd.gradcheck of the logits w.r.t. every parameter tensor on a tiny input (GRADCHECK cases).
 
 Each file holds what tools/ref/fixture_tools.run_fixture stores (logits, loss, gradients, 5 Adam steps) and
 metadata norm_placement, norm, residual_streams, hc_dynamic and the sizes.
@@ -24,7 +24,7 @@ import os
 import sys
 
 import torch
-from torch.nn.utils import stateless
+from torch.func import functional_call
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import copy_model as cm  # noqa: E402
@@ -46,6 +46,8 @@ VARIANTS = {
     ("mhc", "dynamic", 2, "rmsnorm"): 3107,
 }
 CHECK_SEED = 4100
+# gradcheck (minutes each on 2 cores) on one case per placement, the dynamic forms (they contain the static one)
+GRADCHECK = (("hc", "dynamic", 3, "layernorm"), ("mhc", "dynamic", 2, "rmsnorm"))
 
 
 def cfg_for(placement, form, n, norm, base=BASE):
@@ -136,8 +138,11 @@ def check_own(placement, form, n, norm):
     g_own = torch.autograd.grad(lf(own), params)
     worst = ft.normwise(own.detach(), logits.detach())
     assert worst < 1e-12, f"{placement}/{form}/{n}/{norm}: own formulation logits differ by {worst:.2e}"
+    # relative to each tensor's largest entry, floored at 1e-3 of the largest gradient: A_m's gradient at the first
+    # sub-layer is near zero (a norm is blind to its input's scale and the streams are equal copies there)
+    floor = 1e-3 * max(float(g.abs().max()) for g in g_main)
     for name, a, b in zip(names, g_own, g_main):
-        e = ft.normwise(a, b)
+        e = float((a - b).abs().max()) / max(float(b.abs().max()), floor)
         assert e < 1e-12, f"{placement}/{form}/{n}/{norm}: own formulation gradient of {name} differs by {e:.2e}"
         worst = max(worst, e)
     return f"package vs own {worst:.1e}"
@@ -198,7 +203,7 @@ def check_gradcheck(placement, form, n, norm):
     tin = ttok[:1, :-1]
 
     def f(*ts):
-        return stateless.functional_call(tmodel, dict(zip(tnames, ts)), (tin,))
+        return functional_call(tmodel, dict(zip(tnames, ts)), (tin,))
 
     ins = tuple(p.detach().clone().requires_grad_(True) for _, p in tmodel.named_parameters())
     assert torch.autograd.gradcheck(f, ins, eps=1e-6, atol=1e-7, rtol=1e-5, raise_exception=False), \
@@ -210,7 +215,8 @@ def run_self_checks():
     for norm in ("layernorm", "rmsnorm"):
         print(f"self-check {check_pre(norm)} ({norm})", flush=True)
     for case in VARIANTS:
-        msgs = [m for m in (c(*case) for c in (check_own, check_doubly_stochastic, check_gradcheck)) if m]
+        checks = (check_own, check_doubly_stochastic) + ((check_gradcheck,) if case in GRADCHECK else ())
+        msgs = [m for m in (c(*case) for c in checks) if m]
         print(f"self-check {'/'.join(map(str, case))}: {', '.join(msgs)}", flush=True)
 
 
