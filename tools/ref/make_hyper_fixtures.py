@@ -1,4 +1,4 @@
-#!/usr/bin/env -S /work/venv-ref/bin/python
+#!/usr/bin/env python3
 """Generate float64 parity fixtures of hyper-connections (hc) and manifold-constrained hyper-connections
 (mhc) around the seed block (tests/data/ref_hyper_<placement>_<form>_n<n>_<norm>.safetensors).
 
@@ -14,7 +14,7 @@ Self-checks, for every case:
      docs/placements.md written directly): logits and every gradient to 1e-12;
   3. hc with one stream and the static init (A_m = 1, A_r = 1, B = 1) against placement_models'
      Pre-LN stack with the same weights: logits to 1e-12;
-  4. mhc: every token's residual mix doubly stochastic (rows and columns sum to 1 within 1e-12);
+  4. mhc: every token's residual mix doubly stochastic (rows and columns sum to 1 within 1e-8);
   5. torch.autograd.gradcheck of the logits w.r.t. every parameter tensor on a tiny input (GRADCHECK cases).
 
 Each file holds what tools/ref/fixture_tools.run_fixture stores (logits, loss, gradients, 5 Adam steps) and
@@ -191,7 +191,8 @@ def check_doubly_stochastic(placement, form, n, norm):
     worst = 0.0
     for M in mixes:
         worst = max(worst, float((M.sum(-1) - 1).abs().max()), float((M.sum(-2) - 1).abs().max()))
-    assert worst < 1e-12, f"{placement}: mixing not doubly stochastic ({worst:.1e})"
+    # rows sum to 1 to rounding (the last step), columns to the 20 iterations' convergence
+    assert worst < 1e-8, f"{placement}: mixing not doubly stochastic ({worst:.1e})"
     return f"doubly stochastic {worst:.1e}"
 
 
