@@ -81,8 +81,8 @@ struct Fixture {
 };
 
 template <typename T>
-double normwise_error(std::span<const T> ours, const std::vector<double>& ref) {
-  double diff = 0, scale = 0;
+double normwise_error(std::span<const T> ours, const std::vector<double>& ref, double floor = 0) {
+  double diff = 0, scale = floor;
   for (size_t i = 0; i < ref.size(); ++i) {
     diff = std::max(diff, std::abs(static_cast<double>(ours[i]) - ref[i]));
     scale = std::max(scale, std::abs(ref[i]));
@@ -108,17 +108,31 @@ void check_against_reference(const std::string& variant, double tolerance) {
   EXPECT_LE(normwise_error<T>(acts.logits(), fx.file.read_f64("logits")), tolerance) << "logits";
 
   model.backward(acts);
+  // Hyper-connections' mixing tensors include gradients that are zero by construction (mHC's doubly stochastic
+  // residual mix at the first sub-layer, whose streams are equal, and at the last, whose streams are summed) or
+  // only a norm's eps term (A_m at the first sub-layer): theirs are compared relative to at least a thousandth
+  // of the largest gradient of the model.
+  double largest = 0;
   for (const ParamSpec& s : model.table().specs())
-    EXPECT_LE(normwise_error<T>(model.grad(s.name), fx.file.read_f64("grad." + s.name)), tolerance)
+    for (double g : fx.file.read_f64("grad." + s.name)) largest = std::max(largest, std::abs(g));
+  auto floor_of = [&](const ParamSpec& s) { return s.name.find("_hc.") != std::string::npos ? 1e-3 * largest : 0.0; };
+  for (const ParamSpec& s : model.table().specs())
+    EXPECT_LE(normwise_error<T>(model.grad(s.name), fx.file.read_f64("grad." + s.name), floor_of(s)), tolerance)
         << "gradient of " << s.name;
 
   // 5 Adam steps on the same batch; adam_losses[k] is the loss before update k+1.
+  // Hyper-connections in float: the mixing's near-zero gradients (see above), each divided by its own RMS, move
+  // their weights by up to a full step whatever their rounding, and every later step reads those weights:
+  // measured up to 1.5e-4 on the losses and 1.5e-3 on the weights after 5 steps (x86-64), while the forward and
+  // the gradients hold 1e-4 and the double model 1e-9 throughout. Those float steps are held to 1e-3 and 5e-3.
+  const bool hyper = fx.config.hyper() && std::is_same_v<T, float>;
+  const double step_tolerance = hyper ? 1e-3 : tolerance;
   Adam<T> adam(AdamOptions{}, model.params().size());
   const std::vector<double> ref_losses = fx.file.read_f64("adam_losses");
   ASSERT_EQ(ref_losses.size(), 5u);
   for (int k = 0; k < 5; ++k) {
     const T l = model.forward(acts, fx.inputs.data(), fx.targets.data(), fx.mask.data());
-    EXPECT_LE(std::abs(l - ref_losses[k]) / ref_losses[k], tolerance) << "Adam step " << k + 1;
+    EXPECT_LE(std::abs(l - ref_losses[k]) / ref_losses[k], step_tolerance) << "Adam step " << k + 1;
     model.backward(acts);
     adam.step(model.params(), model.grads(), fx.adam_lr);
   }
@@ -133,6 +147,7 @@ void check_against_reference(const std::string& variant, double tolerance) {
       const std::vector<double> grad = fx.file.read_f64("grad." + s.name);
       double max_grad = 0;
       for (double g : grad) max_grad = std::max(max_grad, std::abs(g));
+      max_grad = std::max(max_grad, floor_of(s));  // the mixing tensors: relative to the model's largest
       for (size_t i = 0; i < grad.size(); ++i)
         if (std::abs(grad[i]) < 1e-5 * max_grad) ours[i] = static_cast<T>(ref[i]);
     }
@@ -140,7 +155,7 @@ void check_against_reference(const std::string& variant, double tolerance) {
     // measured up to 3.9e-5 on x86-64 and 1.1e-4 on AArch64 (whose generic loops fuse multiply-adds), both on
     // the post-LN DyT fixture, whose double model agrees to 1e-9 on both; the float weights after them are
     // held to twice the tolerance of one forward and backward.
-    const double adam_tolerance = std::is_same_v<T, float> ? 2 * tolerance : tolerance;
+    const double adam_tolerance = hyper ? 5e-3 : std::is_same_v<T, float> ? 2 * tolerance : tolerance;
     EXPECT_LE(normwise_error<T>(std::span<const T>(ours), ref), adam_tolerance) << s.name << " after 5 Adam steps";
   }
 }
