@@ -16,6 +16,8 @@ std::string placement_label(NormPlacement placement) {
     case NormPlacement::TFixup: return "T-Fixup";
     case NormPlacement::Mix: return "Mix-LN";
     case NormPlacement::LNS: return "LN-Scaling";
+    case NormPlacement::Hc: return "Hyper-connections";
+    case NormPlacement::Mhc: return "mHC";
   }
   return to_string(placement);
 }
@@ -36,7 +38,7 @@ const std::vector<NormPlacement>& all_placements() {
   static const std::vector<NormPlacement> all{NormPlacement::Post,     NormPlacement::Pre,    NormPlacement::Peri,
                                               NormPlacement::Reordered, NormPlacement::DeepNorm, NormPlacement::Admin,
                                               NormPlacement::ReZero,   NormPlacement::TFixup, NormPlacement::Mix,
-                                              NormPlacement::LNS};
+                                              NormPlacement::LNS,      NormPlacement::Hc,     NormPlacement::Mhc};
   return all;
 }
 

@@ -14,12 +14,15 @@
 //   rezero    g = alpha (learned, per block, 0 at init), no norms     tfixup  no norms (init does the work)
 //   mix       post for blocks l <= floor(N/4), pre after them (+ final)
 //   lns       in = Norm, c = 1/sqrt(l) (+ final)
+//   hc, mhc   hyper-connections: in = Norm (+ final), the residual stream widened to n = residual_streams
+//             streams mixed around each sub-layer (model/hyper.h); the block gives only each sub-layer's
+//             branch T(h) = F(Norm(h)), the stack does the mixing
 #include <string>
 #include <vector>
 
 namespace blocklab {
 
-enum class NormPlacement { Post, Pre, Peri, Reordered, DeepNorm, Admin, ReZero, TFixup, Mix, LNS };
+enum class NormPlacement { Post, Pre, Peri, Reordered, DeepNorm, Admin, ReZero, TFixup, Mix, LNS, Hc, Mhc };
 // DyT: weight * tanh(alpha * x) + bias in a norm's place; Derf: weight * erf(alpha * x + shift) + bias
 enum class NormKind { LayerNorm, RMSNorm, DyT, Derf };
 // Initialisation of the weights (Model::init_weights):
@@ -103,7 +106,12 @@ struct ModelConfig : BlockConfig {
   InitScheme base_init = InitScheme::Xavier;  // what auto means for placements without a scheme of their own
   double embed_init_std = 1.0;  // token/position embeddings ~ N(0, embed_init_std^2); 1.0 = nn.Embedding
   Precision precision = Precision::Fp32;
+  // Hyper-connections (norm_placement hc or mhc; model/hyper.h): the expansion rate n, and whether the mixing
+  // weights depend on the token (dynamic) or are learned constants only (static).
+  int residual_streams = 4;
+  bool hc_dynamic = true;
 
+  bool hyper() const { return norm_placement == NormPlacement::Hc || norm_placement == NormPlacement::Mhc; }
   bool has_final_norm() const;
   // The sub-layer table of block `index` (0-based; Mix-LN and LNS depend on it).
   SublayerPlan sublayer_plan(int index) const;

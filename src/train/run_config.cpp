@@ -98,7 +98,7 @@ std::vector<ConfigKey> make_keys() {
            "block preset (seed, gpt2, qwen3, sd): sets the architecture keys; keys given with it override them",
            [](RunConfig& c, const std::string& s) { apply_block_preset(c.model, s); },
            [](const RunConfig& c) { return c.model.block; });
-  add_enum("norm_placement", "where the norms sit: post, pre, peri, reordered, deepnorm, admin, rezero, tfixup, mix or lns (docs/placements.md)",
+  add_enum("norm_placement", "where the norms sit: post, pre, peri, reordered, deepnorm, admin, rezero, tfixup, mix, lns, hc or mhc (docs/placements.md)",
            [](RunConfig& c, const std::string& s) { c.model.norm_placement = parse_norm_placement(s); },
            [](const RunConfig& c) { return to_string(c.model.norm_placement); });
   add_enum("norm", "normalisation wherever the placement puts one: layernorm, rmsnorm, dyt or derf",
@@ -125,6 +125,10 @@ std::vector<ConfigKey> make_keys() {
            [](RunConfig& c) -> bool& { return c.model.attn_gate; });
   add_bool("value_residual", "value residual: blocks 2..L mix their values with block 1's, lambda1 V + lambda2 V_1 (0.5 each at init)",
            [](RunConfig& c) -> bool& { return c.model.value_residual; });
+  add_int("residual_streams", "hc, mhc: the number n of residual streams (the expansion rate)",
+          [](RunConfig& c) -> int& { return c.model.residual_streams; });
+  add_bool("hc_dynamic", "hc, mhc: mixing weights that depend on the token (false: learned constants only)",
+           [](RunConfig& c) -> bool& { return c.model.hc_dynamic; });
   add_model_enum("positions", "position information: learned (a table) or rope", parse_positions,
                  [](RunConfig& c) -> Positions& { return c.model.positions; });
   add_float("rope_theta", "RoPE base theta", [](RunConfig& c) -> double& { return c.model.rope_theta; });
