@@ -32,13 +32,12 @@ void add_config_flags(CLI::App* app, ConfigFlags& flags) {
 
 RunConfig build_config(const CLI::App* app, const ConfigFlags& flags, RunConfig base) {
   if (!flags.config_file.empty()) apply_toml_file(base, flags.config_file);
-  // --block first: it sets the preset's architecture keys, which the other flags then override.
-  if (app->count(flag_name(kBlockKey)) > 0) set_config_value(base, kBlockKey, flags.values.at(kBlockKey));
+  std::vector<std::pair<std::string, std::string>> given;  // the flags on the command line, as text
   for (const ConfigKey& key : config_keys()) {
-    if (key.name != kBlockKey && app->count(flag_name(key.name)) > 0)
-      set_config_value(base, key.name, flags.values.at(key.name));
-    if (key.type == KeyType::Bool && app->count(negated_flag_name(key.name)) > 0) set_config_value(base, key.name, "false");
+    if (app->count(flag_name(key.name)) > 0) given.emplace_back(key.name, flags.values.at(key.name));
+    if (key.type == KeyType::Bool && app->count(negated_flag_name(key.name)) > 0) given.emplace_back(key.name, "false");
   }
+  set_config_values(base, given);
   return base;
 }
 

@@ -15,6 +15,7 @@
 #include "progress.h"
 #include "report/residual_plot.h"
 #include "util/error.h"
+#include "util/parse_list.h"
 #include "util/threads.h"
 
 namespace blocklab::cli {
@@ -36,31 +37,6 @@ void add_prompt_flags(CLI::App* app, PromptFlags& f) {
   auto* tokens = app->add_option("--tokens", f.tokens, "prompt as token ids, e.g. 1,2,3");
   text->excludes(tokens);
   app->add_option("--threads", f.threads, "threads (0 = all cores)")->capture_default_str();
-}
-
-std::vector<int32_t> parse_token_list(const std::string& s) {
-  std::vector<int32_t> out;
-  std::size_t i = 0;
-  while (i <= s.size()) {
-    std::size_t j = s.find(',', i);
-    if (j == std::string::npos) j = s.size();
-    std::string item = s.substr(i, j - i);
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
-    if (item.empty()) throw Error("--tokens: empty item in \"" + s + "\" (expected e.g. 1,2,3)");
-    std::size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != item.size() || v < 0 || v > 0x7fffffff)
-      throw Error("--tokens: \"" + item + "\" is not a non-negative integer token id");
-    out.push_back(static_cast<int32_t>(v));
-    i = j + 1;
-  }
-  return out;
 }
 
 struct Prompt {
@@ -85,7 +61,7 @@ Prompt read_prompt(const PromptFlags& f, const CLI::App* app) {
   } else if (has_text) {
     throw Error(tok_file.string() + ": not found; --text needs the model's tokenizer.json (or use --tokens)");
   }
-  p.tokens = has_text ? p.tokenizer->encode(f.text) : parse_token_list(f.tokens);
+  p.tokens = has_text ? p.tokenizer->encode(f.text) : parse_list<int32_t>(f.tokens, "--tokens", 0);
   if (p.tokens.empty()) throw Error("the prompt has no tokens");
   return p;
 }
@@ -194,11 +170,15 @@ int run_residual(const CLI::App* app, const PromptFlags& f, const std::string& o
   progress.finish();
 
   const auto& layers = result.layers;
-  std::printf("\n%5s  %16s  %16s  %10s  %12s  %10s\n", "layer", "|mean_t h_t|", "mean_t |h_t|", "sqrt(l+1)",
-              "growth(mean)", "rel.update");
-  for (const hf::ResidualLayerStats& s : layers)
-    std::printf("%5d  %16.6g  %16.6g  %10.4f  %12.4g  %10.4g\n", s.layer, s.mean_vector_norm, s.mean_token_norm,
-                std::sqrt(s.layer + 1.0), s.mean_vector_norm / layers.front().mean_vector_norm, s.relative_update);
+  std::printf("\n%5s  %16s  %16s  %10s  %12s  %10s  %10s  %10s  %7s  %6s\n", "layer", "|mean_t h_t|", "mean_t |h_t|",
+              "sqrt(l+1)", "growth(mean)", "rel.update", "rms", "max|h|", "channel", "sink");
+  for (const hf::ResidualLayerStats& s : layers) {
+    char sink[16] = "-";
+    if (s.sink) std::snprintf(sink, sizeof sink, "%.4f", *s.sink);
+    std::printf("%5d  %16.6g  %16.6g  %10.4f  %12.4g  %10.4g  %10.4g  %10.4g  %7d  %6s\n", s.layer, s.mean_vector_norm,
+                s.mean_token_norm, std::sqrt(s.layer + 1.0), s.mean_vector_norm / layers.front().mean_vector_norm,
+                s.relative_update, s.rms, s.max_abs, s.max_channel, sink);
+  }
   const auto& last = layers.back();
   std::printf("\nafter %d blocks |mean h| grew x%.4g from the embeddings; a random walk of unit steps grows x%.4g "
               "(sqrt(%d))\n",

@@ -39,11 +39,7 @@ int run_sample(const CLI::App* app, const SampleFlags& f) {
     prompt = run.tokenizer->encode(f.prompt);
     if (prompt.empty()) throw Error("--prompt is empty: give at least one character");
   } else {
-    try {
-      prompt = parse_id_list(f.prompt_ids);
-    } catch (const Error& e) {
-      throw Error(std::string("--prompt-ids: ") + e.what());
-    }
+    prompt = parse_id_list(f.prompt_ids, "--prompt-ids");
   }
   check_sample_options(f.options, run.config.model.vocab);
   check_prompt(run.model.config(), prompt);

@@ -6,9 +6,12 @@
 #include <optional>
 
 #include "commands.h"
+#include "experiments/labels.h"
 #include "probe/curvature_run.h"
 #include "probe/residual_probe.h"
+#include "probe/stream_probe.h"
 #include "progress.h"
+#include "report/stream_plot.h"
 #include "train/run.h"
 #include "train/shard_reduce.h"
 #include "util/error.h"
@@ -64,6 +67,9 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
       "--probe-every, the stream norms and per-block gradient norms; a resumed run adds a file that goes on\n"
       "after the checkpoint's step. `tensorboard --logdir runs/` shows every run below runs/ as a named\n"
       "curve; --no-tensorboard (tensorboard = false) writes no event file.\n"
+      "--stream-every N (stream_every = N) appends per-block residual-stream statistics to OUT/stream.csv\n"
+      "(step,block,rms,max_abs,max_channel,sink) at step 0, every N steps and the last step, and draws\n"
+      "OUT/stream.{png,svg}: the stream RMS by block at init (dashed) and at the end (solid).\n"
       "Example (the source's 24-block Pre-LN run):\n"
       "  blocklab train --norm-placement pre --layers 24 --width 128 --heads 4 --vocab 64 --copy-len 32 \\\n"
       "                 --batch 16 --steps 400 --lr 1e-3 --warmup 0 --seed 0 --out runs/pre24\n"
@@ -161,6 +167,7 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
                             if (probe) (*probe)(trainer);
                             if (curvature) (*curvature)(trainer);
                           };
+                        hook = probe::with_stream_recorder(config, std::move(hook));  // stream_every: OUT/stream.csv
                         RunSummary s;
                         try {
                           ShardExchange* x = exchange ? &*exchange : nullptr;
@@ -192,6 +199,14 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
                         std::printf("wrote %s/{config.json,metrics.csv,summary.json%s}%s%s\n", config.out.c_str(),
                                     config.weights ? ",model.safetensors" : "", config.is_text() ? ", tokens.bin" : "",
                                     config.tensorboard ? " and the TensorBoard event file" : "");
+                        if (config.stream_every > 0 && !quiet) {  // the stream by depth, init dashed and end solid
+                          const io::PlotResult plot =
+                              report::plot_run_stream(config.out, experiments::design_label(config.model));
+                          if (plot.drawn)
+                            std::printf("wrote %s/stream.csv and stream.{png,svg}\n", config.out.c_str());
+                          else
+                            std::printf("wrote %s/stream.csv (no figure: %s)\n", config.out.c_str(), plot.message.c_str());
+                        }
                         return std::isfinite(s.final_loss) ? 0 : 1;
                       }});
 }

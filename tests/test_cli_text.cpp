@@ -104,7 +104,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadText{"missing", "--task text --data {dir}/missing.txt --out {out}", "missing.txt: cannot read"},
         BadText{"empty", "--task text --data {dir}/empty.txt --out {out}", "empty.txt: the file is empty"},
-        BadText{"directory", "--task text --data {dir} --out {out}", "is a directory"},
+        BadText{"directory", "--task text --data {dir} --out {out}", "cannot read: Is a directory"},
         BadText{"shorter_than_a_sequence", "--task text --data {dir}/short.txt --out {out}",
                 "short.txt: 12 tokens are too few for seq_len 128"},
         BadText{"no_validation_split", "--task text --data {text} --seq-len 64 --val-fraction 0.001 --out {out}",
@@ -141,7 +141,7 @@ TEST(CliSample, BadRunsAndOptionsExitTwoWithOneLine) {
       {"sample " + run + " --prompt a --prompt-ids 1", "give either --prompt TEXT or --prompt-ids"},
       {"sample " + run + " --prompt ''", "--prompt is empty"},
       {"sample " + run + " --prompt \"$(printf 'caf\\351')\"", "--prompt: invalid UTF-8 at byte offset 3"},
-      {"sample " + run + " --prompt-ids 1,x", "--prompt-ids: \"x\" is not a non-negative integer id"},
+      {"sample " + run + " --prompt-ids 1,x", "--prompt-ids: \"x\" is not an integer >= 0"},
       {"sample " + run + " --prompt-ids 300", "prompt token id 300 is outside the model's vocab 0..255"},
       {"sample " + run + " --prompt a --top-k 257", "top_k must be in 0..256"},
       {"sample " + run + " --prompt a --temperature -1", "temperature"},

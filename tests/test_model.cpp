@@ -9,6 +9,7 @@
 
 #include "data/copy_task.h"
 #include "gradcheck.h"
+#include "model/hyper.h"
 #include "model/model.h"
 #include "util/error.h"
 #include "util/threads.h"
@@ -37,6 +38,12 @@ struct Variant {
   // Finite-difference step: larger where an unnormalised stack (no norms, random gates) makes the loss and
   // its rounding error large, so that rounding / step stays below the tolerance on the smallest entries.
   double step = 1e-4;
+  // Whether the whole-model central differences can resolve every gradient. mHC with n >= 2 dynamic streams:
+  // its doubly stochastic mix keeps the streams' sum and acts on the loss only through the next inputs'
+  // slightly unequal weights, so the gradients of W_r are ~1e-9, below the differences' rounding; its mixing
+  // is checked on its own (HyperConnections.MixingGradientsMatchFiniteDifferences) and against the PyTorch
+  // reference instead.
+  bool finite_differences = true;
 };
 
 std::vector<Variant> variants() {
@@ -137,6 +144,39 @@ std::vector<Variant> variants() {
     hf.norm = NormKind::LayerNorm, hf.value_residual = false, hf.attn_gate = true;
     v.push_back({to_string(p) + "_fused_gqa_rope_layernorm_attn_gate", hf, 3e-4});
   }
+  // Hyper-connections: static and dynamic, n = 1, 2, 3, every norm kind for the dynamic form's stream norm,
+  // three blocks (six sub-layers: A_m's init e_(k mod n) wraps), the Qwen3 block, and with the attention options.
+  // A norm is blind to the scale of its input up to its eps, and the first sub-layer's streams are equal copies
+  // of the embedding: A_m's gradient there (and for n = 1 everywhere) is only the eps term's, too small for
+  // finite differences at eps 1e-5. A large eps makes it visible.
+  for (bool dynamic : {false, true})
+    for (int n : {1, 2, 3}) {
+      ModelConfig hc = tiny_config(NormPlacement::Hc, NormKind::LayerNorm);
+      hc.residual_streams = n, hc.hc_dynamic = dynamic, hc.layers = 3, hc.norm_eps = 0.5;
+      v.push_back({std::string("hc_") + (dynamic ? "dynamic" : "static") + "_n" + std::to_string(n), hc});
+    }
+  for (NormKind k : {NormKind::RMSNorm, NormKind::DyT, NormKind::Derf}) {
+    ModelConfig hc = tiny_config(NormPlacement::Hc, k);
+    hc.residual_streams = 2, hc.norm_eps = 0.5;
+    v.push_back({"hc_dynamic_" + to_string(k), hc});
+  }
+  ModelConfig hc_qwen = preset("qwen3");
+  hc_qwen.norm_placement = NormPlacement::Hc, hc_qwen.residual_streams = 3, hc_qwen.kv_heads = 2;
+  hc_qwen.norm_eps = 0.5;
+  v.push_back({"qwen3_hc", hc_qwen});
+  hc_qwen.value_residual = hc_qwen.attn_gate = true, hc_qwen.layers = 3;
+  v.push_back({"qwen3_hc_value_residual_attn_gate", hc_qwen});
+  // mHC: sigmoid, 2 sigmoid and Sinkhorn on the same weights, static and dynamic.
+  for (bool dynamic : {false, true})
+    for (int n : {1, 3}) {
+      ModelConfig mhc = tiny_config(NormPlacement::Mhc, NormKind::LayerNorm);
+      mhc.residual_streams = n, mhc.hc_dynamic = dynamic, mhc.norm_eps = 0.5;
+      v.push_back({std::string("mhc_") + (dynamic ? "dynamic" : "static") + "_n" + std::to_string(n), mhc, 1e-4,
+                   !dynamic || n == 1});
+    }
+  ModelConfig mhc_rms = tiny_config(NormPlacement::Mhc, NormKind::RMSNorm);
+  mhc_rms.residual_streams = 4, mhc_rms.norm_eps = 0.5;
+  v.push_back({"mhc_dynamic_rmsnorm_n4", mhc_rms, 1e-4, false});
   return v;
 }
 
@@ -148,6 +188,18 @@ void randomise(Model<T>& model, uint64_t seed) {
     auto p = model.param(s.name);
     // Norm weights and Admin's omega near 1, DyT's / Derf's alpha near 0.5, everything else (ReZero's gate and
     // Derf's shift included) N(0, 0.5^2)
+    // (hyper-connections' W and scales included: the tanh path of the dynamic form is exercised). Their A_m, A_r,
+    // B: 0.5, I, 1 plus 0.3 N(0, 1), so that the streams neither vanish nor grow n-fold per sub-layer.
+    if (s.role == ParamRole::HyperInput || s.role == ParamRole::HyperResidual || s.role == ParamRole::HyperOutput) {
+      const long n = s.shape[0];
+      for (long i = 0; i < s.numel; ++i) {
+        const double centre = s.role == ParamRole::HyperInput ? 0.5
+                              : s.role == ParamRole::HyperOutput ? 1.0
+                                                                 : (i / n == i % n ? 1.0 : 0.0);
+        p[i] = static_cast<T>(centre + 0.3 * rng.normal());
+      }
+      continue;
+    }
     const bool near_one = s.role == ParamRole::NormWeight || s.role == ParamRole::ResidualScale;
     const double centre = near_one ? 1.0 : s.role == ParamRole::NormAlpha ? 0.5 : 0.0;
     for (auto& x : p) x = static_cast<T>(centre + (near_one || s.role == ParamRole::NormAlpha ? 0.2 : 0.5) * rng.normal());
@@ -173,6 +225,7 @@ class WholeModel : public ::testing::TestWithParam<Variant> {};
 
 TEST_P(WholeModel, EveryParameterGradientMatchesFiniteDifferences) {
   const ModelConfig config = GetParam().config;
+  if (!GetParam().finite_differences) GTEST_SKIP() << "gradients below the central differences' resolution";
   const int B = 2;
   set_num_threads(1);  // thousands of tiny forward passes: threads would only add overhead
   Model<double> model(config);
@@ -185,6 +238,8 @@ TEST_P(WholeModel, EveryParameterGradientMatchesFiniteDifferences) {
   loss();
   model.backward(acts);
   std::vector<double> analytic(model.grads().begin(), model.grads().end());
+  double largest = 0;
+  for (double g : analytic) largest = std::max(largest, std::abs(g));
   for (const ParamSpec& s : model.table().specs()) {
     auto p = model.param(s.name);
     std::vector<double> x(p.begin(), p.end());
@@ -194,6 +249,23 @@ TEST_P(WholeModel, EveryParameterGradientMatchesFiniteDifferences) {
       // shift by a constant, which softmax cancels. Its gradient is zero up to rounding (finite differences
       // only see noise).
       for (double v : g) EXPECT_LE(std::abs(v), 1e-12) << s.name;
+      continue;
+    }
+    // A tensor whose gradient is zero by construction (mHC's residual mix where its doubly stochastic columns
+    // or rows cancel it: the first sub-layer reads equal streams, the last one's streams are summed) is
+    // checked to be zero, analytic and by one central difference per entry, not relative to itself.
+    double tensor_largest = 0;
+    for (double v : g) tensor_largest = std::max(tensor_largest, std::abs(v));
+    if (tensor_largest < 1e-14 * largest) {
+      for (size_t i = 0; i < x.size(); ++i) {
+        const double h = GetParam().step;
+        p[i] = x[i] + h;
+        const double up = loss();
+        p[i] = x[i] - h;
+        const double down = loss();
+        p[i] = x[i];
+        EXPECT_LE(std::abs(up - down) / (2 * h), 1e-8 * largest) << s.name << "[" << i << "]";
+      }
       continue;
     }
     auto loss_at = [&] {
@@ -536,4 +608,208 @@ TEST(InitSchemes, LearnedResidualTermsStartAtTheirPaperValues) {
   EXPECT_EQ(rezero.param("blocks.1.rezero_alpha")[0], 0.f);
   EXPECT_EQ(rezero.table().find("blocks.1.norm1.weight"), nullptr);  // no norms at all
   EXPECT_EQ(rezero.table().find("final_norm.weight"), nullptr);
+}
+
+// Hyper-connections with one stream and the static init are Pre-LN: h = H, H' = T(h) + H. The same operations
+// in the same order: loss and every shared parameter's gradient bit for bit, over several SGD steps of the shared
+// parameters (A_m, A_r, B are held at their init: once they learn, the two models part), with two threads.
+TEST(HyperConnections, OneStaticStreamIsPreLNBitForBit) {
+  for (const std::string block : {"seed", "qwen3"}) {
+    ModelConfig pre = tiny_config(NormPlacement::Pre, NormKind::LayerNorm);
+    apply_block_preset(pre, block);
+    pre.width = 32, pre.heads = 4, pre.layers = 3, pre.vocab = 16, pre.seq_len = 15;
+    ModelConfig hc = pre;
+    hc.norm_placement = NormPlacement::Hc, hc.residual_streams = 1, hc.hc_dynamic = false;
+    set_num_threads(2);
+    Model<float> a(pre), b(hc);
+    a.init_weights(9);
+    b.init_weights(9);
+    const int B = 4;
+    Activations<float> acts_a = a.make_activations(B, pre.seq_len), acts_b = b.make_activations(B, pre.seq_len);
+    CopyTask task(pre.vocab, 8, 3);
+    Batch batch;
+    for (int step = 0; step < 4; ++step) {
+      task.next(batch, B);
+      const float la = a.forward(acts_a, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data());
+      const float lb = b.forward(acts_b, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data());
+      ASSERT_EQ(la, lb) << block << " step " << step;
+      a.backward(acts_a);
+      b.backward(acts_b);
+      for (const ParamSpec& s : a.table().specs()) {
+        auto ga = a.grad(s.name), gb = b.grad(s.name);
+        ASSERT_TRUE(std::equal(ga.begin(), ga.end(), gb.begin())) << block << " step " << step << " " << s.name;
+        auto pa = a.param(s.name), pb = b.param(s.name);
+        for (size_t i = 0; i < pa.size(); ++i) pa[i] -= 0.05f * ga[i], pb[i] -= 0.05f * gb[i];
+      }
+      for (int l = 0; l < pre.layers; ++l)  // A_m's gradient is there, and not zero
+        EXPECT_NE(b.grad("blocks." + std::to_string(l) + ".attn_hc.alpha_in")[0], 0.f);
+    }
+    set_num_threads(0);
+  }
+}
+
+TEST(HyperConnections, InitFollowsThePaper) {
+  ModelConfig c = tiny_config(NormPlacement::Hc, NormKind::LayerNorm);
+  c.layers = 3, c.residual_streams = 4;
+  Model<float> m(c);
+  m.init_weights(1);
+  for (int k = 0; k < 2 * c.layers; ++k) {
+    const std::string p = "blocks." + std::to_string(k / 2) + (k % 2 == 0 ? ".attn_hc." : ".mlp_hc.");
+    auto a_in = m.param(p + "alpha_in"), a_res = m.param(p + "alpha_res"), beta = m.param(p + "beta");
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(a_in[i], i == k % 4 ? 1.f : 0.f) << p;
+      EXPECT_EQ(beta[i], 1.f);
+      for (int j = 0; j < 4; ++j) EXPECT_EQ(a_res[i * 4 + j], i == j ? 1.f : 0.f);
+    }
+    for (const char* w : {"w_in", "w_res", "w_beta"})
+      for (float x : m.param(p + w)) EXPECT_EQ(x, 0.f);
+    EXPECT_FLOAT_EQ(m.param(p + "scale_alpha")[0], 0.01f);
+    EXPECT_FLOAT_EQ(m.param(p + "scale_beta")[0], 0.01f);
+    for (float x : m.param(p + "norm.weight")) EXPECT_EQ(x, 1.f);
+  }
+  EXPECT_EQ(m.table().at("blocks.0.attn_hc.w_res").shape, (std::vector<int64_t>{8, 4}));
+  EXPECT_NE(m.table().find("final_norm.weight"), nullptr);
+  c.hc_dynamic = false;
+  ParameterTable fixed(c);
+  EXPECT_EQ(fixed.find("blocks.0.attn_hc.w_in"), nullptr);
+  EXPECT_EQ(fixed.find("blocks.0.attn_hc.norm.weight"), nullptr);
+  EXPECT_NE(fixed.find("blocks.2.mlp_hc.alpha_res"), nullptr);
+}
+
+TEST(HyperConnections, RefusesWhatItDoesNotSupport) {
+  ModelConfig c = tiny_config(NormPlacement::Hc, NormKind::LayerNorm);
+  c.residual_streams = 0;
+  EXPECT_THROW(c.validate(), Error);
+  c.residual_streams = 2;
+  c.validate();
+  apply_block_preset(c, "sd");
+  c.norm_placement = NormPlacement::Hc, c.context_len = 3;
+  try {
+    c.validate();
+    ADD_FAILURE() << "cross-attention accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cross_attention"), std::string::npos) << e.what();
+  }
+}
+
+// mHC's residual mixing after the projection is doubly stochastic: every token's A_r(H), every sub-layer, rows
+// and columns summing to 1 within 1e-5 (float), with dynamic weights far from their init.
+TEST(HyperConnections, ManifoldMixingIsDoublyStochastic) {
+  ModelConfig c = tiny_config(NormPlacement::Mhc, NormKind::RMSNorm);
+  c.residual_streams = 4, c.width = 32, c.heads = 4, c.layers = 3, c.vocab = 16, c.seq_len = 15;
+  Model<float> model(c);
+  model.init_weights(2);
+  Rng rng(4);
+  for (const ParamSpec& s : model.table().specs())
+    if (s.role == ParamRole::HyperDynamic || s.role == ParamRole::HyperScale || s.role == ParamRole::HyperResidual)
+      for (float& x : model.param(s.name)) x = static_cast<float>((s.role == ParamRole::HyperResidual ? 1.0 : 0.3) * rng.normal());
+  const int B = 3;
+  Activations<float> acts = model.make_activations(B, c.seq_len);
+  CopyTask task(c.vocab, 8, 1);
+  Batch batch;
+  task.next(batch, B);
+  model.forward(acts, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data());
+  const int n = c.residual_streams;
+  double spread = 0;  // how far from uniform the matrices are: the projection has work to do
+  for (int k = 0; k < 2 * c.layers; ++k)
+    for (long t = 0; t < static_cast<long>(B) * c.seq_len; ++t) {
+      const float* m = acts.hyper(k).a_res + t * n * n;
+      for (int i = 0; i < n; ++i) {
+        double row = 0, col = 0;
+        for (int j = 0; j < n; ++j) {
+          row += m[i * n + j], col += m[j * n + i];
+          EXPECT_GE(m[i * n + j], 0.f);
+          spread = std::max(spread, std::abs(m[i * n + j] - 1.0 / n));
+        }
+        ASSERT_NEAR(row, 1.0, 1e-5) << "sub-layer " << k << " token " << t << " row " << i;
+        ASSERT_NEAR(col, 1.0, 1e-5) << "sub-layer " << k << " token " << t << " column " << i;
+      }
+      const float* pre = acts.hyper(k).pre_res + t * n * n;  // and it is the projection of its input
+      float again[16];
+      sinkhorn_forward(again, pre, n);
+      for (int e = 0; e < n * n; ++e) EXPECT_EQ(again[e], m[e]);
+    }
+  EXPECT_GT(spread, 0.1);
+}
+
+// Sinkhorn's backward against central differences on its own, in double precision, for a lopsided matrix.
+TEST(HyperConnections, SinkhornBackwardMatchesFiniteDifferences) {
+  const int n = 3;
+  Rng rng(5);
+  std::vector<double> P(n * n), dM(n * n), dP(n * n), M(n * n);
+  for (auto& x : P) x = 1.5 * rng.normal();
+  for (auto& x : dM) x = rng.normal();
+  sinkhorn_backward(dP.data(), dM.data(), P.data(), n);
+  for (int k = 0; k < n * n; ++k) {
+    auto loss = [&](double delta) {
+      std::vector<double> q = P;
+      q[k] += delta;
+      sinkhorn_forward(M.data(), q.data(), n);
+      double l = 0;
+      for (int e = 0; e < n * n; ++e) l += dM[e] * M[e];
+      return l;
+    };
+    const double h = 1e-6;
+    EXPECT_NEAR(dP[k], (loss(h) - loss(-h)) / (2 * h), 1e-8) << k;
+  }
+}
+
+// The mixing of one sub-layer on its own, every form, in double precision: random, unequal streams H, a branch
+// output G that does not depend on h, and loss = <R, H'> + <Q, h>; the gradients of every mixing parameter and
+// of H against central differences.
+TEST(HyperConnections, MixingGradientsMatchFiniteDifferences) {
+  for (NormPlacement placement : {NormPlacement::Hc, NormPlacement::Mhc})
+    for (bool dynamic : {false, true})
+      for (NormKind kind : {NormKind::LayerNorm, NormKind::RMSNorm}) {
+        ModelConfig c = tiny_config(placement, kind);
+        c.residual_streams = 3, c.hc_dynamic = dynamic, c.layers = 1;
+        const std::string what = to_string(placement) + (dynamic ? " dynamic " : " static ") + to_string(kind);
+        const long N = 4, C = c.width, n = c.residual_streams;
+        Model<double> model(c);  // for the mixing parameters' table
+        randomise(model, 3);
+        const HyperTensors<double> w = bind_tensors(model.table(), c, model.params().data()).blocks[0].attn_hc;
+        const HyperTensors<double> g = bind_tensors(model.table(), c, model.grads().data()).blocks[0].attn_hc;
+        Rng rng(8);
+        std::vector<double> H(n * N * C), G(N * C), R(n * N * C), Q(N * C);
+        for (auto* v : {&H, &G, &R, &Q})
+          for (double& x : *v) x = rng.normal();
+        HyperActs<double> a;
+        HyperScratch<double> s;
+        std::vector<double> acts(carve_hyper_acts(a, static_cast<double*>(nullptr), c, N, true));
+        std::vector<double> scratch(carve_hyper_scratch(s, static_cast<double*>(nullptr), c, N));
+        carve_hyper_acts(a, acts.data(), c, N, true);
+        carve_hyper_scratch(s, scratch.data(), c, N);
+        auto loss = [&] {
+          hyper_input_forward(a, H.data(), w, c, N);
+          hyper_output_forward(a, H.data(), G.data(), c, N);
+          double l = 0;
+          for (long i = 0; i < n * N * C; ++i) l += R[i] * a.out[i];
+          for (long i = 0; i < N * C; ++i) l += Q[i] * a.h[i];
+          return l;
+        };
+        loss();
+        std::fill(model.grads().begin(), model.grads().end(), 0.0);
+        std::vector<double> dH(n * N * C);
+        hyper_output_backward(dH.data(), s, R.data(), a, H.data(), G.data(), c, N);
+        std::copy(Q.begin(), Q.end(), s.dh);
+        hyper_input_backward(dH.data(), s, g, a, H.data(), w, c, N, false);
+        for (const ParamSpec& spec : model.table().specs()) {
+          if (spec.name.find("attn_hc.") == std::string::npos) continue;
+          auto p = model.param(spec.name);
+          std::vector<double> x(p.begin(), p.end());
+          std::vector<double> analytic(model.grad(spec.name).begin(), model.grad(spec.name).end());
+          auto loss_at = [&] {
+            std::copy(x.begin(), x.end(), p.begin());
+            return loss();
+          };
+          blocklab::testing::expect_gradient_matches(what + " " + spec.name, x, analytic, loss_at, 1e-4, 1e-7);
+          std::copy(x.begin(), x.end(), p.begin());
+        }
+        std::vector<double> x = H;
+        auto loss_at = [&] {
+          H = x;
+          return loss();
+        };
+        blocklab::testing::expect_gradient_matches(what + " streams", x, dH, loss_at, 1e-4, 1e-7);
+      }
 }

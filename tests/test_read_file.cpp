@@ -56,3 +56,44 @@ TEST(ReadFile, NamesThePathAndTheReason) {
   const std::string directory = error_of(dir.path);
   EXPECT_EQ(directory, dir.path.string() + ": cannot read: Is a directory");
 }
+
+TEST(MappedFile, MapsTheStoredBytesAndMovesTheMapping) {
+  Dir dir;
+  const std::string bytes = std::string("map\0me", 6) + std::string(100000, 'x');
+  {
+    std::ofstream out(dir.path / "data.bin", std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  blocklab::io::MappedFile file(dir.path / "data.bin");
+  ASSERT_EQ(file.size(), bytes.size());
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(file.bytes().data()), file.size()), bytes);
+  const std::byte* data = file.bytes().data();
+  blocklab::io::MappedFile moved(std::move(file));
+  EXPECT_EQ(moved.bytes().data(), data);  // the same mapping, now owned by `moved`
+  EXPECT_EQ(file.size(), 0u);             // NOLINT(bugprone-use-after-move): the source is left empty
+  blocklab::io::MappedFile assigned;
+  assigned = std::move(moved);
+  EXPECT_EQ(assigned.bytes().data(), data);
+  EXPECT_EQ(static_cast<char>(assigned.bytes()[7]), 'x');
+
+  std::ofstream(dir.path / "empty.txt").close();
+  EXPECT_EQ(blocklab::io::MappedFile(dir.path / "empty.txt").size(), 0u);
+}
+
+TEST(MappedFile, NamesTheFileAndTheReason) {
+  Dir dir;
+  const auto error_of_map = [](const fs::path& p, const std::string& what) -> std::string {
+    try {
+      blocklab::io::MappedFile file(p, what);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(error_of_map(dir.path / "missing.txt", ""),
+            (dir.path / "missing.txt").string() + ": cannot read: No such file or directory");
+  EXPECT_EQ(error_of_map(dir.path, "--data"), "--data: cannot read: Is a directory");
+  if (fs::exists("/dev/null")) {
+    EXPECT_EQ(error_of_map("/dev/null", ""), "/dev/null: cannot read: not a regular file");
+  }
+}

@@ -228,7 +228,7 @@ TEST(RunConfig, ExecutionKeysDoNotChangeResults) {
   for (const ConfigKey& k : config_keys())
     if (!k.changes_results) execution.push_back(k.name);
   EXPECT_EQ(execution, (std::vector<std::string>{"threads", "log_every", "out", "checkpoint_every", "keep_checkpoints",
-                                                          "tensorboard", "weights"}));
+                                                          "tensorboard", "weights", "stream_every"}));
 }
 
 TEST(RunConfig, InitShowsTheSchemeThatRunsAndConfigJsonCarriesDerivedConstants) {

@@ -7,6 +7,7 @@ packages=(build-essential cmake pkg-config libopenblas-dev nlohmann-json3-dev li
           libdnnl-dev  # oneDNN: the bf16 GEMMs on CPUs with AMX
           clang libomp-dev  # make test-clang: the test suite built with clang++ and LLVM's OpenMP
           fonts-noto-cjk  # Hangul in the figures of `reproduce --lang ko`
+          gettext  # msgfmt / xgettext / msgcmp: the Korean catalogue po/ko.po checked against the code (ctest po_complete)
           python3-venv python3-dev)  # the Python package's build and tests (tools/python-tests.sh)
 missing=()
 for p in "${packages[@]}"; do

@@ -303,11 +303,12 @@ def train(config: Any = None, *, progress: bool = True, overwrite: bool = False,
     leaves out the per-block values), without changing the run's numbers. The metrics equal the CLI's metrics.csv for the same config, bit for bit. The run also
     writes TensorBoard's event file OUT/events.out.tfevents.* unless ``tensorboard=False`` (the CLI's
     --no-tensorboard), and its final weights OUT/model.safetensors unless ``weights=False`` (the CLI's --no-weights).
+    ``stream_every=N`` records the residual stream's statistics in OUT/stream.csv (the CLI's --stream-every).
 
     ``resume=True`` continues the run in ``out`` from its newest complete checkpoint, as ``blocklab train
     --resume OUT`` does: bit for bit the numbers and weights of a run that never stopped. The config is the
     checkpoint's; keys given here (the run's own config may be passed again) must keep its values, except
-    steps, threads, log_every, checkpoint_every, keep_checkpoints, on_nonfinite, tensorboard and weights (a longer ``steps``
+    steps, threads, log_every, checkpoint_every, keep_checkpoints, on_nonfinite, tensorboard, weights and stream_every (a longer ``steps``
     extends the run). The returned metrics cover the whole run: the steps up to the checkpoint as
     metrics.csv holds them (9 significant digits), the rest as computed. A run is checkpointed by
     ``checkpoint_every`` and when interrupted (KeyboardInterrupt names the checkpoint written).
@@ -496,7 +497,8 @@ def probe_residual(source: Any = None, *, text: str | None = None, tokens: Any =
         run trained with ``probe_every`` gives its probed steps instead: arrays (steps, layers), ``step``;
       - a directory: a run directory (as for a Run), or a Hugging Face model directory (config.json,
         safetensors) probed on ``text`` (with its tokenizer.json) or ``tokens``, as ``blocklab probe
-        residual``; adds relative_update.
+        residual``; adds relative_update and the stream statistics rms, max_abs, max_channel and sink (NaN at
+        layer 0).
     """
     if isinstance(source, Run):
         if os.path.exists(os.path.join(source.out, "residual.csv")) and tokens is None:

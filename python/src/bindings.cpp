@@ -31,6 +31,7 @@
 #include "probe/curvature_run.h"
 #include "probe/residual_norms.h"
 #include "probe/residual_probe.h"
+#include "probe/stream_probe.h"
 #include "train/run.h"
 #include "train/run_config.h"
 #include "train/sample.h"
@@ -51,10 +52,7 @@ using Items = std::vector<std::pair<std::string, std::string>>;
 RunConfig build_config(const std::string& toml_path, const Items& items, RunConfig base = {}) {
   RunConfig config = std::move(base);
   if (!toml_path.empty()) apply_toml_file(config, toml_path);
-  for (const auto& [key, value] : items)
-    if (key == kBlockKey) set_config_value(config, key, value);
-  for (const auto& [key, value] : items)
-    if (key != kBlockKey) set_config_value(config, key, value);
+  set_config_values(config, items);
   return config;
 }
 
@@ -269,7 +267,7 @@ nb::dict summary_dict(const RunSummary& s) {
 // Where a resumed run starts: the run directory's newest verified checkpoint (find_resume_point) and the
 // config to continue with, the checkpoint's with the TOML file and keys applied over it as the CLI applies
 // its flags over --resume's, resolved and checked (check_resume_config: only steps, threads, log_every,
-// checkpoint_every, keep_checkpoints, on_nonfinite, tensorboard and weights may change). Nothing on disk changes here.
+// checkpoint_every, keep_checkpoints, on_nonfinite, tensorboard, weights and stream_every may change). Nothing on disk changes here.
 struct Resume {
   ResumePoint from;
   RunConfig config;
@@ -310,14 +308,14 @@ nb::dict train(const std::string& toml_path, const Items& items, bool overwrite,
       on_step(r.step, r.loss, r.lr, r.grad_norm, r.nonfinite, val_loss);
     }
   };
-  const TrainerHook hook = [&](Trainer& trainer) {
+  const TrainerHook hook = probe::with_stream_recorder(config, [&](Trainer& trainer) {
     if (probe) (*probe)(trainer);
     if (curvature) (*curvature)(trainer);
     if (into != nullptr && trainer.steps_done() == config.steps) {
       const auto src = trainer.model().params();
       std::copy(src.begin(), src.end(), into->f32().model().params().begin());
     }
-  };
+  });
   RunSummary summary;
   {
     nb::gil_scoped_release release;
@@ -570,17 +568,26 @@ nb::dict residual_of_hf_model(const std::string& model_dir, const std::optional<
     nb::gil_scoped_release release;
     result = hf::probe_residual(model, tokens);
   }
-  std::vector<double> vec, tok, rel;
+  std::vector<double> vec, tok, rel, rms, max_abs, sink;
+  std::vector<int32_t> max_channel;
   for (const auto& s : result.layers) {
     vec.push_back(s.mean_vector_norm);
     tok.push_back(s.mean_token_norm);
     rel.push_back(s.relative_update);
+    rms.push_back(s.rms);
+    max_abs.push_back(s.max_abs);
+    max_channel.push_back(s.max_channel);
+    sink.push_back(s.sink ? *s.sink : std::nan(""));
   }
   nb::dict d;
   d["tokens"] = vector_array(tokens);
   d["mean_vector_norm"] = vector_array(std::move(vec));
   d["mean_token_norm"] = vector_array(std::move(tok));
   d["relative_update"] = vector_array(std::move(rel));
+  d["rms"] = vector_array(std::move(rms));
+  d["max_abs"] = vector_array(std::move(max_abs));
+  d["max_channel"] = vector_array(std::move(max_channel));
+  d["sink"] = vector_array(std::move(sink));
   return d;
 }
 

@@ -1,10 +1,5 @@
 #include "data/text_data.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -23,49 +18,6 @@ namespace {
 
 constexpr char kMagic[8] = {'B', 'L', 'T', 'O', 'K', 'E', 'N', 'S'};
 constexpr size_t kHeaderBytes = 64;
-
-// A read-only memory map of a whole file (nothing mapped for an empty file).
-class MappedFile {
- public:
-  explicit MappedFile(const fs::path& path, const std::string& what) {
-    std::error_code ec;
-    if (fs::is_directory(path, ec)) throw Error(what + ": is a directory, not a file");
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw Error(what + ": cannot read: " + std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-      const int err = errno;
-      ::close(fd);
-      throw Error(what + ": cannot read: " + std::strerror(err));
-    }
-    size_ = static_cast<size_t>(st.st_size);
-    if (size_ > 0) {
-      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-      const int err = errno;
-      ::close(fd);
-      if (p == MAP_FAILED) throw Error(what + ": cannot mmap: " + std::strerror(err));
-      map_ = p;
-    } else {
-      ::close(fd);
-    }
-  }
-  ~MappedFile() {
-    if (map_ != nullptr) ::munmap(map_, size_);
-  }
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-  std::span<const std::byte> bytes() const { return {static_cast<const std::byte*>(map_), size_}; }
-  // Hands the mapping over (the caller munmaps it).
-  void* release() {
-    void* p = map_;
-    map_ = nullptr;
-    return p;
-  }
-
- private:
-  void* map_ = nullptr;
-  size_t size_ = 0;
-};
 
 template <typename T>
 void put(std::byte* p, T v) {
@@ -174,10 +126,6 @@ std::string TextTokenizer::decode(std::span<const int32_t> ids) const {
   return out;
 }
 
-TokenIds::~TokenIds() {
-  if (map_ != nullptr) ::munmap(map_, map_bytes_);
-}
-
 std::shared_ptr<const TokenIds> TokenIds::in_memory(std::vector<int32_t> ids, TokenFileHeader header) {
   auto t = std::shared_ptr<TokenIds>(new TokenIds());
   header.count = ids.size();
@@ -190,7 +138,7 @@ std::shared_ptr<const TokenIds> TokenIds::in_memory(std::vector<int32_t> ids, To
 
 std::shared_ptr<const TokenIds> TokenIds::open(const fs::path& path) {
   const std::string what = path.string();
-  MappedFile file(path, what);
+  io::MappedFile file(path, what);
   const auto b = file.bytes();
   if (b.size() < kHeaderBytes || std::memcmp(b.data(), kMagic, 8) != 0)
     throw Error(what + ": not a blocklab token file");
@@ -213,19 +161,18 @@ std::shared_ptr<const TokenIds> TokenIds::open(const fs::path& path) {
                 io::checksum_hex(h.ids_checksum) + ")");
   auto t = std::shared_ptr<TokenIds>(new TokenIds());
   t->header_ = h;
-  t->map_bytes_ = b.size();
   t->data_ = reinterpret_cast<const int32_t*>(b.data() + kHeaderBytes);  // page-aligned map + 64
-  t->map_ = file.release();
+  t->file_ = std::move(file);
   return t;
 }
 
 SourceId identify_source(const fs::path& source) {
-  MappedFile file(source, source.string());
+  io::MappedFile file(source, source.string());
   return {file.bytes().size(), io::checksum(file.bytes())};
 }
 
 std::shared_ptr<const TokenIds> tokenize_text_file(const fs::path& source, const TextTokenizer& tokenizer) {
-  MappedFile file(source, source.string());
+  io::MappedFile file(source, source.string());
   const auto bytes = file.bytes();
   check_text(bytes, source.string());
   const TokenFileHeader h = header_for(tokenizer, bytes);
@@ -237,7 +184,7 @@ std::shared_ptr<const TokenIds> write_token_file(const fs::path& path, const fs:
                                                  const TextTokenizer& tokenizer) {
   const std::string temp = path.string() + ".tmp." + std::to_string(::getpid());
   {
-    MappedFile file(source, source.string());
+    io::MappedFile file(source, source.string());
     const auto bytes = file.bytes();
     check_text(bytes, source.string());
     TokenFileHeader h = header_for(tokenizer, bytes);

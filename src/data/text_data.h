@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "data/copy_task.h"
+#include "io/read_file.h"
 #include "text/tokenizer.h"
 #include "util/rng.h"
 
@@ -76,22 +77,20 @@ class TokenIds {
   // Memory-maps a token file and checks its header, size and id checksum. Throws Error naming the file.
   static std::shared_ptr<const TokenIds> open(const std::filesystem::path& path);
   static std::shared_ptr<const TokenIds> in_memory(std::vector<int32_t> ids, TokenFileHeader header);
-  ~TokenIds();
   TokenIds(const TokenIds&) = delete;
   TokenIds& operator=(const TokenIds&) = delete;
 
   std::span<const int32_t> ids() const { return {data_, static_cast<size_t>(header_.count)}; }
   size_t size() const { return static_cast<size_t>(header_.count); }
   const TokenFileHeader& header() const { return header_; }
-  bool mapped() const { return map_ != nullptr; }
+  bool mapped() const { return file_.size() > 0; }
 
  private:
   TokenIds() = default;
   TokenFileHeader header_;
   const int32_t* data_ = nullptr;
   std::vector<int32_t> owned_;
-  void* map_ = nullptr;
-  size_t map_bytes_ = 0;
+  io::MappedFile file_;  // the token file, when the ids are read from it
 };
 
 // Reads the text file (memory-mapped), checks that it is non-empty valid UTF-8 and tokenizes it. Throws Error

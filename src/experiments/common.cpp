@@ -1,10 +1,10 @@
 #include "experiments/common.h"
 
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 
 #include "util/error.h"
+#include "util/parse_list.h"
 
 namespace blocklab::experiments {
 
@@ -20,23 +20,6 @@ std::vector<std::string> split(const std::string& text, char sep) {
   return items;
 }
 
-namespace {
-template <typename Int>
-std::vector<Int> parse_list(const std::string& text, const std::string& what, Int min) {
-  if (text.find_first_not_of(" \t") == std::string::npos) throw Error(what + ": the list is empty");
-  std::vector<Int> values;
-  for (const std::string& item : split(text, ',')) {
-    Int v{};
-    const char* end = item.data() + item.size();
-    auto [ptr, ec] = std::from_chars(item.data(), end, v);
-    if (item.empty() || ec != std::errc() || ptr != end || v < min)
-      throw Error(what + ": expected a comma-separated list of integers >= " + std::to_string(min) + ", got '" + text +
-                  "'");
-    values.push_back(v);
-  }
-  return values;
-}
-}  // namespace
 
 std::vector<uint64_t> parse_seed_list(const std::string& text, const std::string& what) {
   return parse_list<uint64_t>(text, what, 0);

@@ -10,6 +10,7 @@
 #include "io/csv.h"
 #include "model/model.h"
 #include "probe/curvature_run.h"
+#include "probe/stream_probe.h"
 #include "train/run.h"
 #include "util/error.h"
 
@@ -88,7 +89,7 @@ CurvatureGridResult run_curvature_grid(const CurvatureGridOptions& o, const Log&
         std::vector<int> early;  // the first steps densely: 1, 2, 4, 8, ...
         for (int s = 1; s < o.every; s *= 2) early.push_back(s);
         recorder.also_at(early);
-        train_run(c, true, {}, [&](Trainer& t) { recorder(t); });
+        train_run(c, true, {}, probe::with_stream_recorder(c, [&](Trainer& t) { recorder(t); }));
       }
       read_run(run);
       result.runs.push_back(std::move(run));
@@ -129,7 +130,9 @@ CurvatureGridResult run_curvature_grid(const CurvatureGridOptions& o, const Log&
 }
 
 io::PlotFigure curvature_grid_figure(const CurvatureGridResult& result, const CurvatureGridOptions& o) {
-  const auto t = [&](const std::string& en, const std::string& ko) { return io::tr(o.lang, en, ko); };
+  const auto t = [&](const char* msgid, std::initializer_list<std::string> args = {}) {
+    return io::tr(o.lang, msgid, args);
+  };
   io::PlotFigure fig;
   fig.rows = 2;
   fig.cols = static_cast<int>(result.runs.size());
@@ -137,33 +140,33 @@ io::PlotFigure curvature_grid_figure(const CurvatureGridResult& result, const Cu
   fig.height = 760;
   const double b1 = o.base.adam.beta1;
   const std::string edge = b1 == 0.9 ? "38/lr(t)" : "(2+2b1)/((1-b1) lr(t))";
-  fig.title = t("Adam's preconditioned sharpness against its stability threshold " + edge + ", loss beneath (" +
-                    std::to_string(o.base.model.layers) + " blocks, seed " + std::to_string(o.base.seed) + ")",
-                "Adam의 전처리된 날카로움과 안정성 문턱 " + edge + ", 아래는 손실 (블록 " +
-                    std::to_string(o.base.model.layers) + "벌, 시드 " + std::to_string(o.base.seed) + ")");
+  fig.title =
+      t("Adam's preconditioned sharpness against its stability threshold {1}, loss beneath ({2} "
+        "blocks, seed {3})",
+        {edge, std::to_string(o.base.model.layers), std::to_string(o.base.seed)});
   const double steps = o.base.steps;
   std::vector<io::PlotPanel> top, bottom;
   for (const CurvatureGridRun& run : result.runs) {
     const std::string name = placement_label(run.placement, o.lang) + ", " +
-                             (run.warmup > 0 ? t("warm-up ", "워밍업 ") + std::to_string(run.warmup) : t("no warm-up", "워밍업 없음"));
+                             (run.warmup > 0 ? t("warm-up ") + std::to_string(run.warmup) : t("no warm-up"));
     io::PlotPanel p;
     p.title = name;
-    p.xlabel = t("step", "스텝");
-    p.ylabel = t("lambda_max(P^-1 H)", "lambda_max(P^-1 H)");
+    p.xlabel = t("step");
+    p.ylabel = "lambda_max(P^-1 H)";
     p.log_y = true;
     p.x_range = std::make_pair(0.0, steps);
     p.legend = "below";
     io::PlotSeries pre;
     pre.x = run.steps;
     pre.y = run.preconditioned;
-    pre.title = t("preconditioned sharpness", "전처리된 날카로움");
+    pre.title = t("preconditioned sharpness");
     pre.color = io::palette(0);
     pre.points = true;
     pre.line_width = 2;
     io::PlotSeries sharp;
     sharp.x = run.steps;
     sharp.y = run.sharpness;
-    sharp.title = t("sharpness lambda_max(H)", "날카로움 lambda_max(H)");
+    sharp.title = t("sharpness lambda_max(H)");
     sharp.color = io::palette(2);
     sharp.line_width = 1.2;
     io::PlotSeries threshold;  // every step of the schedule
@@ -182,8 +185,8 @@ io::PlotFigure curvature_grid_figure(const CurvatureGridResult& result, const Cu
     top.push_back(p);
     io::PlotPanel l;
     l.title = name;
-    l.xlabel = t("step", "스텝");
-    l.ylabel = t("training loss", "학습 손실");
+    l.xlabel = t("step");
+    l.ylabel = t("training loss");
     l.x_range = std::make_pair(0.0, steps);
     l.legend = "off";
     io::PlotSeries loss;
@@ -200,13 +203,15 @@ io::PlotFigure curvature_grid_figure(const CurvatureGridResult& result, const Cu
 }
 
 io::PlotFigure per_block_init_figure(const CurvatureGridResult& result, io::Lang lang) {
-  const auto t = [&](const std::string& en, const std::string& ko) { return io::tr(lang, en, ko); };
+  const auto t = [&](const char* msgid, std::initializer_list<std::string> args = {}) {
+    return io::tr(lang, msgid, args);
+  };
   io::PlotFigure fig;
   fig.width = 800;
   fig.height = 520;
-  fig.title = t("Sharpness of each block's Hessian at initialization", "초기화 직후 블록별 헤세 행렬의 날카로움");
+  fig.title = t("Sharpness of each block's Hessian at initialization");
   io::PlotPanel p;
-  p.xlabel = t("block", "블록");
+  p.xlabel = t("block");
   p.ylabel = "lambda_max(H_ll)";
   p.log_y = true;
   size_t i = 0;

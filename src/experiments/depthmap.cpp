@@ -14,6 +14,7 @@
 #include "io/atomic_file.h"
 #include "io/csv.h"
 #include "model/flops.h"
+#include "report/stream_plot.h"
 #include "train/trainer.h"
 #include "util/error.h"
 #include "util/threads.h"
@@ -186,6 +187,10 @@ std::vector<DepthMapRun> depthmap_runs(const SweepResult& sweep) {
     d.min_loss = r.curve.min_loss;
     d.seconds = r.seconds;
     d.reused = r.reused;
+    if (const fs::path stream = fs::path(r.run.config.out) / "stream.csv"; fs::exists(stream)) {
+      const std::vector<probe::StreamRow> rows = probe::read_stream_csv(stream.string());
+      if (!rows.empty()) d.stream = probe::summarize_stream(rows);
+    }
     runs.push_back(d);
   }
   return runs;
@@ -218,17 +223,16 @@ std::vector<DepthMapCell> summarize_depthmap(const DepthMapOptions& options, con
         const std::string median = c.median_steps ? fmt(*c.median_steps, "%.0f") : "";
         const io::Lang L = options.lang;
         if (c.runs == 0) {
-          c.text = io::tr(L, "no runs", "실행 없음");
+          c.text = io::tr(L, "no runs");
           c.short_text = "-";
         } else if (2 * c.learned >= c.runs) {
           c.shown = probe::Outcome::Learned;
           if (c.runs == 1) {
-            c.text = c.median_steps ? median : io::tr(L, "learned (not below 0.01)", "learned (0.01 아래로는 못 감)");
+            c.text = c.median_steps ? median : io::tr(L, "learned (not below 0.01)");
             c.short_text = c.median_steps ? median : "learned";
           } else {
             c.text = std::to_string(c.learned) + "/" + std::to_string(c.runs) + " learned" +
-                     (c.median_steps ? io::tr(L, ", median " + median + " steps", ", 중앙값 " + median + "스텝")
-                                     : io::tr(L, " (not below 0.01)", " (0.01 아래로는 못 감)"));
+                     (c.median_steps ? io::tr(L, ", median {1} steps", {median}) : io::tr(L, " (not below 0.01)"));
             c.short_text = std::to_string(c.learned) + "/" + std::to_string(c.runs) + ": " +
                            (c.median_steps ? median : "learned");
           }
@@ -268,19 +272,66 @@ const DepthMapCell* find_cell(const std::vector<DepthMapCell>& cells, NormPlacem
 // ---- write ---------------------------------------------------------------------------------------
 
 std::string depthmap_csv(const std::vector<DepthMapRun>& runs) {
-  io::CsvWriter csv({"placement", "depth", "warmup", "seed", "outcome", "first_step_below", "final_loss", "min_loss",
-                     "seconds"});
-  for (const DepthMapRun& r : runs)
-    csv.row({to_string(r.placement), std::to_string(r.depth), std::to_string(r.warmup), std::to_string(r.seed),
-             probe::to_string(r.outcome), r.first_step_below ? std::to_string(*r.first_step_below) : "",
-             io::csv_number(r.final_loss), io::csv_number(r.min_loss), io::csv_number(r.seconds, "%.1f")});
+  const bool stream = std::any_of(runs.begin(), runs.end(), [](const DepthMapRun& r) { return r.stream.has_value(); });
+  std::vector<std::string> header = {"placement", "depth", "warmup", "seed", "outcome", "first_step_below",
+                                     "final_loss", "min_loss", "seconds"};
+  if (stream) header.insert(header.end(), {"stream_rms_last", "stream_rms_ratio", "stream_max_abs", "sink_max"});
+  io::CsvWriter csv(header);
+  for (const DepthMapRun& r : runs) {
+    std::vector<std::string> row = {to_string(r.placement), std::to_string(r.depth), std::to_string(r.warmup),
+                                    std::to_string(r.seed), probe::to_string(r.outcome),
+                                    r.first_step_below ? std::to_string(*r.first_step_below) : "",
+                                    io::csv_number(r.final_loss), io::csv_number(r.min_loss),
+                                    io::csv_number(r.seconds, "%.1f")};
+    if (stream) {
+      if (r.stream && r.stream->rms_last.size() >= 2) {
+        const std::vector<double>& rms = r.stream->rms_last;
+        row.push_back(io::csv_number(rms.back()));
+        row.push_back(io::csv_number(rms.back() / rms[1]));
+        row.push_back(io::csv_number(r.stream->max_abs_last));
+        row.push_back(r.stream->sink_max_last ? io::csv_number(*r.stream->sink_max_last) : "");
+      } else {
+        row.insert(row.end(), 4, "");
+      }
+    }
+    csv.row(row);
+  }
   return csv.text();
+}
+
+std::optional<io::PlotFigure> depthmap_stream_figure(const DepthMapOptions& options,
+                                                     const std::vector<DepthMapRun>& runs) {
+  if (options.depths.empty() || options.seeds.empty()) return std::nullopt;
+  const int depth = *std::max_element(options.depths.begin(), options.depths.end());
+  io::PlotFigure figure;
+  figure.cols = static_cast<int>(options.warmups.size());
+  figure.width = 900 * figure.cols;
+  figure.height = 640;
+  bool any = false;
+  for (int warmup : options.warmups) {
+    std::vector<report::StreamCurve> curves;
+    for (NormPlacement p : options.placements)
+      for (const DepthMapRun& r : runs)
+        if (r.placement == p && r.depth == depth && r.warmup == warmup && r.seed == options.seeds.front() && r.stream) {
+          RunConfig c = options.base;
+          c.model.norm_placement = p;
+          curves.push_back({design_label(c.model) + ": " + probe::to_string(r.outcome), *r.stream});
+        }
+    any = any || !curves.empty();
+    figure.panels.push_back(report::stream_panel(
+        curves, std::to_string(depth) + " blocks, " +
+                    (warmup == 0 ? std::string("no warm-up") : "warm-up " + std::to_string(warmup)) + ", seed " +
+                    std::to_string(options.seeds.front())));
+  }
+  if (!any) return std::nullopt;
+  figure.title = std::string("Residual stream RMS by block") + (options.quick ? " (quick map)" : "");
+  return figure;
 }
 
 std::vector<std::string> depthmap_table_header(const DepthMapOptions& options) {
   const io::Lang L = options.lang;
-  std::vector<std::string> header = {io::tr(L, "placement", "정규화 자리")};
-  for (int d : options.depths) header.push_back(io::tr(L, std::to_string(d) + " blocks", "블록 " + std::to_string(d) + "벌"));
+  std::vector<std::string> header = {io::tr(L, "placement")};
+  for (int d : options.depths) header.push_back(io::tr(L, "{1} blocks", {std::to_string(d)}));
   return header;
 }
 
@@ -291,7 +342,7 @@ std::vector<std::vector<std::string>> depthmap_table(const DepthMapOptions& opti
     std::vector<std::string> row = {placement_label(p, options.lang)};
     for (int d : options.depths) {
       const DepthMapCell* c = find_cell(cells, p, d, warmup);
-      row.push_back(c ? c->text : io::tr(options.lang, "no runs", "실행 없음"));
+      row.push_back(c ? c->text : io::tr(options.lang, "no runs"));
     }
     rows.push_back(row);
   }
@@ -360,9 +411,8 @@ io::PlotFigure depthmap_figure(const DepthMapOptions& options, const std::vector
   const io::Lang L = options.lang;
   for (int warmup : options.warmups) {
     io::PlotPanel p;
-    p.title = warmup == 0 ? io::tr(L, "no warm-up", "워밍업 없음")
-                          : io::tr(L, "warm-up " + std::to_string(warmup) + " steps", "워밍업 " + std::to_string(warmup) + "스텝");
-    p.xlabel = io::tr(L, "blocks", "블록 수");
+    p.title = warmup == 0 ? io::tr(L, "no warm-up") : io::tr(L, "warm-up {1} steps", {std::to_string(warmup)});
+    p.xlabel = io::tr(L, "blocks");
     p.ylabel = "";
     p.legend = "off";
     p.x_range = std::make_pair(-0.5, cols - 0.5);
@@ -400,16 +450,15 @@ io::PlotFigure depthmap_figure(const DepthMapOptions& options, const std::vector
   key.legend = "inside left center vertical noopaque";
   key.raw = "unset key\nset key inside left center vertical Left reverse samplen 1.5 spacing 1.3 nobox\n";
   for (double f : {0.1, 0.25, 0.5, 0.75, 1.0})
-    key.key_entries.push_back({io::tr(L, "learned: < 0.01 by step ", "learned: 0.01 아래, 스텝 ") +
-                                   std::to_string(static_cast<int>(std::lround(f * steps))) + io::tr(L, "", "까지"),
-                               steps_color(f)});
-  key.key_entries.push_back({io::tr(L, "learned, not < 0.01 by the end", "learned, 끝까지 0.01 아래로는 못 감"),
-                             kLearnedNotSolvedColor});
-  key.key_entries.push_back({io::tr(L, "never-started", "never-started (출발 못 함)"), kNeverStartedColor});
-  key.key_entries.push_back({io::tr(L, "learning (not < 0.1 ln V)", "learning (0.1 ln V 아래로는 못 감)"), kLearningColor});
-  key.key_entries.push_back({io::tr(L, "collapsed", "collapsed (배웠다가 무너짐)"), kCollapsedColor});
-  key.key_entries.push_back({io::tr(L, "blew-up (ends > ln V + 0.5)", "blew-up (끝 손실 > ln V + 0.5)"), kBlewUpColor});
-  key.key_entries.push_back({io::tr(L, "diverged", "diverged (무한대·NaN)"), kDivergedColor});
+    key.key_entries.push_back(
+        {io::tr(L, "learned: < 0.01 by step {1}", {std::to_string(static_cast<int>(std::lround(f * steps)))}),
+         steps_color(f)});
+  key.key_entries.push_back({io::tr(L, "learned, not < 0.01 by the end"), kLearnedNotSolvedColor});
+  key.key_entries.push_back({io::tr(L, "never-started"), kNeverStartedColor});
+  key.key_entries.push_back({io::tr(L, "learning (not < 0.1 ln V)"), kLearningColor});
+  key.key_entries.push_back({io::tr(L, "collapsed"), kCollapsedColor});
+  key.key_entries.push_back({io::tr(L, "blew-up (ends > ln V + 0.5)"), kBlewUpColor});
+  key.key_entries.push_back({io::tr(L, "diverged"), kDivergedColor});
   fig.panels.push_back(key);
   return fig;
 }
@@ -418,19 +467,16 @@ io::PlotFigure depthmap_figure(const DepthMapOptions& options, const std::vector
 
 std::string depthmap_tasks_differ(io::Lang lang) {
   return io::tr(lang,
-                "The tasks differ: the papers train encoder-decoder translation models (NL-NL = N encoder and N decoder "
-                "layers, judged by BLEU) on WMT, IWSLT or OPUS with their own optimizers and schedules; this map trains "
-                "decoder-only stacks on the synthetic copy task. Compare the direction (which placements keep training as "
-                "blocks are added, and what warm-up changes), not the depths at which things happen.",
-                "태스크가 다르다: 논문들은 번역용 인코더-디코더 모델(NL-NL = 인코더 N층, 디코더 N층, BLEU 로 판정)을 "
-                "WMT, IWSLT, OPUS 에서 저마다의 옵티마이저와 학습률 일정으로 학습했고, 이 지도는 디코더만 쌓은 모델을 "
-                "베끼기 태스크로 학습한다. 어느 깊이에서 일이 일어나는지가 아니라 방향(블록을 더 쌓아도 어느 자리가 "
-                "학습되는지, 워밍업이 무엇을 바꾸는지)을 견주어라.");
+                "The tasks differ: the papers train encoder-decoder translation models (NL-NL = N "
+                "encoder and N decoder layers, judged by BLEU) on WMT, IWSLT or OPUS with their own "
+                "optimizers and schedules; this map trains decoder-only stacks on the synthetic copy "
+                "task. Compare the direction (which placements keep training as blocks are added, and "
+                "what warm-up changes), not the depths at which things happen.");
 }
 
 std::vector<std::string> depthmap_anchor_header(io::Lang lang) {
-  if (lang == io::Lang::Ko) return {"출처", "그쪽 태스크와 설정", "그쪽 결과", "여기서 가장 가까운 칸", "여기 결과"};
-  return {"source", "their task and setting", "their result", "closest cell here", "here"};
+  return {io::trc(lang, "anchor table", "source"), io::tr(lang, "their task and setting"), io::tr(lang, "their result"),
+          io::tr(lang, "closest cell here"), io::trc(lang, "anchor table", "here")};
 }
 
 std::vector<std::vector<std::string>> depthmap_anchor_rows(const DepthMapOptions& options,
@@ -442,39 +488,37 @@ std::vector<std::vector<std::string>> depthmap_anchor_rows(const DepthMapOptions
     bool warmup;     // with warm-up: the largest warm-up of the map; without: the smallest
   };
   const io::Lang L = options.lang;
-  const auto t = [L](const char* en, const char* ko) { return io::tr(L, en, ko); };
+  const auto t = [L](const char* msgid, std::initializer_list<std::string> args = {}) {
+    return io::tr(L, msgid, args);
+  };
   const std::vector<Anchor> anchors = {
-      {"Admin (Liu et al. 2020)", t("WMT'14 En-De, 6L-6L, warm-up", "WMT'14 영-독, 6L-6L, 워밍업"),
-       t("Post-LN trains (27.80 BLEU)", "뒤 정규화 학습됨 (27.80 BLEU)"), NormPlacement::Post, 6, true},
-      {"Admin (Liu et al. 2020)", t("WMT'14 En-De, 12L-12L and 18L-18L, warm-up", "WMT'14 영-독, 12L-12L 과 18L-18L, 워밍업"),
-       t("Post-LN fails", "뒤 정규화 실패"), NormPlacement::Post, 12, true},
-      {"Admin (Liu et al. 2020)", t("WMT'14 En-De, 6L/12L/18L, warm-up", "WMT'14 영-독, 6L/12L/18L, 워밍업"),
-       t("Pre-LN trains (27.27 / 28.26 / 28.38)", "앞 정규화 학습됨 (27.27 / 28.26 / 28.38)"), NormPlacement::Pre, 12, true},
-      {"Admin (Liu et al. 2020)", t("WMT'14 En-De, 6L/12L/18L, warm-up", "WMT'14 영-독, 6L/12L/18L, 워밍업"),
-       t("Admin trains (27.90 / 28.58 / 29.03)", "Admin 학습됨 (27.90 / 28.58 / 29.03)"), NormPlacement::Admin, 12, true},
-      {"DeepNet (Wang et al. 2022)", "IWSLT-14, 18L-18L", t("Post-LN fails", "뒤 정규화 실패"), NormPlacement::Post, 18, true},
-      {"DeepNet (Wang et al. 2022)", "WMT-17, 100L-100L", t("DeepNorm trains (28.9 BLEU)", "DeepNorm 학습됨 (28.9 BLEU)"),
-       NormPlacement::DeepNorm, 100, true},
-      {"T-Fixup (Huang et al. 2020)", t("200L-200L, no warm-up, no norms", "200L-200L, 워밍업 없음, 정규화 없음"),
-       t("trains", "학습됨"), NormPlacement::TFixup, 200, false},
-      {"ReZero (Bachlechner et al. 2020); DeepNet", t("100+ layers; 18L-18L in fp16 (DeepNet)", "100층 이상; fp16 18L-18L (DeepNet)"),
-       t("trains; DeepNet reports it unstable and diverging", "학습됨; DeepNet 은 불안정하고 발산한다고 보고"),
-       NormPlacement::ReZero, 100, false},
-      {t("PyTorch reference of this project", "이 프로젝트의 PyTorch 기준 구현"),
-       t("copy task, batch 16, seed 0, 600 steps, warm-up 400, 6 blocks",
-         "베끼기 태스크, 배치 16, 시드 0, 600스텝, 워밍업 400, 블록 6벌"),
-       t("Post-LN loss 0.0014 at step 600", "뒤 정규화 600스텝 손실 0.0014"), NormPlacement::Post, 6, true},
-      {t("PyTorch reference of this project", "이 프로젝트의 PyTorch 기준 구현"), t("same, 12 blocks", "같은 설정, 블록 12벌"),
-       t("Post-LN 0.75 (still falling)", "뒤 정규화 0.75 (아직 내려가는 중)"), NormPlacement::Post, 12, true},
-      {t("PyTorch reference of this project", "이 프로젝트의 PyTorch 기준 구현"), t("same, 24 blocks", "같은 설정, 블록 24벌"),
-       t("Post-LN 4.17 (never started)", "뒤 정규화 4.17 (출발 못 함)"), NormPlacement::Post, 24, true},
-      {t("PyTorch reference of this project", "이 프로젝트의 PyTorch 기준 구현"),
-       t("same, no warm-up, 6-24 blocks", "같은 설정, 워밍업 없음, 블록 6-24벌"),
-       t("Pre-LN learns at every depth", "앞 정규화는 모든 깊이에서 학습됨"), NormPlacement::Pre, 24, false},
+      {"Admin (Liu et al. 2020)", t("WMT'14 En-De, 6L-6L, warm-up"), t("Post-LN trains (27.80 BLEU)"),
+       NormPlacement::Post, 6, true},
+      {"Admin (Liu et al. 2020)", t("WMT'14 En-De, 12L-12L and 18L-18L, warm-up"), t("Post-LN fails"),
+       NormPlacement::Post, 12, true},
+      {"Admin (Liu et al. 2020)", t("WMT'14 En-De, 6L/12L/18L, warm-up"), t("Pre-LN trains (27.27 / 28.26 / 28.38)"),
+       NormPlacement::Pre, 12, true},
+      {"Admin (Liu et al. 2020)", t("WMT'14 En-De, 6L/12L/18L, warm-up"), t("Admin trains (27.90 / 28.58 / 29.03)"),
+       NormPlacement::Admin, 12, true},
+      {"DeepNet (Wang et al. 2022)", "IWSLT-14, 18L-18L", t("Post-LN fails"), NormPlacement::Post, 18, true},
+      {"DeepNet (Wang et al. 2022)", "WMT-17, 100L-100L", t("DeepNorm trains (28.9 BLEU)"), NormPlacement::DeepNorm,
+       100, true},
+      {"T-Fixup (Huang et al. 2020)", t("200L-200L, no warm-up, no norms"), t("trains"), NormPlacement::TFixup, 200,
+       false},
+      {"ReZero (Bachlechner et al. 2020); DeepNet", t("100+ layers; 18L-18L in fp16 (DeepNet)"),
+       t("trains; DeepNet reports it unstable and diverging"), NormPlacement::ReZero, 100, false},
+      {t("PyTorch reference of this project"), t("copy task, batch 16, seed 0, 600 steps, warm-up 400, 6 blocks"),
+       t("Post-LN loss 0.0014 at step 600"), NormPlacement::Post, 6, true},
+      {t("PyTorch reference of this project"), t("same, 12 blocks"), t("Post-LN 0.75 (still falling)"),
+       NormPlacement::Post, 12, true},
+      {t("PyTorch reference of this project"), t("same, 24 blocks"), t("Post-LN 4.17 (never started)"),
+       NormPlacement::Post, 24, true},
+      {t("PyTorch reference of this project"), t("same, no warm-up, 6-24 blocks"), t("Pre-LN learns at every depth"),
+       NormPlacement::Pre, 24, false},
   };
   std::vector<std::vector<std::string>> rows;
   for (const Anchor& a : anchors) {
-    std::string where = io::tr(L, "not in this map", "이 지도에 없음"), here = "-";
+    std::string where = io::tr(L, "not in this map"), here = "-";
     if (std::find(options.placements.begin(), options.placements.end(), a.placement) != options.placements.end() &&
         !options.depths.empty() && !options.warmups.empty()) {
       int depth = options.depths.front();
@@ -482,13 +526,11 @@ std::vector<std::vector<std::string>> depthmap_anchor_rows(const DepthMapOptions
         if (std::abs(d - a.depth) < std::abs(depth - a.depth)) depth = d;
       const int warmup = a.warmup ? *std::max_element(options.warmups.begin(), options.warmups.end())
                                   : *std::min_element(options.warmups.begin(), options.warmups.end());
-      where = placement_label(a.placement, L) + ", " +
-              io::tr(L, std::to_string(depth) + " blocks, ", "블록 " + std::to_string(depth) + "벌, ") +
-              (warmup == 0 ? io::tr(L, "no warm-up", "워밍업 없음") : io::tr(L, "warm-up ", "워밍업 ") + std::to_string(warmup));
+      where = placement_label(a.placement, L) + ", " + io::tr(L, "{1} blocks, ", {std::to_string(depth)}) +
+              (warmup == 0 ? io::tr(L, "no warm-up") : io::tr(L, "warm-up ") + std::to_string(warmup));
       const DepthMapCell* c = find_cell(cells, a.placement, depth, warmup);
-      here = c ? c->text : io::tr(L, "no runs", "실행 없음");
-      if (c && c->shown == probe::Outcome::Learned && c->median_steps)
-        here += io::tr(L, " steps to < 0.01", "스텝에 0.01 아래");
+      here = c ? c->text : io::tr(L, "no runs");
+      if (c && c->shown == probe::Outcome::Learned && c->median_steps) here += io::tr(L, " steps to < 0.01");
     }
     rows.push_back({a.source, a.task, a.result, where, here});
   }
@@ -515,17 +557,10 @@ std::string markdown_table(const std::vector<std::string>& header, const std::ve
 
 std::string settings_text(const DepthMapOptions& o) {
   const RunConfig& c = o.base;
-  std::ostringstream s;
-  if (o.lang == io::Lang::Ko) {
-    s << "폭 " << c.model.width << ", 머리 " << c.model.heads << "개, " << to_string(c.model.norm) << ", 베끼기 태스크 V="
-      << c.model.vocab << " n=" << c.copy_len << ", 배치 " << c.batch << ", Adam " << fmt(c.lr, "%g") << ", " << c.steps
-      << "스텝, 시드 " << join_values(o.seeds);
-    return s.str();
-  }
-  s << "width " << c.model.width << ", " << c.model.heads << " heads, " << to_string(c.model.norm) << ", copy task V="
-    << c.model.vocab << " n=" << c.copy_len << ", batch " << c.batch << ", Adam " << fmt(c.lr, "%g") << ", " << c.steps
-    << " steps, seed(s) " << join_values(o.seeds);
-  return s.str();
+  return io::tr(o.lang, "width {1}, {2} heads, {3}, copy task V={4} n={5}, batch {6}, Adam {7}, {8} steps, seed(s) {9}",
+                {std::to_string(c.model.width), std::to_string(c.model.heads), to_string(c.model.norm),
+                 std::to_string(c.model.vocab), std::to_string(c.copy_len), std::to_string(c.batch), fmt(c.lr, "%g"),
+                 std::to_string(c.steps), join_values(o.seeds)});
 }
 
 }  // namespace
@@ -536,12 +571,11 @@ void write_depthmap(const DepthMapOptions& options, DepthMapResult& result) {
   result.markdown = (out / "depthmap.md").string();
   io::write_file_atomic(result.csv, depthmap_csv(result.runs));
   const std::string title =
-      options.lang == io::Lang::Ko
-          ? std::string("깊이 지도") + (options.quick ? " (빠른 판)" : "") + ": 손실이 0.01 아래로 내려간 스텝, 또는 실행의 꼬리표\n" +
-                settings_text(options)
-          : std::string("Depth map") + (options.quick ? " (quick)" : "") + ": steps to loss < 0.01, or the run's label\n" +
-                settings_text(options);
+      io::tr(options.lang, "Depth map{1}: steps to loss < 0.01, or the run's label\n{2}",
+             {options.quick ? io::tr(options.lang, " (quick)") : std::string(), settings_text(options)});
   result.figure = io::render_figure(depthmap_figure(options, result.cells, title), (out / "depthmap").string());
+  const std::optional<io::PlotFigure> stream = depthmap_stream_figure(options, result.runs);
+  if (stream) result.stream_figure = io::render_figure(*stream, (out / "depthmap_stream").string());
 
   std::ostringstream md;
   md << "# Depth map" << (options.quick ? " (quick)" : "") << "\n\n";
@@ -554,6 +588,11 @@ void write_depthmap(const DepthMapOptions& options, DepthMapResult& result) {
     md << markdown_table(depthmap_table_header(options), depthmap_table(options, result.cells, warmup)) << "\n";
   }
   md << "![depth map](depthmap.png)\n\n";
+  if (stream)
+    md << "## The residual stream\n\nThe stream's RMS (mean over tokens of ||h_t|| / sqrt(C)) after each block of the "
+       << "deepest runs, at step 0 (dashed) and at the end (solid); the stream columns of `depthmap.csv` hold, per run, "
+       << "the last block's RMS at the end (`stream_rms_last`), its ratio to the first block's, the largest |h| and "
+       << "the largest attention-sink share.\n\n![stream RMS by block](depthmap_stream.png)\n\n";
   md << "## Public anchors: where Post-LN stops training\n\n" << depthmap_tasks_differ() << "\n\n";
   md << markdown_table(depthmap_anchor_header(), depthmap_anchor_rows(options, result.cells));
   io::write_file_atomic(result.markdown, md.str());

@@ -9,6 +9,9 @@
 //                              first_step_below, final_loss, min_loss, seconds
 //   OUT/depthmap.md            placements as rows, depths as columns, one table per warm-up
 //   OUT/depthmap.{png,svg,gp}  the same as a heat map, one panel per warm-up
+//   OUT/depthmap_stream.{png,svg,gp}  with --stream-every N: the residual stream's RMS by block at init and at
+//                              the end, one curve per placement (report/stream_plot.h); depthmap.csv gains
+//                              the stream columns
 //
 // Four steps: plan (the sweep, checked; writes nothing) -> estimate (FLOPs and a measured rate) ->
 // run (the sweep, then the per-run rows) -> summarize (one cell per placement, depth, warm-up) -> write.
@@ -22,6 +25,7 @@
 #include "experiments/sweep.h"
 #include "model/config.h"
 #include "probe/outcome.h"
+#include "probe/stream_probe.h"
 #include "report/plot.h"
 #include "train/run_config.h"
 
@@ -82,6 +86,9 @@ struct DepthMapRun {
   std::optional<int> first_step_below;  // first step with loss < 0.01
   double final_loss = 0, min_loss = 0, seconds = 0;
   bool reused = false;                  // finished before this invocation
+  // With stream_every > 0 (--stream-every N): the run's stream.csv at its first and last recorded step
+  // (probe/stream_probe.h); nullopt when the run wrote none.
+  std::optional<probe::StreamSummary> stream;
 };
 
 struct DepthMapCell {
@@ -102,6 +109,7 @@ struct DepthMapResult {
   std::vector<DepthMapCell> cells;  // warm-up, then placement, then depth
   SweepResult sweep;
   io::PlotResult figure;
+  io::PlotResult stream_figure;    // depthmap_stream.*: drawn when some run recorded its stream
   std::string csv, markdown;       // paths written
 };
 
@@ -111,7 +119,13 @@ const DepthMapCell* find_cell(const std::vector<DepthMapCell>& cells, NormPlacem
 
 // ---- write ---------------------------------------------------------------------------------------
 
+// With stream statistics in some run, four more columns (empty for runs without): stream_rms_last (the RMS of
+// the last block's output at the last recorded step), stream_rms_ratio (that over the first block's), stream_max_abs
+// (the largest |h| over the blocks at that step), sink_max (the largest attention-sink share over the blocks).
 std::string depthmap_csv(const std::vector<DepthMapRun>& runs);
+// The stream figure: the RMS by block at init (dashed) and at the end (solid), one curve per placement, one
+// panel per warm-up, for the deepest depth of the map and its first seed. nullopt when no run recorded its stream.
+std::optional<io::PlotFigure> depthmap_stream_figure(const DepthMapOptions& options, const std::vector<DepthMapRun>& runs);
 // One markdown table per warm-up (without headings); "| placement | 6 blocks | ... |".
 std::vector<std::vector<std::string>> depthmap_table(const DepthMapOptions& options,
                                                       const std::vector<DepthMapCell>& cells, int warmup);

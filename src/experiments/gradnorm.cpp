@@ -31,7 +31,7 @@ bool is_fc2(const probe::ParameterGradNorm& p) {
 std::string init_text(const RunConfig& base, const std::vector<NormPlacement>& placements, io::Lang lang) {
   ModelConfig m = base.model;
   const auto name = [lang](InitScheme scheme) {
-    return scheme == InitScheme::Xavier ? io::tr(lang, "xavier", "자비에 초기화") : to_string(scheme);
+    return scheme == InitScheme::Xavier ? io::tr(lang, "xavier") : to_string(scheme);
   };
   const std::string common = name(m.effective_init());
   std::vector<std::string> exceptions;
@@ -53,18 +53,13 @@ std::vector<NormPlacement> placements_of(const Profiles& profiles) {
 // "24 blocks x 128, 4 heads, V=64 n=32, batch 16, xavier, emb N(0, 1^2)": the second title line.
 std::string model_line(const RunConfig& base, int batches, const std::vector<NormPlacement>& placements,
                        io::Lang lang = io::Lang::En) {
-  std::ostringstream line;
-  if (lang == io::Lang::Ko)
-    line << "블록 " << base.model.layers << "벌 x 폭 " << base.model.width << ", 머리 " << base.model.heads << "개, V="
-         << base.model.vocab << " n=" << base.copy_len << ", 배치 " << base.batch << ", " << init_text(base, placements, lang)
-         << ", 임베딩 N(0, " << base.model.embed_init_std << "^2)"
-         << (batches > 1 ? ", 배치 " + std::to_string(batches) + "개의 평균" : "");
-  else
-    line << base.model.layers << " blocks x " << base.model.width << ", " << base.model.heads << " heads, V="
-         << base.model.vocab << " n=" << base.copy_len << ", batch " << base.batch << ", "
-         << init_text(base, placements, lang) << ", emb N(0, " << base.model.embed_init_std << "^2)"
-         << (batches > 1 ? ", " + std::to_string(batches) + " batches" : "");
-  return line.str();
+  std::ostringstream std_text;
+  std_text << base.model.embed_init_std;
+  return io::tr(lang, "{1} blocks x {2}, {3} heads, V={4} n={5}, batch {6}, {7}, emb N(0, {8}^2){9}",
+                {std::to_string(base.model.layers), std::to_string(base.model.width), std::to_string(base.model.heads),
+                 std::to_string(base.model.vocab), std::to_string(base.copy_len), std::to_string(base.batch),
+                 init_text(base, placements, lang), std_text.str(),
+                 batches > 1 ? io::tr(lang, ", {1} batches", {std::to_string(batches)}) : std::string()});
 }
 
 // Ten colours that stay apart on white: Okabe-Ito without its yellow, then three of Paul Tol's.
@@ -127,12 +122,10 @@ io::PlotFigure gradnorm_figure(const std::vector<GradNormProfile>& profiles, con
   fig.width = 1050;
   fig.height = 620;
   io::PlotPanel panel;
-  panel.title = io::tr(lang, "MLP second-layer weight: gradient norm at initialization",
-                       "MLP 둘째 층 무게: 학습을 시작할 때의 그래디언트 크기") +
-                "\n" + model_line(base, batches, placements_of(profiles), lang);
-  panel.xlabel = io::tr(lang, "block", "블록");
-  panel.ylabel = io::tr(lang, "|| grad of blocks.N.mlp.fc2.weight ||  (Frobenius)",
-                        "|| blocks.N.mlp.fc2.weight 의 그래디언트 ||  (프로베니우스)");
+  panel.title = io::tr(lang, "MLP second-layer weight: gradient norm at initialization") + "\n" +
+                model_line(base, batches, placements_of(profiles), lang);
+  panel.xlabel = io::tr(lang, "block");
+  panel.ylabel = io::tr(lang, "|| grad of blocks.N.mlp.fc2.weight ||  (Frobenius)");
   panel.legend = "outside right top";
   double hi = 0;
   for (size_t p = 0; p < profiles.size(); ++p) {
@@ -142,14 +135,13 @@ io::PlotFigure gradnorm_figure(const std::vector<GradNormProfile>& profiles, con
     std::vector<double> blocks;
     for (size_t b = 0; b < prof.mean.size(); ++b) blocks.push_back(static_cast<double>(b + 1));
     for (size_t s = 0; s < prof.per_seed.size(); ++s) {
-      io::PlotSeries ser{blocks, prof.per_seed[s], s == 0 ? label + io::tr(lang, ", each seed", ", 시드별") : "", color,
-                         1.0, 1, false};
+      io::PlotSeries ser{blocks, prof.per_seed[s], s == 0 ? label + io::tr(lang, ", each seed") : "", color, 1.0, 1,
+                         false};
       panel.series.push_back(ser);
       for (double v : prof.per_seed[s]) hi = std::max(hi, v);
     }
     const std::string n = std::to_string(prof.per_seed.size());
-    panel.series.push_back({blocks, prof.mean, label + io::tr(lang, ", mean of " + n + " seeds", ", 시드 " + n + "개의 평균"),
-                            color, 3.5, 1, true});
+    panel.series.push_back({blocks, prof.mean, label + io::tr(lang, ", mean of {1} seeds", {n}), color, 3.5, 1, true});
   }
   panel.x_range = std::make_pair(0.5, profiles.empty() ? 1.5 : profiles[0].mean.size() + 0.5);
   panel.y_range = std::make_pair(0.0, hi * 1.1);

@@ -18,14 +18,14 @@ std::string placement_label(NormPlacement placement) {
     case NormPlacement::LNS: return "LN-Scaling";
     case NormPlacement::Hybrid: return "HybridNorm";
     case NormPlacement::HybridStar: return "HybridNorm*";
+    case NormPlacement::Hc: return "Hyper-connections";
+    case NormPlacement::Mhc: return "mHC";
   }
   return to_string(placement);
 }
 
 std::string placement_label(NormPlacement placement, io::Lang lang) {
-  if (lang == io::Lang::Ko && placement == NormPlacement::Post) return "뒤 정규화 (Post-LN)";
-  if (lang == io::Lang::Ko && placement == NormPlacement::Pre) return "앞 정규화 (Pre-LN)";
-  return placement_label(placement);
+  return io::trc(lang, "placement", placement_label(placement));  // po/ko.po: msgctxt "placement"
 }
 
 std::string placement_label(const std::string& value) {
@@ -40,8 +40,24 @@ const std::vector<NormPlacement>& all_placements() {
   static const std::vector<NormPlacement> all{NormPlacement::Post,     NormPlacement::Pre,    NormPlacement::Peri,
                                               NormPlacement::Reordered, NormPlacement::DeepNorm, NormPlacement::Admin,
                                               NormPlacement::ReZero,   NormPlacement::TFixup, NormPlacement::Mix,
-                                              NormPlacement::LNS,      NormPlacement::Hybrid, NormPlacement::HybridStar};
+                                              NormPlacement::LNS,      NormPlacement::Hybrid, NormPlacement::HybridStar,
+                                              NormPlacement::Hc,       NormPlacement::Mhc};
   return all;
+}
+
+}  // namespace blocklab::experiments
+
+namespace blocklab::experiments {
+
+std::string design_label(const ModelConfig& config) {
+  std::string label = placement_label(config.norm_placement);
+  if (config.norm != ModelConfig{}.norm) {
+    label += ' ';
+    label += to_string(config.norm);
+  }
+  if (config.attn_gate) label += " +attn_gate";
+  if (config.value_residual) label += " +value_residual";
+  return label;
 }
 
 }  // namespace blocklab::experiments

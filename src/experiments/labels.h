@@ -19,3 +19,11 @@ std::string placement_label(const std::string& value);
 const std::vector<NormPlacement>& all_placements();
 
 }  // namespace blocklab::experiments
+
+namespace blocklab::experiments {
+
+// A design as figures name it: the placement's label, then what sets it apart from the plain block:
+// "Pre-LN", "Pre-LN rmsnorm +attn_gate +value_residual".
+std::string design_label(const ModelConfig& config);
+
+}  // namespace blocklab::experiments

@@ -114,17 +114,18 @@ nlohmann::json reproduce_settings(const ReproduceOptions& o) {
 // ---- problem 11: the block forms ------------------------------------------------------------------
 
 io::PlotFigure block_forms_figure(io::Lang lang) {
-  const auto t = [lang](const std::string& en, const std::string& ko) { return io::tr(lang, en, ko); };
+  const auto t = [lang](const char* msgid, std::initializer_list<std::string> args = {}) {
+    return io::tr(lang, msgid, args);
+  };
   io::PlotFigure fig;
   fig.rows = 1;
   fig.cols = 2;
   fig.width = 1000;
   fig.height = 640;
-  fig.title = t("Problem 11: where the normalisation sits (residual stream in red)",
-                "문제 11: 정규화의 자리 (붉은 선이 잔차 줄기)");
+  fig.title = t("Problem 11: where the normalisation sits (residual stream in red)");
   const char* stream = "#a5003c";
   // Both diagrams are drawn in a 10 x 12 canvas without axes.
-  const std::string attention = t("Multi-head attention", "여러 머리 어텐션"), layernorm = t("LayerNorm", "층 정규화");
+  const std::string attention = t("Multi-head attention"), layernorm = t("LayerNorm");
   auto add_diagram_panel = [&fig](const std::string& title, const std::string& drawing) {
     io::PlotPanel p;
     p.title = title;
@@ -158,7 +159,7 @@ io::PlotFigure block_forms_figure(io::Lang lang) {
   {
     std::ostringstream g;
     int id = 100;
-    text(g, id, 5, 0.35, t("h (from the block below)", "h (아래 블록에서)"), "center font \",11\"");
+    text(g, id, 5, 0.35, t("h (from the block below)"), "center font \",11\"");
     arrow(g, 5, 0.6, 5, 1.58, stream, true);
     box(g, id, 2.0, attention, attn);
     arrow(g, 5, 2.42, 5, 3.18, "#333333", true);
@@ -181,14 +182,15 @@ io::PlotFigure block_forms_figure(io::Lang lang) {
     arrow(g, 8.6, 5.6, 8.6, 8.0, stream, false);
     arrow(g, 8.6, 8.0, 5.35, 8.0, stream, true);
     text(g, id, 4.75, 5.6, "u = LN(h + Attn(h))", "right font \",10\"");
-    text(g, id, 5, 11.6, t("the stream itself is normalised after every addition", "더할 때마다 줄기 자체를 정규화"), "center font \",10\" textcolor rgb \"#555555\"");
-    add_diagram_panel(t("Post-LN (Vaswani et al. 2017): h <- LN(h + F(h))", "뒤 정규화 (Vaswani 외 2017): h <- LN(h + F(h))"), g.str());
+    text(g, id, 5, 11.6, t("the stream itself is normalised after every addition"),
+         "center font \",10\" textcolor rgb \"#555555\"");
+    add_diagram_panel(t("Post-LN (Vaswani et al. 2017): h <- LN(h + F(h))"), g.str());
   }
   // Pre-LN: h -> (LN -> Attn) + h -> (LN -> MLP) + u -> h'
   {
     std::ostringstream g;
     int id = 200;
-    text(g, id, 5, 0.35, t("h (from the block below)", "h (아래 블록에서)"), "center font \",11\"");
+    text(g, id, 5, 0.35, t("h (from the block below)"), "center font \",11\"");
     arrow(g, 5, 0.6, 5, 1.78, stream, true);
     box(g, id, 2.2, layernorm, ln);
     arrow(g, 5, 2.62, 5, 2.98, "#333333", true);
@@ -210,8 +212,9 @@ io::PlotFigure block_forms_figure(io::Lang lang) {
     arrow(g, 8.6, 5.3, 8.6, 8.6, stream, false);
     arrow(g, 8.6, 8.6, 5.35, 8.6, stream, true);
     text(g, id, 4.75, 5.55, "u = h + Attn(LN(h))", "right font \",10\"");
-    text(g, id, 5, 11.6, t("the stream is never normalised; one final LN after the last block", "줄기는 정규화하지 않음; 마지막 블록 뒤에 LN 하나"), "center font \",10\" textcolor rgb \"#555555\"");
-    add_diagram_panel(t("Pre-LN (GPT-2 2019, Xiong et al. 2020): h <- h + F(LN(h))", "앞 정규화 (GPT-2 2019, Xiong 외 2020): h <- h + F(LN(h))"), g.str());
+    text(g, id, 5, 11.6, t("the stream is never normalised; one final LN after the last block"),
+         "center font \",10\" textcolor rgb \"#555555\"");
+    add_diagram_panel(t("Pre-LN (GPT-2 2019, Xiong et al. 2020): h <- h + F(LN(h))"), g.str());
   }
   return fig;
 }
@@ -250,13 +253,10 @@ ReproducePlan plan_reproduce(const ReproduceOptions& options) {
   grid.lang = options.lang;
   const std::string layers_b = std::to_string(options.train.model.layers), width_b = std::to_string(options.train.model.width),
                     batch_b = std::to_string(options.train.batch), seeds_b = std::to_string(options.seeds.size());
-  grid.title = io::tr(options.lang,
-                      std::string("Experiment B") + (options.quick ? " (quick version)" : "") + ": copy-task loss, " +
-                          layers_b + " blocks x width " + width_b + ", batch " + batch_b + ", Adam " +
-                          fmt(options.train.lr, "%g") + ", " + seeds_b + " seeds",
-                      std::string("실험 B") + (options.quick ? " (빠른 판)" : "") + ": 베끼기 태스크 손실, 블록 " + layers_b +
-                          "벌 x 폭 " + width_b + ", 배치 " + batch_b + ", Adam " + fmt(options.train.lr, "%g") + ", 시드 " +
-                          seeds_b + "개");
+  grid.title =
+      io::tr(options.lang, "Experiment B{1}: copy-task loss, {2} blocks x width {3}, batch {4}, Adam {5}, {6} seeds",
+             {options.quick ? io::tr(options.lang, " (quick version)") : std::string(), layers_b, width_b, batch_b,
+              fmt(options.train.lr, "%g"), seeds_b});
   plan_sweep(grid);
 
   // Depth sweep
@@ -276,11 +276,10 @@ ReproducePlan plan_reproduce(const ReproduceOptions& options) {
       d.lang = options.lang;
       const std::string w = std::to_string(options.warmup);
       d.title = std::string(placement) == "post"
-                    ? io::tr(options.lang, "Depth sweep: Post-LN with " + w + " warm-up steps",
-                             "깊이 훑기: 뒤 정규화, 워밍업 " + w + "스텝")
-                    : io::tr(options.lang, "Depth sweep: Pre-LN without warm-up", "깊이 훑기: 앞 정규화, 워밍업 없음");
-      d.title += io::tr(options.lang, ", batch ", ", 배치 ") + std::to_string(d.base.batch) +
-                 io::tr(options.lang, ", seed ", ", 시드 ") + std::to_string(d.seeds[0]);
+                    ? io::tr(options.lang, "Depth sweep: Post-LN with {1} warm-up steps", {w})
+                    : io::tr(options.lang, "Depth sweep: Pre-LN without warm-up");
+      d.title += io::tr(options.lang, ", batch ") + std::to_string(d.base.batch) + io::tr(options.lang, ", seed ") +
+                 std::to_string(d.seeds[0]);
       plan_sweep(d);
       plan.depth.push_back(d);
     }

@@ -50,7 +50,7 @@ struct Inputs {
 std::string seed_range(const GradNormProfile& p, io::Lang lang) {
   double lo = p.per_seed.front().back(), hi = lo;
   for (const auto& s : p.per_seed) lo = std::min(lo, s.back()), hi = std::max(hi, s.back());
-  return io::tr(lang, " (seeds ", " (시드 ") + fmt(lo, "%.2f") + "-" + fmt(hi, "%.2f") + ")";
+  return io::tr(lang, " (seeds ") + fmt(lo, "%.2f") + "-" + fmt(hi, "%.2f") + ")";
 }
 
 std::string first_to_last(const GradNormProfile& p) {
@@ -69,14 +69,17 @@ void set(ClaimRow& row, Verdict verdict, const std::string& text) {
   row.verdict_text = text;
 }
 
-// The verdict as the report prints it: "agrees" / "맞음", ...
+// The verdict as the report prints it: "agrees", ... in the report's language (msgctxt "verdict").
 std::string verdict_word(Verdict v, io::Lang lang) {
-  if (lang == io::Lang::En) return to_string(v);
   switch (v) {
-    case Verdict::Agrees: return "맞음";
-    case Verdict::Partly: return "일부 맞음";
-    case Verdict::Differs: return "다름";
-    case Verdict::NotComparable: return "견줄 수 없음";
+    case Verdict::Agrees:
+      return io::trc(lang, "verdict", "agrees");
+    case Verdict::Partly:
+      return io::trc(lang, "verdict", "partly");
+    case Verdict::Differs:
+      return io::trc(lang, "verdict", "differs");
+    case Verdict::NotComparable:
+      return io::trc(lang, "verdict", "n/a");
     case Verdict::None: return "";
   }
   return "";
@@ -85,13 +88,14 @@ std::string verdict_word(Verdict v, io::Lang lang) {
 // The verdict's own word ("agrees"), filled in by judge_claims in the report's language.
 void set(ClaimRow& row, Verdict verdict) { set(row, verdict, std::string()); }
 
-std::string T(const Inputs& in, const std::string& en, const std::string& ko) { return io::tr(in.options.lang, en, ko); }
+std::string T(const Inputs& in, const char* msgid, std::initializer_list<std::string> args = {}) {
+  return io::tr(in.options.lang, msgid, args);
+}
 
 // Step-numbered claims cannot be compared when the quick version trains another model and schedule.
 bool not_comparable_when_quick(const Inputs& in, ClaimRow& row) {
   if (!in.options.quick) return false;
-  set(row, Verdict::NotComparable,
-      io::tr(in.options.lang, "n/a (quick: smaller model, other schedule)", "견줄 수 없음 (빠른 판: 더 작은 모델, 다른 일정)"));
+  set(row, Verdict::NotComparable, io::tr(in.options.lang, "n/a (quick: smaller model, other schedule)"));
   return true;
 }
 
@@ -104,46 +108,38 @@ struct ClaimRule {
 std::vector<ClaimRule> claim_rules(io::Lang lang) {
   static const SourceNumbers& src = source_numbers();  // static: the rules use it without a capture
   std::vector<ClaimRule> rules;
-  const auto t = [lang](const std::string& en, const std::string& ko) { return io::tr(lang, en, ko); };
+  const auto t = [lang](const char* msgid, std::initializer_list<std::string> args = {}) {
+    return io::tr(lang, msgid, args);
+  };
 
   // ---- Experiment A: gradient norms at initialization ----
-  rules.push_back({"A.post.last_block", t("A: Post-LN, fc2 gradient norm at the last block",
-                                          "A: 뒤 정규화, 마지막 블록의 fc2 그래디언트 크기"),
+  rules.push_back({"A.post.last_block", t("A: Post-LN, fc2 gradient norm at the last block"),
                    fmt(src.post_last_block, "%.2f"), [](const Inputs& in, ClaimRow& row) {
                      if (!in.post_profile || !in.pre_profile) return false;
                      const GradNormProfile& p = *in.post_profile;
                      row.measured = fmt(p.mean.back(), "%.3f") + seed_range(p, in.options.lang);
                      set(row, Verdict::None,
-                         pct_diff(p.mean.back(), src.post_last_block) +
-                             T(in, " (scale depends on the batch)", " (크기는 배치에 따라 달라짐)"));
+                         pct_diff(p.mean.back(), src.post_last_block) + T(in, " (scale depends on the batch)"));
                      return true;
                    }});
-  rules.push_back({"A.post.grows",
-                   t("A: Post-LN profile grows toward the output (last / first block)",
-                     "A: 뒤 정규화는 출력 쪽으로 갈수록 커진다 (마지막 / 첫 블록)"),
-                   t("grows", "커짐"),
+  rules.push_back({"A.post.grows", t("A: Post-LN profile grows toward the output (last / first block)"), t("grows"),
                    [](const Inputs& in, ClaimRow& row) {
                      if (!in.post_profile || !in.pre_profile) return false;
                      row.measured = first_to_last(*in.post_profile);
                      set(row, in.post_profile->last_over_first() > 1 ? Verdict::Agrees : Verdict::Differs);
                      return true;
                    }});
-  rules.push_back({"A.pre.last_block",
-                   t("A: Pre-LN, fc2 gradient norm at the last block", "A: 앞 정규화, 마지막 블록의 fc2 그래디언트 크기"),
-                   fmt(src.pre_last_block, "%.2f"),
-                   [](const Inputs& in, ClaimRow& row) {
+  rules.push_back({"A.pre.last_block", t("A: Pre-LN, fc2 gradient norm at the last block"),
+                   fmt(src.pre_last_block, "%.2f"), [](const Inputs& in, ClaimRow& row) {
                      if (!in.post_profile || !in.pre_profile) return false;
                      const GradNormProfile& p = *in.pre_profile;
                      row.measured = fmt(p.mean.back(), "%.3f") + seed_range(p, in.options.lang);
                      set(row, Verdict::None,
-                         pct_diff(p.mean.back(), src.pre_last_block) +
-                             T(in, " (scale depends on the batch)", " (크기는 배치에 따라 달라짐)"));
+                         pct_diff(p.mean.back(), src.pre_last_block) + T(in, " (scale depends on the batch)"));
                      return true;
                    }});
-  rules.push_back({"A.pre.shrinks_slightly",
-                   t("A: Pre-LN profile does not grow, shrinks slightly (last / first)",
-                     "A: 앞 정규화는 커지지 않고 조금씩 줄어든다 (마지막 / 첫 블록)"),
-                   t("shrinks slightly", "조금씩 줄어듦"), [](const Inputs& in, ClaimRow& row) {
+  rules.push_back({"A.pre.shrinks_slightly", t("A: Pre-LN profile does not grow, shrinks slightly (last / first)"),
+                   t("shrinks slightly"), [](const Inputs& in, ClaimRow& row) {
                      if (!in.post_profile || !in.pre_profile) return false;
                      const double ratio = in.pre_profile->last_over_first();
                      row.measured = first_to_last(*in.pre_profile);
@@ -155,63 +151,53 @@ std::vector<ClaimRule> claim_rules(io::Lang lang) {
                        std::string reference;
                        for (const ReferenceGradNorm& r : src.reference_gradnorms)
                          if (r.batch == 16)
-                           reference = T(in, " (so does the PyTorch reference: ", " (PyTorch 기준 구현도 그렇다: ") +
-                                       fmt(r.pre_first, "%.2f") + " -> " + fmt(r.pre_last, "%.2f") +
-                                       T(in, " at batch 16)", ", 배치 16)");
+                           reference = T(in, " (so does the PyTorch reference: ") + fmt(r.pre_first, "%.2f") + " -> " +
+                                       fmt(r.pre_last, "%.2f") + T(in, " at batch 16)");
                        set(row, Verdict::Partly,
-                           T(in, "partly: does not grow, but falls by more than 'slightly'",
-                             "일부 맞음: 커지지는 않지만 「조금씩」보다 많이 줄어듦") +
-                               reference);
+                           T(in, "partly: does not grow, but falls by more than 'slightly'") + reference);
                      }
                      return true;
                    }});
 
   // ---- Experiment B: with and without warm-up ----
-  rules.push_back({"B.post_no_warmup.final_loss",
-                   t("B: Post-LN, no warm-up: final loss (ln 64 = 4.159)",
-                     "B: 뒤 정규화, 워밍업 없음: 마지막 손실 (ln 64 = 4.159)"),
+  rules.push_back({"B.post_no_warmup.final_loss", t("B: Post-LN, no warm-up: final loss (ln 64 = 4.159)"),
                    numbers_text(src.post_no_warmup_final, "%.4f", " / "), [](const Inputs& in, ClaimRow& row) {
                      row.measured = losses_text(in.post0, -1) + " (" + outcomes_text(in.post0, in.options.lang) + ")";
                      const bool stuck = !in.post0.empty() && count_outcome(in.post0, probe::Outcome::NeverStarted) ==
                                                                  static_cast<int>(in.post0.size());
                      if (stuck)
-                       set(row, Verdict::Agrees, T(in, "agrees (never started)", "맞음 (출발 못 함)"));
+                       set(row, Verdict::Agrees, T(in, "agrees (never started)"));
                      else
                        set(row, Verdict::Differs);
                      return true;
                    }});
-  rules.push_back({"B.post_warmup.losses",
-                   t("B: Post-LN, warm-up: loss at steps 100 / 200 / 300", "B: 뒤 정규화, 워밍업: 100 / 200 / 300스텝 손실"),
-                   src.post_warmup_losses,
-                   [](const Inputs& in, ClaimRow& row) {
-                     row.measured = T(in, "step 100: ", "100스텝: ") + losses_text(in.postw, 100, "%.3f") + "; 200: " +
-                                    losses_text(in.postw, 200, "%.3f") + "; 300: " + losses_text(in.postw, 300, "%.3f");
+  rules.push_back({"B.post_warmup.losses", t("B: Post-LN, warm-up: loss at steps 100 / 200 / 300"),
+                   src.post_warmup_losses, [](const Inputs& in, ClaimRow& row) {
+                     row.measured = T(in, "step 100: ") + losses_text(in.postw, 100, "%.3f") +
+                                    "; 200: " + losses_text(in.postw, 200, "%.3f") +
+                                    "; 300: " + losses_text(in.postw, 300, "%.3f");
                      if (not_comparable_when_quick(in, row)) return true;
                      if (count_outcome(in.postw, probe::Outcome::NeverStarted) > 0)
                        set(row, Verdict::Differs);
                      else
-                       set(row, Verdict::None, T(in, "see figure", "그림 참고"));
+                       set(row, Verdict::None, T(in, "see figure"));
                      return true;
                    }});
-  rules.push_back({"B.post_warmup.outcomes", t("B: Post-LN, warm-up: outcomes", "B: 뒤 정규화, 워밍업: 결과"),
-                   t(src.post_warmup_outcomes,
-                     "세 시드 모두 워밍업 동안 배움; 그 가운데 하나는 워밍업 뒤 무너짐 (300스텝 0.0104, 460스텝 4.32)"),
+  rules.push_back({"B.post_warmup.outcomes", t("B: Post-LN, warm-up: outcomes"),
+                   io::trc(lang, "source", src.post_warmup_outcomes),  // the source's words, po/ko.po msgctxt "source"
                    [](const Inputs& in, ClaimRow& row) {
-                     row.measured = outcomes_text(in.postw, in.options.lang) + T(in, "; final ", "; 마지막 ") +
-                                    losses_text(in.postw, -1);
+                     row.measured =
+                         outcomes_text(in.postw, in.options.lang) + T(in, "; final ") + losses_text(in.postw, -1);
                      if (count_outcome(in.postw, probe::Outcome::Collapsed) > 0)
-                       set(row, Verdict::Agrees, T(in, "agrees (a collapse)", "맞음 (무너진 시드 있음)"));
+                       set(row, Verdict::Agrees, T(in, "agrees (a collapse)"));
                      else if (count_outcome(in.postw, probe::Outcome::NeverStarted) > 0)
-                       set(row, Verdict::Differs, T(in, "differs (did not start)", "다름 (출발 못 함)"));
+                       set(row, Verdict::Differs, T(in, "differs (did not start)"));
                      else
-                       set(row, Verdict::Partly, T(in, "partly (no collapse)", "일부 맞음 (무너지지 않음)"));
+                       set(row, Verdict::Partly, T(in, "partly (no collapse)"));
                      return true;
                    }});
-  rules.push_back({"B.post.failed",
-                   t("B: Post-LN runs that failed (did not start, collapsed or diverged)",
-                     "B: 실패한 뒤 정규화 실행 (출발 못 함, 무너짐, 발산)"),
-                   t(std::to_string(src.post_failed) + " of " + std::to_string(src.post_runs),
-                     std::to_string(src.post_runs) + "번 가운데 " + std::to_string(src.post_failed) + "번"),
+  rules.push_back({"B.post.failed", t("B: Post-LN runs that failed (did not start, collapsed or diverged)"),
+                   t("{1} of {2}", {std::to_string(src.post_failed), std::to_string(src.post_runs)}),
                    [](const Inputs& in, ClaimRow& row) {
                      int failed = 0, total = 0;
                      for (const Runs* cell : {&in.post0, &in.postw})
@@ -220,13 +206,11 @@ std::vector<ClaimRule> claim_rules(io::Lang lang) {
                          if (r->curve.outcome != probe::Outcome::Learned && r->curve.outcome != probe::Outcome::Learning)
                            ++failed;
                        }
-                     row.measured = T(in, std::to_string(failed) + " of " + std::to_string(total),
-                                      std::to_string(total) + "번 가운데 " + std::to_string(failed) + "번");
+                     row.measured = T(in, "{1} of {2}", {std::to_string(failed), std::to_string(total)});
                      set(row, failed == src.post_failed && total == src.post_runs ? Verdict::Agrees : Verdict::Differs);
                      return true;
                    }});
-  rules.push_back({"B.pre_no_warmup.loss_at_100",
-                   t("B: Pre-LN, no warm-up: loss at step 100", "B: 앞 정규화, 워밍업 없음: 100스텝 손실"),
+  rules.push_back({"B.pre_no_warmup.loss_at_100", t("B: Pre-LN, no warm-up: loss at step 100"),
                    fmt(src.pre_no_warmup_at_100.first, "%.2f") + "-" + fmt(src.pre_no_warmup_at_100.second, "%.2f"),
                    [](const Inputs& in, ClaimRow& row) {
                      row.measured = losses_text(in.pre0, 100);
@@ -234,41 +218,35 @@ std::vector<ClaimRule> claim_rules(io::Lang lang) {
                      return true;
                    }});
   rules.push_back({"B.pre_no_warmup.below_at_step",
-                   t("B: Pre-LN, no warm-up: every seed below " + fmt(src.pre_no_warmup_below, "%g") + " at step " +
-                         std::to_string(src.pre_no_warmup_step),
-                     "B: 앞 정규화, 워밍업 없음: " + std::to_string(src.pre_no_warmup_step) + "스텝에 모든 시드가 " +
-                         fmt(src.pre_no_warmup_below, "%g") + " 아래"),
-                   t("yes", "그렇다"), [](const Inputs& in, ClaimRow& row) {
+                   t("B: Pre-LN, no warm-up: every seed below {1} at step {2}",
+                     {fmt(src.pre_no_warmup_below, "%g"), std::to_string(src.pre_no_warmup_step)}),
+                   t("yes"), [](const Inputs& in, ClaimRow& row) {
                      row.measured = losses_text(in.pre0, src.pre_no_warmup_step);
                      if (not_comparable_when_quick(in, row)) return true;
                      if (max_loss_at(in.pre0, src.pre_no_warmup_step) < src.pre_no_warmup_below)
                        set(row, Verdict::Agrees);
                      else
-                       set(row, Verdict::Differs, T(in, "differs (later)", "다름 (더 늦음)"));
+                       set(row, Verdict::Differs, T(in, "differs (later)"));
                      return true;
                    }});
-  rules.push_back({"B.pre_no_warmup.first_below",
-                   t("B: Pre-LN, no warm-up: first step below 0.01", "B: 앞 정규화, 워밍업 없음: 처음 0.01 아래로 간 스텝"),
-                   t("before " + std::to_string(src.pre_no_warmup_step), std::to_string(src.pre_no_warmup_step) + " 전"),
-                   [](const Inputs& in, ClaimRow& row) {
+  rules.push_back({"B.pre_no_warmup.first_below", t("B: Pre-LN, no warm-up: first step below 0.01"),
+                   t("before {1}", {std::to_string(src.pre_no_warmup_step)}), [](const Inputs& in, ClaimRow& row) {
                      row.measured = first_steps_below_text(in.pre0, in.options.lang);
                      if (!not_comparable_when_quick(in, row)) set(row, Verdict::None);
                      return true;
                    }});
-  rules.push_back({"B.pre_no_warmup.final_loss",
-                   t("B: Pre-LN, no warm-up: final loss", "B: 앞 정규화, 워밍업 없음: 마지막 손실"),
-                   t("about " + fmt(src.pre_no_warmup_final, "%g"), fmt(src.pre_no_warmup_final, "%g") + " 쯤"), [](const Inputs& in, ClaimRow& row) {
+  rules.push_back({"B.pre_no_warmup.final_loss", t("B: Pre-LN, no warm-up: final loss"),
+                   t("about {1}", {fmt(src.pre_no_warmup_final, "%g")}), [](const Inputs& in, ClaimRow& row) {
                      row.measured = losses_text(in.pre0, -1, "%.5f") + " (" + outcomes_text(in.pre0, in.options.lang) + ")";
                      const bool learned = !in.pre0.empty() && count_outcome(in.pre0, probe::Outcome::Learned) ==
                                                                   static_cast<int>(in.pre0.size());
                      if (learned)
-                       set(row, Verdict::Agrees, T(in, "agrees (all learned)", "맞음 (모두 learned)"));
+                       set(row, Verdict::Agrees, T(in, "agrees (all learned)"));
                      else
                        set(row, Verdict::Differs);
                      return true;
                    }});
-  rules.push_back({"B.pre_warmup.final_loss", t("B: Pre-LN, warm-up: final loss", "B: 앞 정규화, 워밍업: 마지막 손실"),
-                   t("(figure only)", "(그림에만 있음)"),
+  rules.push_back({"B.pre_warmup.final_loss", t("B: Pre-LN, warm-up: final loss"), t("(figure only)"),
                    [](const Inputs& in, ClaimRow& row) {
                      row.measured = losses_text(in.prew, -1, "%.5f") + " (" + outcomes_text(in.prew, in.options.lang) + ")";
                      set(row, Verdict::None);
@@ -285,21 +263,21 @@ std::vector<ClaimRule> claim_rules(io::Lang lang) {
   auto measured_row = [parenthesized](const ScoreTable& t, size_t r) {
     return parenthesized({t.values[r][0], t.values[r][1], t.values[r][2]}, "%.3f");
   };
-  rules.push_back({"9.per_student.A", t("Problem 9: A per student", "문제 9: 학생마다 표준화한 A"), row_text(src.per_row_a),
+  rules.push_back({"9.per_student.A", t("Problem 9: A per student"), row_text(src.per_row_a),
                    [measured_row](const Inputs& in, ClaimRow& row) {
                      row.measured = measured_row(in.m.per_row, 0);
                      set(row, std::fabs(in.m.per_row.values[0][0] - src.per_row_a[0]) < 1e-3 ? Verdict::Agrees
                                                                                               : Verdict::Differs);
                      return true;
                    }});
-  rules.push_back({"9.per_student.C", t("Problem 9: C per student", "문제 9: 학생마다 표준화한 C"), row_text(src.per_row_c),
+  rules.push_back({"9.per_student.C", t("Problem 9: C per student"), row_text(src.per_row_c),
                    [measured_row](const Inputs& in, ClaimRow& row) {
                      row.measured = measured_row(in.m.per_row, 2);
                      set(row, std::fabs(in.m.per_row.values[2][1] - src.per_row_c[1]) < 1e-3 ? Verdict::Agrees
                                                                                               : Verdict::Differs);
                      return true;
                    }});
-  rules.push_back({"9.per_subject", t("Problem 9: per subject over A, B", "문제 9: 과목마다 A, B 를 표준화"),
+  rules.push_back({"9.per_subject", t("Problem 9: per subject over A, B"),
                    "A " + fmt(src.per_column_a, "%+.0f") + ", B " + fmt(src.per_column_b, "%+.0f"),
                    [](const Inputs& in, ClaimRow& row) {
                      const ScoreTable& t = in.m.per_column;
@@ -311,9 +289,7 @@ std::vector<ClaimRule> claim_rules(io::Lang lang) {
   // ---- Problem 10: the residual stream ----
   std::vector<std::string> depths;
   for (int d : src.walk_depths) depths.push_back(std::to_string(d));
-  rules.push_back({"10.walk.length",
-                   t("Problem 10: mean length after L = " + join(depths, ", ") + " blocks",
-                     "문제 10: 블록 L = " + join(depths, ", ") + "개를 지난 뒤 평균 길이"),
+  rules.push_back({"10.walk.length", t("Problem 10: mean length after L = {1} blocks", {join(depths, ", ")}),
                    numbers_text(src.walk_lengths, "%.3f", " / "), [](const Inputs& in, ClaimRow& row) {
                      const std::vector<double>& length = in.m.residual.walk.mean_length;
                      if (length.empty()) return false;
@@ -331,20 +307,17 @@ std::vector<ClaimRule> claim_rules(io::Lang lang) {
                      }
                      row.measured = join(measured, " / ");
                      if (all_close)
-                       set(row, Verdict::Agrees, T(in, "agrees (within 2%)", "맞음 (2% 안)"));
+                       set(row, Verdict::Agrees, T(in, "agrees (within 2%)"));
                      else
                        set(row, Verdict::Differs);
                      return true;
                    }});
-  rules.push_back({"10.walk.change",
-                   t("Problem 10: relative change made by the deepest block", "문제 10: 가장 깊은 블록이 줄기를 바꾸는 비율"),
-                   t("about 1/6", "6분의 1쯤"),
+  rules.push_back({"10.walk.change", t("Problem 10: relative change made by the deepest block"), t("about 1/6"),
                    [](const Inputs& in, ClaimRow& row) {
                      const std::vector<double>& change = in.m.residual.walk.mean_relative_change;
                      if (change.empty()) return false;
                      const int deepest = static_cast<int>(change.size()) - 1;
-                     row.claim = T(in, "Problem 10: relative change made by block " + std::to_string(deepest),
-                                   "문제 10: 블록 " + std::to_string(deepest) + "이 줄기를 바꾸는 비율");
+                     row.claim = T(in, "Problem 10: relative change made by block {1}", {std::to_string(deepest)});
                      row.measured = fmt(change[deepest], "%.3f");
                      const bool close =
                          deepest == src.walk_change_block && std::fabs(change[deepest] - src.walk_change) < 0.02;
@@ -357,15 +330,14 @@ std::vector<ClaimRule> claim_rules(io::Lang lang) {
     qwen_layers.push_back(std::to_string(p.layer));
     qwen_values.push_back(p.value);
   }
-  rules.push_back({"10.qwen",
-                   t("Problem 10: Qwen3-VL-4B, norm of the mean prompt-token vector at layers " + join(qwen_layers, " / "),
-                     "문제 10: Qwen3-VL-4B, 층 " + join(qwen_layers, " / ") + "에서 프롬프트 토큰 평균 벡터의 크기"),
-                   numbers_text(qwen_values, "%.1f", " / "), [](const Inputs& in, ClaimRow& row) {
-                     row.measured = T(in, "not measured here (needs that model's weights)",
-                                      "여기서는 재지 않음 (그 모델의 무게가 필요)");
-                     set(row, Verdict::NotComparable);
-                     return true;
-                   }});
+  rules.push_back(
+      {"10.qwen",
+       t("Problem 10: Qwen3-VL-4B, norm of the mean prompt-token vector at layers {1}", {join(qwen_layers, " / ")}),
+       numbers_text(qwen_values, "%.1f", " / "), [](const Inputs& in, ClaimRow& row) {
+         row.measured = T(in, "not measured here (needs that model's weights)");
+         set(row, Verdict::NotComparable);
+         return true;
+       }});
   return rules;
 }
 

@@ -47,8 +47,8 @@ std::string outcomes_text(const Runs& runs, io::Lang lang) {
   for (const auto* r : runs) ++counts[probe::to_string(r->curve.outcome)];
   std::vector<std::string> items;
   for (const auto& [label, n] : counts)
-    items.push_back(lang == io::Lang::Ko ? label + " " + std::to_string(n) + "번" : std::to_string(n) + " " + label);
-  return items.empty() ? io::tr(lang, "no runs", "실행 없음") : join(items, ", ");
+    items.push_back(io::trc(lang, "outcome count", "{1} {2}", {std::to_string(n), label}));
+  return items.empty() ? io::tr(lang, "no runs") : join(items, ", ");
 }
 
 int count_outcome(const Runs& runs, probe::Outcome outcome) {
@@ -73,43 +73,28 @@ std::string pct_diff(double measured, double source) {
 std::string first_steps_below_text(const Runs& runs, io::Lang lang) {
   std::vector<std::string> firsts;
   for (const auto* r : runs)
-    firsts.push_back(r->curve.first_step_below ? std::to_string(*r->curve.first_step_below) : io::tr(lang, "never", "없음"));
+    firsts.push_back(r->curve.first_step_below ? std::to_string(*r->curve.first_step_below) : io::tr(lang, "never"));
   return join(firsts, " / ");
 }
 
 std::string outcome_labels_text(io::Lang lang) {
-  if (lang == io::Lang::Ko)
-    return "결과 꼬리표는 이 차례로 따진다 (손실은 " + std::to_string(probe::kSmoothSteps) +
-           "스텝 평균으로 읽음): `diverged` = 무한대나 NaN 손실이 나옴; `collapsed` = " + fmt(probe::kCollapseLow, "%g") +
-           " 아래로 내려갔다가 나중에 ln V - " + fmt(probe::kCollapseBackBelowLnV, "%g") +
-           " 위로 돌아감; `blew-up` = 손실은 모두 유한하지만 마지막 " + std::to_string(probe::kSmoothSteps) +
-           "스텝 평균이 ln V 보다 " + fmt(probe::kBlewUpAboveLnV, "%g") +
-           " 넘게 높음 (고르게 찍는 것보다 나쁨); `never-started` = ln V - " + fmt(probe::kStartedBelowLnV, "%g") +
-           " 아래로 한 번도 못 내려감 (출발 못 함); `learned` = 마지막 " + std::to_string(probe::kSmoothSteps) +
-           "스텝 평균이 " + fmt(probe::kLearnedFractionOfLnV, "%g") +
-           " x ln V 아래; `learning` = 그 밖 (ln V 에서 벗어났지만 마지막 스텝까지 그 기준에는 못 닿음).";
-  return "Outcome labels, checked in this order (the loss read as a mean of " + std::to_string(probe::kSmoothSteps) +
-         " steps): `diverged` = a non-finite loss; `collapsed` = it went below " + fmt(probe::kCollapseLow, "%g") +
-         " and later came back above ln V - " + fmt(probe::kCollapseBackBelowLnV, "%g") +
-         "; `blew-up` = every loss finite, but its last " + std::to_string(probe::kSmoothSteps) +
-         " steps average more than " + fmt(probe::kBlewUpAboveLnV, "%g") +
-         " above ln V (worse than guessing uniformly)"
-         "; `never-started` = it never fell below ln V - " + fmt(probe::kStartedBelowLnV, "%g") +
-         "; `learned` = its last " + std::to_string(probe::kSmoothSteps) + " steps average below " +
-         fmt(probe::kLearnedFractionOfLnV, "%g") + " x ln V; `learning` = otherwise (it left ln V but had not "
-         "reached that threshold by its last step).";
+  const std::string smooth = std::to_string(probe::kSmoothSteps);
+  return io::tr(
+      lang,
+      "Outcome labels, checked in this order (the loss read as a mean of {1} steps): `diverged` = a "
+      "non-finite loss; `collapsed` = it went below {2} and later came back above ln V - {3}; `blew-up` = "
+      "every loss finite, but its last {1} steps average more than {4} above ln V (worse than guessing "
+      "uniformly); `never-started` = it never fell below ln V - {5}; `learned` = its last {1} steps "
+      "average below {6} x ln V; `learning` = otherwise (it left ln V but had not reached that threshold "
+      "by its last step).",
+      {smooth, fmt(probe::kCollapseLow, "%g"), fmt(probe::kCollapseBackBelowLnV, "%g"),
+       fmt(probe::kBlewUpAboveLnV, "%g"), fmt(probe::kStartedBelowLnV, "%g"), fmt(probe::kLearnedFractionOfLnV, "%g")});
 }
 
 std::string duration_text(double s, io::Lang lang) {
-  const bool ko = lang == io::Lang::Ko;
-  char buf[64];
-  if (s < 60)
-    std::snprintf(buf, sizeof buf, ko ? "%.0f초" : "%.0f s", s);
-  else if (s < 3600)
-    std::snprintf(buf, sizeof buf, ko ? "%.1f분" : "%.1f min", s / 60);
-  else
-    std::snprintf(buf, sizeof buf, ko ? "%.2f시간" : "%.2f h", s / 3600);
-  return buf;
+  if (s < 60) return io::tr(lang, "{1} s", {fmt(s, "%.0f")});
+  if (s < 3600) return io::tr(lang, "{1} min", {fmt(s / 60, "%.1f")});
+  return io::tr(lang, "{1} h", {fmt(s / 3600, "%.2f")});
 }
 
 }  // namespace blocklab::experiments::reproduce_text

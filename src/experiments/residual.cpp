@@ -51,8 +51,8 @@ std::pair<std::string, bool> run_label(const fs::path& dir, io::Lang lang) {
     } catch (const Error&) {
     }
     const std::string layers = std::to_string(j.value("layers", 0)), seed = std::to_string(j.value("seed", 0));
-    std::string s = name + io::tr(lang, " " + layers + " blocks, seed " + seed, ", 블록 " + layers + "벌, 시드 " + seed);
-    if (warmup > 0) s += io::tr(lang, ", warm-up ", ", 워밍업 ") + std::to_string(warmup);
+    std::string s = name + io::tr(lang, " {1} blocks, seed {2}", {layers, seed});
+    if (warmup > 0) s += io::tr(lang, ", warm-up ") + std::to_string(warmup);
     return {s, placement == "pre"};
   } catch (const nlohmann::json::exception&) {
     return {dir.filename().string(), false};
@@ -172,15 +172,14 @@ io::PlotFigure walk_figure(const RandomWalkResult& walk, const RandomWalkOptions
   fig.width = 1200;
   fig.height = 520;
   fig.title = io::tr(lang,
-                     "Random-walk residual stream: start length 1, each block adds a random unit vector (D=" +
-                         std::to_string(options.dim) + ", " + std::to_string(options.trials) + " trials)",
-                     "무작위 걸음 잔차 줄기: 길이 1에서 출발해 블록마다 길이 1, 무작위 방향 벡터를 더함 (D=" +
-                         std::to_string(options.dim) + ", " + std::to_string(options.trials) + "번)");
+                     "Random-walk residual stream: start length 1, each block adds a random unit "
+                     "vector (D={1}, {2} trials)",
+                     {std::to_string(options.dim), std::to_string(options.trials)});
   const int max_depth = static_cast<int>(walk.mean_length.size()) - 1;
   io::PlotPanel len;
-  len.title = io::tr(lang, "stream length after L blocks", "블록 L개를 지난 뒤 줄기의 길이");
-  len.xlabel = io::tr(lang, "blocks L", "블록 수 L");
-  len.ylabel = io::tr(lang, "mean |h^(L)|", "|h^(L)| 의 평균");
+  len.title = io::tr(lang, "stream length after L blocks");
+  len.xlabel = io::tr(lang, "blocks L");
+  len.ylabel = io::tr(lang, "mean |h^(L)|");
   len.legend = "top left";
   io::PlotSeries sim, ref, marks;
   for (int l = 0; l <= max_depth; ++l) {
@@ -193,14 +192,14 @@ io::PlotFigure walk_figure(const RandomWalkResult& walk, const RandomWalkOptions
     marks.x.push_back(d);
     marks.y.push_back(walk.mean_length[d]);
   }
-  sim.title = io::tr(lang, "simulated mean length", "시뮬레이션한 평균 길이");
+  sim.title = io::tr(lang, "simulated mean length");
   sim.color = io::palette(0);
   sim.line_width = 2.5;
   ref.title = "sqrt(L+1)";
   ref.color = "#555555";
   ref.dash = 2;
   ref.line_width = 1.5;
-  marks.title = io::tr(lang, "the table's depths", "문제의 깊이");
+  marks.title = io::tr(lang, "the table's depths");
   marks.color = io::palette(1);
   marks.points = true;
   marks.no_line = true;
@@ -215,9 +214,9 @@ io::PlotFigure walk_figure(const RandomWalkResult& walk, const RandomWalkOptions
   len.series = {sim, ref, marks};
   len.x_range = std::make_pair(0.0, static_cast<double>(max_depth) + 1);
   io::PlotPanel rel;
-  rel.title = io::tr(lang, "how much block l changes the stream", "블록 l이 줄기를 바꾸는 비율");
-  rel.xlabel = io::tr(lang, "block l", "블록 l");
-  rel.ylabel = io::tr(lang, "mean |added| / |h^(l-1)|", "|더한 벡터| / |h^(l-1)| 의 평균");
+  rel.title = io::tr(lang, "how much block l changes the stream");
+  rel.xlabel = io::tr(lang, "block l");
+  rel.ylabel = io::tr(lang, "mean |added| / |h^(l-1)|");
   rel.legend = "top right";
   io::PlotSeries rs, rref;
   for (int l = 1; l <= max_depth; ++l) {
@@ -226,7 +225,7 @@ io::PlotFigure walk_figure(const RandomWalkResult& walk, const RandomWalkOptions
     rref.x.push_back(l);
     rref.y.push_back(1.0 / std::sqrt(static_cast<double>(l)));
   }
-  rs.title = io::tr(lang, "simulated", "시뮬레이션");
+  rs.title = io::tr(lang, "simulated");
   rs.color = io::palette(0);
   rs.line_width = 2.5;
   rref.title = "1/sqrt(l)";
@@ -248,17 +247,16 @@ io::PlotFigure residual_probe_figure(const std::vector<InitResidualProbe>& init,
   fig.cols = 1;
   fig.width = 1150;
   fig.height = 1000;
-  fig.title = io::tr(lang, "Residual stream per layer (0 = embeddings, l = after block l)",
-                     "층마다 잔차 줄기 (0 = 임베딩, l = 블록 l을 지난 값)") +
-              (model_text.empty() ? "" : io::tr(lang, "; models at init: ", "; 초기화 직후 모델: ") + model_text);
+  fig.title = io::tr(lang, "Residual stream per layer (0 = embeddings, l = after block l)") +
+              (model_text.empty() ? "" : io::tr(lang, "; models at init: ") + model_text);
   io::PlotPanel rel, vec;
-  rel.title = io::tr(lang, "mean per-token norm, relative to the embeddings", "토큰마다 크기의 평균, 임베딩에 대한 비");
-  rel.xlabel = io::tr(lang, "layer l", "층 l");
-  rel.ylabel = io::tr(lang, "mean |h_t^(l)| / mean |h_t^(0)|", "|h_t^(l)| 의 평균 / |h_t^(0)| 의 평균");
+  rel.title = io::tr(lang, "mean per-token norm, relative to the embeddings");
+  rel.xlabel = io::tr(lang, "layer l");
+  rel.ylabel = io::tr(lang, "mean |h_t^(l)| / mean |h_t^(0)|");
   rel.legend = "at screen 0.63, graph 1 left top";
-  vec.title = io::tr(lang, "norm of the mean token vector", "토큰 평균 벡터의 크기");
-  vec.xlabel = io::tr(lang, "layer l", "층 l");
-  vec.ylabel = io::tr(lang, "| mean_t h_t^(l) |  (log scale)", "| mean_t h_t^(l) |  (로그 눈금)");
+  vec.title = io::tr(lang, "norm of the mean token vector");
+  vec.xlabel = io::tr(lang, "layer l");
+  vec.ylabel = io::tr(lang, "| mean_t h_t^(l) |  (log scale)");
   vec.log_y = true;
   vec.legend = "at screen 0.63, graph 1 left top";
   int max_layer = 1;
@@ -282,8 +280,7 @@ io::PlotFigure residual_probe_figure(const std::vector<InitResidualProbe>& init,
   for (const auto& p : init)
     add(p.norms,
         placement_label(p.placement, lang) + ", " +
-            io::tr(lang, std::to_string(p.norms.mean_token_norm.size() - 1) + " blocks, at init",
-                   "블록 " + std::to_string(p.norms.mean_token_norm.size() - 1) + "벌, 초기화 직후"),
+            io::tr(lang, "{1} blocks, at init", {std::to_string(p.norms.mean_token_norm.size() - 1)}),
         p.placement == NormPlacement::Pre ? "#000000" : "#8c8c8c", 1, 3.0);
   size_t run_index = 0;
   for (const auto& run : trained) {
@@ -293,8 +290,8 @@ io::PlotFigure residual_probe_figure(const std::vector<InitResidualProbe>& init,
       const double shade = picks.size() > 1 ? static_cast<double>(k) / (picks.size() - 1) : 1.0;
       // light -> dark: orange for Pre-LN runs, blue for Post-LN runs
       const std::string col = pre ? ramp("#fdae6b", "#a63603", shade) : ramp("#9ecae1", "#08519c", shade);
-      add(run.norms[picks[k]], run.label + io::tr(lang, ", step ", ", 스텝 ") + std::to_string(run.steps[picks[k]]), col,
-          1, 1.5 + shade);
+      add(run.norms[picks[k]], run.label + io::tr(lang, ", step ") + std::to_string(run.steps[picks[k]]), col, 1,
+          1.5 + shade);
     }
     ++run_index;
   }
@@ -303,7 +300,7 @@ io::PlotFigure residual_probe_figure(const std::vector<InitResidualProbe>& init,
     ref.x.push_back(l);
     ref.y.push_back(std::sqrt(l + 1.0));
   }
-  ref.title = io::tr(lang, "sqrt(l+1): unit random additions", "sqrt(l+1): 길이 1 무작위 벡터를 더할 때");
+  ref.title = io::tr(lang, "sqrt(l+1): unit random additions");
   ref.color = "#555555";
   ref.dash = 2;
   rel.series.push_back(ref);
@@ -312,7 +309,7 @@ io::PlotFigure residual_probe_figure(const std::vector<InitResidualProbe>& init,
     qwen.x.push_back(p.layer);
     qwen.y.push_back(p.value);
   }
-  qwen.title = io::tr(lang, "Qwen3-VL-4B, trained (source)", "Qwen3-VL-4B, 학습 마친 모델 (원문)");
+  qwen.title = io::tr(lang, "Qwen3-VL-4B, trained (source)");
   qwen.color = "#000000";
   qwen.points = true;
   qwen.dash = 3;
@@ -376,8 +373,7 @@ ResidualResult run_residual(const ResidualOptions& options, const Log& log) {
     std::string model_text;
     if (options.probe_init) {
       std::ostringstream t;
-      t << io::tr(options.lang, "width ", "폭 ") << base.model.width << io::tr(options.lang, ", batch ", ", 배치 ")
-        << base.batch;
+      t << io::tr(options.lang, "width ") << base.model.width << io::tr(options.lang, ", batch ") << base.batch;
       model_text = t.str();
     }
     result.probe_figure =

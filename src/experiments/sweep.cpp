@@ -69,9 +69,8 @@ std::string pretty_value(const std::string& key, const std::string& value, io::L
       return value;
     }
   }
-  if (key == "warmup")
-    return value == "0" ? io::tr(lang, "no warm-up", "워밍업 없음") : io::tr(lang, "warm-up ", "워밍업 ") + value;
-  if (key == "layers") return io::tr(lang, value + " blocks", "블록 " + value + "벌");
+  if (key == "warmup") return value == "0" ? io::tr(lang, "no warm-up") : io::tr(lang, "warm-up ") + value;
+  if (key == "layers") return io::tr(lang, "{1} blocks", {value});
   if (key == "norm") return value == "rmsnorm" ? "RMSNorm" : value == "layernorm" ? "LayerNorm" : value;
   return key + " " + value;
 }
@@ -228,7 +227,7 @@ SweepRunResult read_run(const SweepRun& run) {
 std::string cell_title(const std::vector<GridAxis>& grid, const std::vector<std::string>& values, io::Lang lang) {
   std::string title;
   for (size_t a = 0; a < grid.size(); ++a) title += (a ? ", " : "") + pretty_value(grid[a].key, values[a], lang);
-  return title.empty() ? io::tr(lang, "all runs", "모든 실행") : title;
+  return title.empty() ? io::tr(lang, "all runs") : title;
 }
 
 io::PlotFigure sweep_figure(const std::vector<GridAxis>& grid, const std::vector<SweepRunResult>& runs, double ln_vocab,
@@ -271,8 +270,8 @@ io::PlotFigure sweep_figure(const std::vector<GridAxis>& grid, const std::vector
       cell_values[c] = values;
     }
     p.title = cell_title(grid, cell_values[c], lang);
-    p.xlabel = io::tr(lang, "step", "스텝");
-    p.ylabel = log_loss ? io::tr(lang, "loss (log scale)", "손실 (로그 눈금)") : io::tr(lang, "loss", "손실");
+    p.xlabel = io::tr(lang, "step");
+    p.ylabel = log_loss ? io::tr(lang, "loss (log scale)") : io::tr(lang, "loss");
     p.log_y = log_loss;
     p.x_range = std::make_pair(0.0, static_cast<double>(max_step));
     // The legend sits right of the plot area, so it covers no curve and no tick (inside, it hid the curves
@@ -290,8 +289,7 @@ io::PlotFigure sweep_figure(const std::vector<GridAxis>& grid, const std::vector
   for (const auto& r : runs) {
     if (!r.unigram_entropy || entropy_drawn[r.run.cell]) continue;
     char label[96];
-    std::snprintf(label, sizeof label, "%s = %.3f", io::tr(lang, "unigram entropy", "유니그램 엔트로피").c_str(),
-                  *r.unigram_entropy);
+    std::snprintf(label, sizeof label, "%s = %.3f", io::tr(lang, "unigram entropy").c_str(), *r.unigram_entropy);
     panels[r.run.cell].hlines.push_back({*r.unigram_entropy, label, "#7f7f7f", 3, 1.5});
     entropy_drawn[r.run.cell] = true;
   }
@@ -302,7 +300,7 @@ io::PlotFigure sweep_figure(const std::vector<GridAxis>& grid, const std::vector
       s.x.push_back(r.steps[i]);
       s.y.push_back(r.losses[i]);
     }
-    s.title = io::tr(lang, "seed ", "시드 ") + std::to_string(r.run.seed) + " (" + probe::to_string(r.curve.outcome) + ")";
+    s.title = io::tr(lang, "seed ") + std::to_string(r.run.seed) + " (" + probe::to_string(r.curve.outcome) + ")";
     s.color = io::palette(seed_index[r.run.cell]++);
     s.line_width = 1.2;
     const std::string color = s.color;
@@ -311,7 +309,7 @@ io::PlotFigure sweep_figure(const std::vector<GridAxis>& grid, const std::vector
       io::PlotSeries v;
       v.x.assign(r.val_steps.begin(), r.val_steps.end());
       v.y = r.val_losses;
-      v.title = io::tr(lang, "seed ", "시드 ") + std::to_string(r.run.seed) + io::tr(lang, " validation", " 검증");
+      v.title = io::tr(lang, "seed ") + std::to_string(r.run.seed) + io::tr(lang, " validation");
       v.color = color;
       v.line_width = 1.5;
       v.dash = 2;

@@ -21,6 +21,7 @@
 #include "io/metrics.h"
 #include "io/read_file.h"
 #include "probe/residual_probe.h"
+#include "probe/stream_probe.h"
 #include "util/error.h"
 #include "util/rng.h"
 
@@ -217,6 +218,7 @@ PlannedRunOutcome run_planned(const SweepPlan& plan, size_t index, int threads, 
     probe.emplace((dir / "residual.csv").string(), plan.probe_every);
     hook = [&](Trainer& trainer) { (*probe)(trainer); };
   }
+  hook = probe::with_stream_recorder(config, std::move(hook));  // stream_every > 0: DIR/stream.csv
   PlannedRunOutcome outcome;
   if (!io::list_checkpoints(dir).empty()) {  // interrupted: continue bit-exactly
     const ResumePoint from = find_resume_point(dir.string());

@@ -458,6 +458,8 @@ ForwardResult Model::forward(std::span<const int32_t> tokens, const ForwardOptio
       for (const WeightRef* w : blocks_[l + 1]->refs()) WeightStore::prefetch(*w);
     block_forward(acts, h, blocks_[l]->tensors, in, l);
     h = acts.output;
+    if (options.on_attention)
+      options.on_attention(l + 1, std::span<const float>(acts.attn.att, static_cast<size_t>(c.heads) * Tn * Tn));
     if (options.stream_weights)
       for (const WeightRef* w : blocks_[l]->refs()) WeightStore::release(*w);
     report(l + 1, h);

@@ -52,6 +52,9 @@ struct ForwardOptions {
   bool stream_weights = false;
   // Called with the residual stream h_l (Tn x C, row-major) for l = 0 (embeddings) .. L.
   std::function<void(int layer, std::span<const float> hidden)> on_hidden;
+  // Called after block l (1..L) with its self-attention's softmax probabilities (heads x Tn x Tn, row-major;
+  // zero above the diagonal), before on_hidden(l).
+  std::function<void(int layer, std::span<const float> probabilities)> on_attention;
 };
 
 struct ForwardResult {

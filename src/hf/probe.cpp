@@ -32,6 +32,7 @@ ResidualProbeResult probe_residual(const Model& model, std::span<const int32_t> 
   ForwardOptions opt;
   opt.logits = LogitsFor::None;
   opt.stream_weights = true;
+  opt.on_attention = [&](int layer, std::span<const float> p) { probe.observe_attention(layer, p, c.heads); };
   opt.on_hidden = [&](int layer, std::span<const float> h) {
     probe.observe(layer, h);
     if (options.save_hidden) result.hidden.insert(result.hidden.end(), h.begin(), h.end());
@@ -61,7 +62,7 @@ WrittenFiles write_residual_probe(const fs::path& dir, const Model& model, const
   summary["tokens"] = run.tokens;
   summary["forward_seconds"] = result.forward_seconds;
   summary["total_seconds"] = run.total_seconds;
-  summary["csv_columns"] = {"layer", "mean_vector_norm", "mean_token_norm", "sqrt_layer_plus_1", "relative_update"};
+  summary["csv_columns"] = residual_csv_columns();
   io::write_file_atomic((dir / "residual.json").string(), summary.dump(2) + "\n");
   written.names = {"residual.csv", "residual.json"};
   if (!result.hidden.empty()) {

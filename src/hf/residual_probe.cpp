@@ -6,6 +6,7 @@
 
 #include "io/atomic_file.h"
 #include "io/csv.h"
+#include "model/stream_stats.h"
 #include "util/error.h"
 
 namespace blocklab::hf {
@@ -45,15 +46,40 @@ void ResidualProbe::observe(int layer, std::span<const float> h) {
   s.mean_vector_norm = std::sqrt(msq);
   s.mean_token_norm = token_norms / tokens_;
   s.relative_update = updates / tokens_;
+  s.rms = s.mean_token_norm / std::sqrt(static_cast<double>(width_));
+  const StreamPeak peak = stream_peak(h.data(), tokens_, width_);
+  s.max_abs = peak.max_abs;
+  s.max_channel = peak.channel;
+  if (pending_sink_layer_ == layer) s.sink = pending_sink_;
+  pending_sink_.reset();
+  pending_sink_layer_ = -1;
   layers_.push_back(s);
   previous_.assign(h.begin(), h.end());
 }
 
+void ResidualProbe::observe_attention(int layer, std::span<const float> p, int heads) {
+  const long expected = static_cast<long>(heads) * tokens_ * tokens_;
+  if (static_cast<long>(p.size()) != expected)
+    throw Error("residual probe: attention probabilities have " + std::to_string(p.size()) + " values, expected " +
+                std::to_string(expected));
+  pending_sink_layer_ = layer;
+  pending_sink_.reset();
+  if (tokens_ >= 2) pending_sink_ = sink_share(p.data(), 1, heads, tokens_, tokens_);
+}
+
+const std::vector<std::string>& residual_csv_columns() {
+  static const std::vector<std::string> names = {"layer",           "mean_vector_norm", "mean_token_norm",
+                                                 "sqrt_layer_plus_1", "relative_update", "rms",
+                                                 "max_abs",         "max_channel",      "sink"};
+  return names;
+}
+
 void write_residual_csv(const std::filesystem::path& path, const std::vector<ResidualLayerStats>& layers) {
-  io::CsvWriter csv({"layer", "mean_vector_norm", "mean_token_norm", "sqrt_layer_plus_1", "relative_update"});
+  io::CsvWriter csv(residual_csv_columns());
   for (const ResidualLayerStats& s : layers)
     csv.row({std::to_string(s.layer), io::csv_number(s.mean_vector_norm), io::csv_number(s.mean_token_norm),
-             io::csv_number(std::sqrt(s.layer + 1.0)), io::csv_number(s.relative_update)});
+             io::csv_number(std::sqrt(s.layer + 1.0)), io::csv_number(s.relative_update), io::csv_number(s.rms),
+             io::csv_number(s.max_abs), std::to_string(s.max_channel), s.sink ? io::csv_number(*s.sink) : ""});
   io::write_file_atomic(path.string(), csv.text());
 }
 

@@ -1,10 +1,5 @@
 #include "io/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -29,7 +24,6 @@ using json = nlohmann::json;
 // ---------------------------------------------------------------------------------------------
 // Small helpers
 
-std::string errno_text(int err) { return std::generic_category().message(err); }
 
 // Quotes a (possibly hostile) name for an error message: escapes control characters and cuts very
 // long names so that a message stays one readable line.
@@ -382,43 +376,13 @@ SafetensorsHeader parse_safetensors_header(std::span<const std::byte> file, cons
 // ---------------------------------------------------------------------------------------------
 // Reader
 
-SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(path + ": cannot open: " + errno_text(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw Error(path + ": cannot stat: " + errno_text(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw Error(path + ": not a regular file");
-  }
-  if (st.st_size < 8) {
-    ::close(fd);
-    throw Error(path + ": file too short (" + std::to_string(st.st_size) +
+SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path), file_(path) {
+  if (file_.size() < 8)
+    throw Error(path + ": file too short (" + std::to_string(file_.size()) +
                 " bytes; a safetensors file needs at least 8)");
-  }
-  if (static_cast<uint64_t>(st.st_size) > std::numeric_limits<std::size_t>::max()) {
-    ::close(fd);
-    throw Error(path + ": file too large to map");
-  }
-  const auto len = static_cast<std::size_t>(st.st_size);
-  void* p = ::mmap(nullptr, len, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int err = errno;
-  ::close(fd);
-  if (p == MAP_FAILED) throw Error(path + ": cannot mmap: " + errno_text(err));
-  map_ = p;
-  map_len_ = len;
-  base_ = static_cast<const std::byte*>(p);
-  size_ = len;
-  try {
-    init();
-  } catch (...) {
-    release();
-    throw;
-  }
+  base_ = file_.bytes().data();
+  size_ = file_.size();
+  init();
 }
 
 SafetensorsReader SafetensorsReader::from_bytes(std::vector<std::byte> file, std::string name_for_errors) {
@@ -436,50 +400,10 @@ void SafetensorsReader::init() {
   for (std::size_t i = 0; i < header_.tensors.size(); ++i) index_.emplace(header_.tensors[i].name, i);
 }
 
-void SafetensorsReader::release() noexcept {
-  if (map_ != nullptr) ::munmap(map_, map_len_);
-  map_ = nullptr;
-  map_len_ = 0;
-  base_ = nullptr;
-  size_ = 0;
-  owned_.clear();
-}
-
-SafetensorsReader::~SafetensorsReader() { release(); }
-
-SafetensorsReader::SafetensorsReader(SafetensorsReader&& o) noexcept
-    : path_(std::move(o.path_)),
-      base_(o.base_),
-      size_(o.size_),
-      map_(o.map_),
-      map_len_(o.map_len_),
-      owned_(std::move(o.owned_)),
-      header_(std::move(o.header_)),
-      index_(std::move(o.index_)) {
-  o.map_ = nullptr;
-  o.map_len_ = 0;
-  o.base_ = nullptr;
-  o.size_ = 0;
-}
-
-SafetensorsReader& SafetensorsReader::operator=(SafetensorsReader&& o) noexcept {
-  if (this != &o) {
-    release();
-    path_ = std::move(o.path_);
-    base_ = o.base_;
-    size_ = o.size_;
-    map_ = o.map_;
-    map_len_ = o.map_len_;
-    owned_ = std::move(o.owned_);
-    header_ = std::move(o.header_);
-    index_ = std::move(o.index_);
-    o.map_ = nullptr;
-    o.map_len_ = 0;
-    o.base_ = nullptr;
-    o.size_ = 0;
-  }
-  return *this;
-}
+// The mapping or the owned bytes move with the object; base_ keeps pointing at them.
+SafetensorsReader::~SafetensorsReader() = default;
+SafetensorsReader::SafetensorsReader(SafetensorsReader&&) noexcept = default;
+SafetensorsReader& SafetensorsReader::operator=(SafetensorsReader&&) noexcept = default;
 
 bool SafetensorsReader::verify_checksums() const {
   const auto it = header_.metadata.find(kChecksumsKey);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "io/dtype.h"
+#include "io/read_file.h"
 
 namespace blocklab::io {
 
@@ -105,14 +106,12 @@ class SafetensorsReader {
  private:
   SafetensorsReader() = default;
   void init();  // parses header_ from base_/size_ and builds the index
-  void release() noexcept;
   void check_entry(const TensorEntry&, std::size_t out_size) const;
 
   std::string path_;
   const std::byte* base_ = nullptr;  // whole file image
   std::size_t size_ = 0;
-  void* map_ = nullptr;  // mmap'd region (nullptr for from_bytes)
-  std::size_t map_len_ = 0;
+  MappedFile file_;  // the mapped file (nothing for from_bytes)
   std::vector<std::byte> owned_;  // from_bytes storage
   SafetensorsHeader header_;
   std::map<std::string, std::size_t, std::less<>> index_;  // name -> position in header_.tensors

@@ -116,7 +116,7 @@ void carve_attention(AttentionActs<T>& a, Carver<T>& m, const ModelConfig& c, co
   if (!cross && c.attn_gate) a.gate = m.take(N * d.Q), a.y_gated = m.take(N * d.Q);
   if (!cross && c.value_residual && !first_block) a.v_own = m.take(N * d.K);
   if (plan.out_norm) carve_norm(a.out_norm, m, c, N);
-  a.resid = m.take(N * d.C);
+  if (!c.hyper()) a.resid = m.take(N * d.C);  // hyper-connections: the stack keeps the streams
   if (plan.after_norm) carve_norm(a.after, m, c, N);
 }
 
@@ -445,10 +445,10 @@ struct ResidualTerms {
   const T* gate = nullptr;   // (1) ReZero's g
 };
 
-// One sub-layer y = after(s * x + g * out(F(in(x) * c))), forward. Returns y.
+// The branch of one sub-layer, out(F(in(x) * c)), forward. Returns it.
 template <typename T, typename Acts, typename Tensors, typename Forward>
-const T* sublayer_forward(Acts& a, const T* x, const Tensors& w, const SublayerPlan& p, const T* gate,
-                          const BlockInputs<T>& in, Forward&& F) {
+const T* branch_forward(Acts& a, const T* x, const Tensors& w, const SublayerPlan& p, const BlockInputs<T>& in,
+                        Forward&& F) {
   const ModelConfig& c = *in.config;
   const long N = in.dims.N(), NC = N * c.width;
   const T* f_in = x;
@@ -466,7 +466,17 @@ const T* sublayer_forward(Acts& a, const T* x, const Tensors& w, const SublayerP
     norm_forward(a.out_norm, static_cast<const T*>(a.out), w.out_norm, c, N);
     branch = a.out_norm.out;
   }
-  const T* skip = p.residual_from_norm ? f_in : x;  // HybridNorm's MLP: resid = in(x) + F(in(x))
+  return branch;
+}
+
+// One sub-layer y = after(s * x + g * out(F(in(x) * c))), forward. Returns y.
+template <typename T, typename Acts, typename Tensors, typename Forward>
+const T* sublayer_forward(Acts& a, const T* x, const Tensors& w, const SublayerPlan& p, const T* gate,
+                          const BlockInputs<T>& in, Forward&& F) {
+  const ModelConfig& c = *in.config;
+  const long N = in.dims.N(), NC = N * c.width;
+  const T* branch = branch_forward(a, x, w, p, in, F);
+  const T* skip = p.residual_from_norm ? static_cast<const T*>(a.in.out) : x;  // HybridNorm's MLP: in(x) + F(in(x))
   if (p.residual_scale == 1 && !p.learned_scale && !p.gate) {
     residual_forward(a.resid, skip, branch, NC);
   } else {
@@ -483,6 +493,29 @@ const T* sublayer_forward(Acts& a, const T* x, const Tensors& w, const SublayerP
   if (!p.after_norm) return a.resid;
   norm_forward(a.after, static_cast<const T*>(a.resid), w.norm, c, N);
   return a.after.out;
+}
+
+// Backward of f_in = in(x) * c and F: d_F = d loss / d F(f_in); d (N,C) += d loss / d x.
+template <typename T, typename Acts, typename Tensors, typename Backward>
+void branch_input_backward(T* d, BlockScratch<T>& s, const Tensors& g, const Acts& a, const T* x, const Tensors& w,
+                           const SublayerPlan& p, const T* d_F, const BlockInputs<T>& in, Backward&& F_backward) {
+  const ModelConfig& c = *in.config;
+  const long N = in.dims.N(), NC = N * c.width;
+  if (p.in_norm) {
+    F_backward(s.d_in, GradWrite::Overwrite, d_F, static_cast<const T*>(a.in.out));
+    if (p.in_scale != 1) {  // f_in = Norm(x) * c
+      const T scale = static_cast<T>(p.in_scale);
+      for (long k = 0; k < NC; ++k) s.d_in[k] *= scale;
+    }
+    if (p.residual_from_norm) {  // resid = f_in + F(f_in): d f_in += d resid; x reaches resid only through f_in
+      for (long k = 0; k < NC; ++k) s.d_in[k] += d[k];
+      zero(d, NC);
+    }
+    // f_in = Norm(x): d_x += its backward
+    norm_backward(d, g.norm, static_cast<const T*>(s.d_in), x, w.norm, a.in, c, N);
+  } else {
+    F_backward(d, GradWrite::Accumulate, d_F, x);
+  }
 }
 
 // Backward of one sub-layer. d (N,C): d loss / dy on entry, d loss / dx on exit (possibly swapped with
@@ -530,21 +563,7 @@ void sublayer_backward(T*& d, BlockScratch<T>& s, const Tensors& g, const Acts& 
       for (long k = 0; k < NC; ++k) d[k] *= sv;
     }
   }
-  if (p.in_norm) {
-    F_backward(s.d_in, GradWrite::Overwrite, d_F, static_cast<const T*>(a.in.out));
-    if (p.in_scale != 1) {  // f_in = Norm(x) * c
-      const T scale = static_cast<T>(p.in_scale);
-      for (long k = 0; k < NC; ++k) s.d_in[k] *= scale;
-    }
-    if (p.residual_from_norm) {  // resid = f_in + F(f_in): d f_in += d resid; x reaches resid only through f_in
-      for (long k = 0; k < NC; ++k) s.d_in[k] += d[k];
-      zero(d, NC);
-    }
-    // f_in = Norm(x): d_x += its backward
-    norm_backward(d, g.norm, static_cast<const T*>(s.d_in), x, w.norm, a.in, c, N);
-  } else {
-    F_backward(d, GradWrite::Accumulate, d_F, x);
-  }
+  branch_input_backward(d, s, g, a, x, w, p, d_F, in, F_backward);
 }
 
 }  // namespace
@@ -569,9 +588,9 @@ long carve_block_acts(BlockActs<T>& a, T* base, const ModelConfig& c, const Bloc
   if (plan.in_norm) carve_norm(p.in, m, c, N);
   p.pre = m.take(N * d.I_in), p.act = m.take(N * d.I), p.out = m.take(N * d.C);
   if (plan.out_norm) carve_norm(p.out_norm, m, c, N);
-  p.resid = m.take(N * d.C);
+  if (!c.hyper()) p.resid = m.take(N * d.C);
   if (plan.after_norm) carve_norm(p.after, m, c, N);
-  a.output = plan.after_norm ? p.after.out : p.resid;
+  a.output = plan.after_norm ? p.after.out : p.resid;  // hyper-connections: set by the stack
   return m.used();
 }
 
@@ -658,6 +677,46 @@ void block_backward(T*& d_stream, BlockScratch<T>& s, const BlockTensors<T>& g, 
 }
 
 template <typename T>
+const T* sublayer_branch_forward(BlockActs<T>& a, Sublayer which, const T* h, const BlockTensors<T>& w,
+                                 const BlockInputs<T>& in, int index) {
+  const SublayerPlan plan = in.config->sublayer_plan(index, which);
+  if (which == Sublayer::Attention)
+    return branch_forward(a.attn, h, w.attn, plan, in, [&](AttentionActs<T>& acts, const T* inp) {
+      attention_forward_sublayer(acts, inp, w.attn, in, false);
+    });
+  return branch_forward(a.mlp, h, w.mlp, plan, in,
+                        [&](MlpActs<T>& acts, const T* inp) { mlp_forward_sublayer(acts, inp, w.mlp, in); });
+}
+
+template <typename T>
+void sublayer_branch_backward(T* dh, BlockScratch<T>& s, const BlockTensors<T>& g, const BlockActs<T>& a,
+                              Sublayer which, const T* d_branch, const T* h, const BlockTensors<T>& w,
+                              const BlockInputs<T>& in, int index) {
+  const ModelConfig& c = *in.config;
+  const SublayerPlan plan = c.sublayer_plan(index, which);
+  const long N = in.dims.N(), NC = N * c.width;
+  // branch = out(F): d_F = its backward when there is an out norm
+  auto d_F_of = [&](const auto& acts, const auto& grads, const auto& weights) -> const T* {
+    if (!plan.out_norm) return d_branch;
+    zero(s.d_f, NC);
+    norm_backward(s.d_f, grads.out_norm, d_branch, static_cast<const T*>(acts.out), weights.out_norm, acts.out_norm,
+                  c, N);
+    return s.d_f;
+  };
+  if (which == Sublayer::Attention) {
+    branch_input_backward(dh, s, g.attn, a.attn, h, w.attn, plan, d_F_of(a.attn, g.attn, w.attn), in,
+                          [&](T* dinp, GradWrite write, const T* dout, const T* inp) {
+                            attention_backward_sublayer(dinp, write, s, g.attn, dout, a.attn, inp, w.attn, in, false);
+                          });
+  } else {
+    branch_input_backward(dh, s, g.mlp, a.mlp, h, w.mlp, plan, d_F_of(a.mlp, g.mlp, w.mlp), in,
+                          [&](T* dinp, GradWrite write, const T* dout, const T* inp) {
+                            mlp_backward_sublayer(dinp, write, s, g.mlp, dout, a.mlp, inp, w.mlp, in);
+                          });
+  }
+}
+
+template <typename T>
 long carve_norm_acts(NormActs<T>& n, T* base, const ModelConfig& c, long N) {
   Carver<T> m(base);
   n = NormActs<T>{};
@@ -685,7 +744,12 @@ void norm_backward(T* dx, const NormTensors<T>& g, const T* dout, const T* x, co
   template long carve_block_scratch<T>(BlockScratch<T>&, T*, const ModelConfig&, const BlockDims&);                 \
   template void block_forward<T>(BlockActs<T>&, const T*, const BlockTensors<T>&, const BlockInputs<T>&, int);      \
   template void block_backward<T>(T*&, BlockScratch<T>&, const BlockTensors<T>&, const BlockActs<T>&, const T*,     \
-                                  const BlockTensors<T>&, const BlockInputs<T>&, int);
+                                  const BlockTensors<T>&, const BlockInputs<T>&, int);                     \
+  template const T* sublayer_branch_forward<T>(BlockActs<T>&, Sublayer, const T*, const BlockTensors<T>&,          \
+                                               const BlockInputs<T>&, int);                                         \
+  template void sublayer_branch_backward<T>(T*, BlockScratch<T>&, const BlockTensors<T>&, const BlockActs<T>&,      \
+                                            Sublayer, const T*, const T*, const BlockTensors<T>&,                   \
+                                            const BlockInputs<T>&, int);
 BLOCKLAB_INSTANTIATE(float)
 BLOCKLAB_INSTANTIATE(double)
 #undef BLOCKLAB_INSTANTIATE

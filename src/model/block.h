@@ -158,6 +158,19 @@ template <typename T>
 void block_backward(T*& d_stream, BlockScratch<T>& s, const BlockTensors<T>& g, const BlockActs<T>& a, const T* x,
                     const BlockTensors<T>& w, const BlockInputs<T>& in, int index);
 
+// One sub-layer's branch alone, for stacks that do the residual themselves (hyper-connections, model/hyper.h):
+// T(h) = out(F(in(h) * c)), without the residual and the after norm. The forward fills the sub-layer's
+// activations in a and returns T(h) (N,C); the backward takes d_branch = d loss / d T(h), adds (+=)
+// d loss / d h into dh (N,C) and accumulates into the sub-layer's parameter gradients g. Self-attention and
+// MLP only; block_forward / block_backward are these plus the residual of the config's placement.
+template <typename T>
+const T* sublayer_branch_forward(BlockActs<T>& a, Sublayer which, const T* h, const BlockTensors<T>& w,
+                                 const BlockInputs<T>& in, int index);
+template <typename T>
+void sublayer_branch_backward(T* dh, BlockScratch<T>& s, const BlockTensors<T>& g, const BlockActs<T>& a,
+                              Sublayer which, const T* d_branch, const T* h, const BlockTensors<T>& w,
+                              const BlockInputs<T>& in, int index);
+
 // The config's norm kind (LayerNorm, RMSNorm, DyT, Derf) over N rows of C: forward fills n; backward
 // accumulates (+=) into dx and the norm's parameter gradients g. Used for the final norm too.
 template <typename T>

@@ -31,7 +31,7 @@ struct EnumNames {
   }
 };
 
-constexpr EnumNames<NormPlacement, 12> kPlacements{"norm_placement",
+constexpr EnumNames<NormPlacement, 14> kPlacements{"norm_placement",
                                                    {{{NormPlacement::Post, "post"},
                                                      {NormPlacement::Pre, "pre"},
                                                      {NormPlacement::Peri, "peri"},
@@ -43,7 +43,9 @@ constexpr EnumNames<NormPlacement, 12> kPlacements{"norm_placement",
                                                      {NormPlacement::Mix, "mix"},
                                                      {NormPlacement::LNS, "lns"},
                                                      {NormPlacement::Hybrid, "hybrid"},
-                                                     {NormPlacement::HybridStar, "hybrid_star"}}}};
+                                                     {NormPlacement::HybridStar, "hybrid_star"},
+                                                     {NormPlacement::Hc, "hc"},
+                                                     {NormPlacement::Mhc, "mhc"}}}};
 constexpr EnumNames<NormKind, 4> kNorms{"norm",
                                         {{{NormKind::LayerNorm, "layernorm"},
                                           {NormKind::RMSNorm, "rmsnorm"},
@@ -111,6 +113,11 @@ void ModelConfig::validate() const {
   if (!(embed_init_std >= 0) || !std::isfinite(embed_init_std))
     throw Error("embed_init_std must be a finite number >= 0");
   if (!(norm_eps > 0) || !std::isfinite(norm_eps)) throw Error("norm_eps must be a finite number > 0");
+  if (residual_streams < 1 || residual_streams > 64)
+    throw Error("residual_streams must be in 1..64, got " + text(residual_streams));
+  if (hyper() && cross_attention)
+    throw Error("norm_placement = " + to_string(norm_placement) +
+                " does not support cross_attention (the streams are mixed around self-attention and MLP only)");
 }
 
 bool ModelConfig::has_final_norm() const {
@@ -122,6 +129,8 @@ bool ModelConfig::has_final_norm() const {
     case NormPlacement::LNS:
     case NormPlacement::Hybrid:
     case NormPlacement::HybridStar:
+    case NormPlacement::Hc:
+    case NormPlacement::Mhc:
       return true;
     default:
       return false;
@@ -165,6 +174,10 @@ SublayerPlan ModelConfig::sublayer_plan(int index, Sublayer which) const {
         p.in_norm = true;
         p.residual_from_norm = true;
       }
+      break;
+    case NormPlacement::Hc:  // the branch's input norm; the residual is the stack's stream mixing
+    case NormPlacement::Mhc:
+      p.in_norm = true;
       break;
   }
   return p;

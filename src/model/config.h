@@ -18,12 +18,16 @@
 //             normalised and its residual taken from the normalised input, y = n + F(n), n = Norm(h)
 //             (residual_from_norm) (+ final)
 //   hybrid_star  hybrid, except block 0 is Pre-LN (attention in = Norm, still with the Q/K/V norms; MLP in = Norm)
+//   hc, mhc   hyper-connections: in = Norm (+ final), the residual stream widened to n = residual_streams
+//             streams mixed around each sub-layer (model/hyper.h); the block gives only each sub-layer's
+//             branch T(h) = F(Norm(h)), the stack does the mixing
 #include <string>
 #include <vector>
 
 namespace blocklab {
 
-enum class NormPlacement { Post, Pre, Peri, Reordered, DeepNorm, Admin, ReZero, TFixup, Mix, LNS, Hybrid, HybridStar };
+enum class NormPlacement { Post, Pre, Peri, Reordered, DeepNorm, Admin, ReZero, TFixup, Mix, LNS, Hybrid, HybridStar,
+                           Hc, Mhc };
 // DyT: weight * tanh(alpha * x) + bias in a norm's place; Derf: weight * erf(alpha * x + shift) + bias
 enum class NormKind { LayerNorm, RMSNorm, DyT, Derf };
 // Initialisation of the weights (Model::init_weights):
@@ -117,7 +121,12 @@ struct ModelConfig : BlockConfig {
   InitScheme base_init = InitScheme::Xavier;  // what auto means for placements without a scheme of their own
   double embed_init_std = 1.0;  // token/position embeddings ~ N(0, embed_init_std^2); 1.0 = nn.Embedding
   Precision precision = Precision::Fp32;
+  // Hyper-connections (norm_placement hc or mhc; model/hyper.h): the expansion rate n, and whether the mixing
+  // weights depend on the token (dynamic) or are learned constants only (static).
+  int residual_streams = 4;
+  bool hc_dynamic = true;
 
+  bool hyper() const { return norm_placement == NormPlacement::Hc || norm_placement == NormPlacement::Mhc; }
   bool has_final_norm() const;
   // The plan of sub-layer `which` of block `index` (0-based; Mix-LN, LNS and HybridNorm* depend on it).
   // Every placement but hybrid and hybrid_star gives all sub-layers of a block the same plan.

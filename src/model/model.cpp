@@ -38,14 +38,32 @@ long Activations<T>::carve(T* base, const ModelConfig& config) {
   embedded_ = m.take(N * C);
   if (config.cross_attention) context_ = m.take(dims_.Nc() * C);
   if (config.value_residual) first_v_ = m.take(N * dims_.K);
-  for (int l = 0; l < config.layers; ++l)
-    m.advance(carve_block_acts(base != nullptr ? blocks_[l] : sizing, m.next(), config, dims_, l));
+  const bool hyper = config.hyper();
+  HyperActs<T> hyper_sizing;
+  if (hyper) {
+    streams0_ = m.take(config.residual_streams * N * C);
+    if (base != nullptr) hyper_.assign(2 * config.layers, HyperActs<T>{});
+  }
+  for (int l = 0; l < config.layers; ++l) {
+    BlockActs<T>& block = base != nullptr ? blocks_[l] : sizing;
+    m.advance(carve_block_acts(block, m.next(), config, dims_, l));
+    if (!hyper) continue;
+    for (int k = 2 * l; k < 2 * l + 2; ++k) {
+      HyperActs<T>& h = base != nullptr ? hyper_[k] : hyper_sizing;
+      m.advance(carve_hyper_acts(h, m.next(), config, N, k % 2 == 1));
+      if (k % 2 == 1) block.output = h.sum;
+    }
+  }
   if (config.has_final_norm()) m.advance(carve_norm_acts(final_norm_, m.next(), config, N));
   logits_ = m.take(N * V), probs_ = m.take(N * V), losses_ = m.take(N);
   const long acts = m.used();
   // The backward's buffers come last.
   d_stream_ = m.take(N * C), d_logits_ = m.take(N * V);
   m.advance(carve_block_scratch(scratch_, m.next(), config, dims_));
+  if (hyper) {
+    d_streams_ = m.take(config.residual_streams * N * C);
+    m.advance(carve_hyper_scratch(hyper_scratch_, m.next(), config, N));
+  }
   d_other_ = scratch_.d_other;
   scratch_elements_ = m.used() - acts;
   return m.used();
@@ -185,6 +203,22 @@ void Model<T>::init_weights(uint64_t seed) {
       case ParamRole::ValueMix:  // value residual: lambda1 = lambda2 = 0.5
         std::fill(p, p + s.numel, T(0.5));
         break;
+      case ParamRole::HyperInput: {  // A_m = e_(k mod n), k = 2 * block + (0 attention, 1 MLP)
+        const long k = 2L * s.block + (s.name.find(".mlp_hc.") != std::string::npos ? 1 : 0);
+        p[k % s.numel] = T(1);
+        break;
+      }
+      case ParamRole::HyperResidual:  // A_r = I
+        for (long i = 0; i < s.shape[0]; ++i) p[i * s.shape[0] + i] = T(1);
+        break;
+      case ParamRole::HyperOutput:  // B = 1
+        std::fill(p, p + s.numel, T(1));
+        break;
+      case ParamRole::HyperScale:  // s_a, s_b = 0.01
+        std::fill(p, p + s.numel, T(0.01));
+        break;
+      case ParamRole::HyperDynamic:  // W_m, W_r, W_b = 0
+        break;
       case ParamRole::LinearBias:
       case ParamRole::NormBias:
         break;  // zero
@@ -235,9 +269,13 @@ void Model<T>::run_blocks(Activations<T>& acts) const {
   const BlockInputs<T> in = block_inputs(acts);
   const int N = static_cast<int>(acts.dims_.N()), C = config_.width, V = config_.vocab;
   const T* h = acts.embedded_;
-  for (int l = 0; l < config_.layers; ++l) {
-    block_forward(acts.blocks_[l], h, w_.blocks[l], in, l);
-    h = acts.blocks_[l].output;
+  if (config_.hyper()) {
+    h = run_hyper_blocks(acts, in);
+  } else {
+    for (int l = 0; l < config_.layers; ++l) {
+      block_forward(acts.blocks_[l], h, w_.blocks[l], in, l);
+      h = acts.blocks_[l].output;
+    }
   }
   const T* top = h;
   if (config_.has_final_norm()) {
@@ -246,6 +284,75 @@ void Model<T>::run_blocks(Activations<T>& acts) const {
   }
   linear_forward(acts.logits_, top, static_cast<const T*>(w_.head_weight), static_cast<const T*>(nullptr), N, C, V,
                  gemm_precision(config_));
+}
+
+namespace {
+// The branch T(h) the sub-layer's forward returned (its out norm where it has one).
+template <typename T>
+const T* branch_output(const BlockActs<T>& a, Sublayer which) {
+  if (which == Sublayer::Attention) return a.attn.out_norm.out != nullptr ? a.attn.out_norm.out : a.attn.out;
+  return a.mlp.out_norm.out != nullptr ? a.mlp.out_norm.out : a.mlp.out;
+}
+}  // namespace
+
+template <typename T>
+const T* Model<T>::run_hyper_blocks(Activations<T>& acts, const BlockInputs<T>& in) const {
+  const long N = acts.dims_.N(), NC = N * config_.width;
+  // H = n copies of the embedding
+  for (int i = 0; i < config_.residual_streams; ++i) std::copy_n(acts.embedded_, NC, acts.streams0_ + i * NC);
+  const T* H = acts.streams0_;
+  for (int k = 0; k < 2 * config_.layers; ++k) {
+    const int l = k / 2;
+    const Sublayer which = k % 2 == 0 ? Sublayer::Attention : Sublayer::Mlp;
+    const BlockTensors<T>& w = w_.blocks[l];
+    HyperActs<T>& a = acts.hyper_[k];
+    hyper_input_forward(a, H, which == Sublayer::Attention ? w.attn_hc : w.mlp_hc, config_, N);
+    const T* branch = sublayer_branch_forward(acts.blocks_[l], which, static_cast<const T*>(a.h), w, in, l);
+    hyper_output_forward(a, H, branch, config_, N);
+    H = a.out;
+  }
+  return acts.hyper_.back().sum;
+}
+
+template <typename T>
+void Model<T>::backward_hyper_blocks(Activations<T>& acts, T* d_stream, const BlockInputs<T>& in) {
+  const long N = acts.dims_.N(), NC = N * config_.width;
+  const int n = config_.residual_streams;
+  HyperScratch<T>& hs = acts.hyper_scratch_;
+  T* dH = acts.d_streams_;
+  T* dH_in = hs.d_streams;
+  // sum = sum_j H_j: every stream gets the sum's gradient
+  for (int i = 0; i < n; ++i) std::copy_n(d_stream, NC, dH + i * NC);
+  for (int k = 2 * config_.layers - 1; k >= 0; --k) {
+    const int l = k / 2;
+    const Sublayer which = k % 2 == 0 ? Sublayer::Attention : Sublayer::Mlp;
+    const HyperActs<T>& a = acts.hyper_[k];
+    const T* H = k == 0 ? acts.streams0_ : acts.hyper_[k - 1].out;
+    const HyperTensors<T>& w = which == Sublayer::Attention ? w_.blocks[l].attn_hc : w_.blocks[l].mlp_hc;
+    const HyperTensors<T>& g = which == Sublayer::Attention ? g_.blocks[l].attn_hc : g_.blocks[l].mlp_hc;
+    hyper_output_backward(dH_in, hs, static_cast<const T*>(dH), a, H, branch_output(acts.blocks_[l], which), config_,
+                          N);
+    // One stream whose input weight is exactly 1 (n = 1, static, at init): the branch's backward adds into the
+    // stream's gradient directly, the very operations of Pre-LN, so that n = 1 is Pre-LN bit for bit; dh (for
+    // A_m's gradient) is then the difference.
+    const bool direct = n == 1 && !config_.hc_dynamic && w.alpha_in[0] == T(1);
+    if (direct) {
+      std::copy_n(dH_in, NC, hs.dh);
+      sublayer_branch_backward(dH_in, acts.scratch_, g_.blocks[l], acts.blocks_[l], which,
+                               static_cast<const T*>(hs.d_branch), static_cast<const T*>(a.h), w_.blocks[l], in, l);
+      for (long i = 0; i < NC; ++i) hs.dh[i] = dH_in[i] - hs.dh[i];
+    } else {
+      zero(hs.dh, NC);
+      sublayer_branch_backward(hs.dh, acts.scratch_, g_.blocks[l], acts.blocks_[l], which,
+                               static_cast<const T*>(hs.d_branch), static_cast<const T*>(a.h), w_.blocks[l], in, l);
+    }
+    hyper_input_backward(dH_in, hs, g, a, H, w, config_, N, direct);
+    std::swap(dH, dH_in);
+  }
+  // H = n copies of x
+  std::copy_n(dH, NC, d_stream);
+  for (int i = 1; i < n; ++i)
+    for (long k = 0; k < NC; ++k) d_stream[k] += dH[i * NC + k];
 }
 
 template <typename T>
@@ -311,8 +418,12 @@ void Model<T>::backward(Activations<T>& acts) {
   }
 
   // d_stream holds d loss / d (output of block l); each block turns it into d loss / d (its input).
-  for (int l = config_.layers - 1; l >= 0; --l)
-    block_backward(d_stream, s, g_.blocks[l], acts.blocks_[l], acts.stream(l), w_.blocks[l], in, l);
+  if (config_.hyper()) {
+    backward_hyper_blocks(acts, d_stream, in);
+  } else {
+    for (int l = config_.layers - 1; l >= 0; --l)
+      block_backward(d_stream, s, g_.blocks[l], acts.blocks_[l], acts.stream(l), w_.blocks[l], in, l);
+  }
 
   if (s.d_context != nullptr) {
     // context = x[:, 0:Tc]: its gradient joins the stream's

@@ -17,6 +17,7 @@
 
 #include "model/block.h"
 #include "model/config.h"
+#include "model/hyper.h"
 #include "model/parameters.h"
 #include "util/rng.h"
 
@@ -41,8 +42,13 @@ class Activations {
   int seq_len() const { return dims_.T; }
   int layers() const { return layers_; }
   // The residual stream: index 0 is the embedding output, index l (1..L) the output of block l. (B,T,C)
+  // Hyper-connections: the sum of the n streams after block l (what the final norm reads after the last).
   const T* stream(int index) const;
+  // What block `index` (0-based) saved, e.g. its attention probabilities attn.att (B,H,T,T) for the stream probe.
+  const BlockActs<T>& block_acts(int index) const { return blocks_.at(static_cast<size_t>(index)); }
   std::span<const T> logits() const { return {logits_, static_cast<size_t>(dims_.N()) * vocab_}; }
+  // [hc, mhc] The mixing of sub-layer k (2l: block l's attention, 2l+1: its MLP) of the last forward.
+  const HyperActs<T>& hyper(int k) const { return hyper_.at(static_cast<size_t>(k)); }
   // True after a forward with targets, until the next forward.
   bool has_loss() const { return targets_ != nullptr; }
 
@@ -68,6 +74,10 @@ class Activations {
   BlockScratch<T> scratch_;
   T *embedded_ = nullptr, *context_ = nullptr;
   T* first_v_ = nullptr;  // [value_residual] (N,K) the first block's values
+  T* streams0_ = nullptr;  // [hc, mhc] (n,N,C) n copies of the embedding
+  std::vector<HyperActs<T>> hyper_;  // [hc, mhc] the mixing around sub-layer k = 2l (attention), 2l+1 (MLP)
+  HyperScratch<T> hyper_scratch_;
+  T* d_streams_ = nullptr;  // [hc, mhc] (n,N,C) the streams' gradient
   NormActs<T> final_norm_;  // [final norm]
   T *logits_ = nullptr, *probs_ = nullptr, *losses_ = nullptr;
   T *d_stream_ = nullptr, *d_logits_ = nullptr;  // backward: the stream's gradient, the logits' gradient
@@ -117,6 +127,8 @@ class Model {
   void check_shape(const Activations<T>& acts) const;
   void embed(Activations<T>& acts, const int32_t* inputs) const;
   void run_blocks(Activations<T>& acts) const;
+  const T* run_hyper_blocks(Activations<T>& acts, const BlockInputs<T>& in) const;  // returns the summed stream
+  void backward_hyper_blocks(Activations<T>& acts, T* d_stream, const BlockInputs<T>& in);
   BlockInputs<T> block_inputs(Activations<T>& acts) const;
   void init_linear(T* p, const ParamSpec& spec, Rng& rng) const;
 

@@ -35,12 +35,29 @@ void for_each_parameter(const ModelConfig& config, Add&& put) {
     add(prefix + ".weight", {out, in}, ParamRole::LinearWeight, block, part);
     if (bias) add(prefix + ".bias", {out}, ParamRole::LinearBias, block);
   };
+  // Hyper-connections' mixing of one sub-layer (sub: "attn", "mlp").
+  auto add_hyper = [&](const std::string& p, const std::string& sub, int block) {
+    if (!config.hyper()) return;
+    const int64_t n = config.residual_streams;
+    const std::string h = p + "." + sub + "_hc.";
+    add(h + "alpha_in", {n}, ParamRole::HyperInput, block);
+    add(h + "alpha_res", {n, n}, ParamRole::HyperResidual, block);
+    add(h + "beta", {n}, ParamRole::HyperOutput, block);
+    if (!config.hc_dynamic) return;
+    add_norm(h + "norm", block);
+    add(h + "w_in", {C}, ParamRole::HyperDynamic, block);
+    add(h + "w_res", {C, n}, ParamRole::HyperDynamic, block);
+    add(h + "w_beta", {C}, ParamRole::HyperDynamic, block);
+    add(h + "scale_alpha", {config.norm_placement == NormPlacement::Mhc ? 2 : 1}, ParamRole::HyperScale, block);
+    add(h + "scale_beta", {1}, ParamRole::HyperScale, block);
+  };
   add("tok_emb.weight", {V, C}, ParamRole::Embedding, -1);
   if (config.positions == Positions::Learned) add("pos_emb.weight", {T, C}, ParamRole::Embedding, -1);
   for (int l = 0; l < config.layers; ++l) {
     const std::string p = "blocks." + std::to_string(l);
     const SublayerPlan plan = config.sublayer_plan(l, Sublayer::Attention);
     if (plan.gate) add(p + ".rezero_alpha", {1}, ParamRole::Gate, l);
+    add_hyper(p, "attn", l);
     add_sublayer_norms(p, "norm1", "attn", plan, l);
     if (config.qkv == QkvLayout::Fused) {
       add_linear(p + ".attn.qkv", Q + 2 * K, C, config.qkv_bias, l, LinearPart::QKV);
@@ -68,6 +85,7 @@ void for_each_parameter(const ModelConfig& config, Add&& put) {
       add_linear(p + ".cross.v", K, C, config.qkv_bias, l, LinearPart::Value);
       add_linear(p + ".cross.proj", C, Q, config.proj_bias, l, LinearPart::Output);
     }
+    add_hyper(p, "mlp", l);
     add_sublayer_norms(p, "norm2", "mlp", config.sublayer_plan(l, Sublayer::Mlp), l);
     add_linear(p + ".mlp.fc1", config.mlp_in_width(), C, config.mlp_bias, l, LinearPart::Fc1);
     add_linear(p + ".mlp.fc2", C, I, config.mlp_bias, l, LinearPart::Fc2);
@@ -153,6 +171,13 @@ ModelTensors<T> bind_tensors(const ParameterTable& table, const ModelConfig& con
     b.mlp = MlpTensors<T>{norm(p + ".norm2"), norm(p + ".mlp_out_norm"), optional(p + ".mlp_omega"),
                           linear(p + ".mlp.fc1"), linear(p + ".mlp.fc2")};
     b.rezero_alpha = optional(p + ".rezero_alpha");
+    auto hyper = [&](const std::string& h) {
+      return HyperTensors<T>{optional(h + "alpha_in"), optional(h + "alpha_res"), optional(h + "beta"), norm(h + "norm"),
+                             optional(h + "w_in"),     optional(h + "w_res"),     optional(h + "w_beta"),
+                             optional(h + "scale_alpha"), optional(h + "scale_beta")};
+    };
+    b.attn_hc = hyper(p + ".attn_hc.");
+    b.mlp_hc = hyper(p + ".mlp_hc.");
     t.blocks.push_back(b);
   }
   t.final_norm = norm("final_norm");

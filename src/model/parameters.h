@@ -18,6 +18,9 @@
 //   a norm's tensors: weight (C), bias (C) [layernorm, dyt, derf], alpha (1) [dyt, derf], shift (1) [derf]
 //   blocks.N.mlp.fc1.* (I or 2I, C)     a gated MLP's rows are [value | gate]
 //   blocks.N.mlp.fc2.* (C, I)
+//   blocks.N.attn_hc.*, blocks.N.mlp_hc.*   [hc, mhc] the stream mixing around each sub-layer (model/hyper.h):
+//     alpha_in (n) A_m, alpha_res (n,n) A_r [i][j], beta (n) B; dynamic: norm.*, w_in (C), w_res (C,n),
+//     w_beta (C), scale_alpha (1; mhc: 2, input and residual), scale_beta (1)
 //   final_norm.* [Pre-LN]   head.weight (V,C) [untied]
 // Q = H*D, K = Hkv*D. Biases and norm biases exist as the config's flags and norm kind say.
 #include <cstdint>
@@ -40,6 +43,11 @@ enum class ParamRole {
   ResidualScale,  // Admin's omega
   Gate,           // ReZero's alpha
   ValueMix,       // value residual's lambda1, lambda2
+  HyperInput,     // hyper-connections' A_m: e_(k mod n) for the k-th sub-layer
+  HyperResidual,  // A_r: the identity
+  HyperOutput,    // B: ones
+  HyperDynamic,   // W_m, W_r, W_b: zero
+  HyperScale,     // s_a, s_b: 0.01
   Embedding
 };
 
@@ -133,6 +141,20 @@ struct MlpTensors {
   LinearTensors<T> fc1, fc2;
 };
 
+// The stream mixing of one sub-layer under hyper-connections (model/hyper.h); nullptr where absent.
+template <typename T>
+struct HyperTensors {
+  T* alpha_in = nullptr;   // (n) A_m
+  T* alpha_res = nullptr;  // (n,n) A_r, [i][j]: from stream i to stream j
+  T* beta = nullptr;       // (n) B
+  NormTensors<T> norm;     // [dynamic] the norm of each stream
+  T* w_in = nullptr;       // [dynamic] (C) W_m
+  T* w_res = nullptr;      // [dynamic] (C,n) W_r
+  T* w_beta = nullptr;     // [dynamic] (C) W_b
+  T* scale_alpha = nullptr;  // [dynamic] (1) s_a; mhc: (2) the input's and the residual's
+  T* scale_beta = nullptr;   // [dynamic] (1) s_b
+};
+
 // Typed pointers into one arena (parameters or gradients or a moment), resolved once by name.
 template <typename T>
 struct BlockTensors {
@@ -140,6 +162,7 @@ struct BlockTensors {
   AttentionTensors<T> cross;  // all nullptr without cross-attention
   MlpTensors<T> mlp;
   T* rezero_alpha = nullptr;  // (1) [rezero]
+  HyperTensors<T> attn_hc, mlp_hc;  // [hc, mhc]
 };
 
 template <typename T>

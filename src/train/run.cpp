@@ -403,7 +403,7 @@ ResumePoint find_resume_point(const std::string& run_dir) {
 const std::vector<std::string>& keys_changeable_on_resume() {
   static const std::vector<std::string> keys = {"steps",           "threads",          "log_every",
                                                 "checkpoint_every", "keep_checkpoints", "on_nonfinite",
-                                                "tensorboard",     "weights"};
+                                                "tensorboard",     "weights",          "stream_every"};
   return keys;
 }
 
@@ -415,7 +415,7 @@ void check_resume_config(const ResumePoint& from, const RunConfig& requested) {
     if (was != now)
       throw Error("--resume: " + k.name + " is " + was.dump() + " in the checkpoint, cannot change it to " + now.dump() +
                   " (a resumed run may change only steps, threads, log_every, checkpoint_every, keep_checkpoints, "
-                  "on_nonfinite, tensorboard and weights)");
+                  "on_nonfinite, tensorboard, weights and stream_every)");
   }
   if (requested.steps < from.step)
     throw Error("--resume: steps " + std::to_string(requested.steps) + " is below the checkpoint's step " +

@@ -98,7 +98,7 @@ std::vector<ConfigKey> make_keys() {
            "block preset (seed, gpt2, qwen3, sd): sets the architecture keys; keys given with it override them",
            [](RunConfig& c, const std::string& s) { apply_block_preset(c.model, s); },
            [](const RunConfig& c) { return c.model.block; });
-  add_enum("norm_placement", "where the norms sit: post, pre, peri, reordered, deepnorm, admin, rezero, tfixup, mix, lns, hybrid or hybrid_star (docs/placements.md)",
+  add_enum("norm_placement", "where the norms sit: post, pre, peri, reordered, deepnorm, admin, rezero, tfixup, mix, lns, hybrid, hybrid_star, hc or mhc (docs/placements.md)",
            [](RunConfig& c, const std::string& s) { c.model.norm_placement = parse_norm_placement(s); },
            [](const RunConfig& c) { return to_string(c.model.norm_placement); });
   add_enum("norm", "normalisation wherever the placement puts one: layernorm, rmsnorm, dyt or derf",
@@ -125,6 +125,10 @@ std::vector<ConfigKey> make_keys() {
            [](RunConfig& c) -> bool& { return c.model.attn_gate; });
   add_bool("value_residual", "value residual: blocks 2..L mix their values with block 1's, lambda1 V + lambda2 V_1 (0.5 each at init)",
            [](RunConfig& c) -> bool& { return c.model.value_residual; });
+  add_int("residual_streams", "hc, mhc: the number n of residual streams (the expansion rate)",
+          [](RunConfig& c) -> int& { return c.model.residual_streams; });
+  add_bool("hc_dynamic", "hc, mhc: mixing weights that depend on the token (false: learned constants only)",
+           [](RunConfig& c) -> bool& { return c.model.hc_dynamic; });
   add_model_enum("positions", "position information: learned (a table) or rope", parse_positions,
                  [](RunConfig& c) -> Positions& { return c.model.positions; });
   add_float("rope_theta", "RoPE base theta", [](RunConfig& c) -> double& { return c.model.rope_theta; });
@@ -201,10 +205,14 @@ std::vector<ConfigKey> make_keys() {
            "write the final weights OUT/model.safetensors at the end of the run, for export, sample and curvature "
            "(--no-weights: off)",
            [](RunConfig& c) -> bool& { return c.weights; });
+  add_int("stream_every",
+          "every N steps (and at step 0 and the last step) append per-block residual-stream statistics (RMS, max "
+          "|h| and its channel, attention-sink share) to OUT/stream.csv; the run's numbers do not change (0: off)",
+          [](RunConfig& c) -> int& { return c.stream_every; });
   // How and where a run executes, not what it computes.
   for (ConfigKey& key : k)
     for (const char* name : {"out", "threads", "log_every", "checkpoint_every", "keep_checkpoints", "tensorboard",
-                             "weights"})
+                             "weights", "stream_every"})
       if (key.name == name) key.changes_results = false;
   return k;
 }
@@ -305,6 +313,11 @@ void set_config_value(RunConfig& config, const std::string& key, const std::stri
   const ConfigKey* k = find_config_key(key);
   if (k == nullptr) throw Error("unknown config key '" + key + "'");
   k->set(config, value);
+}
+
+void set_config_values(RunConfig& config, const std::vector<std::pair<std::string, std::string>>& values) {
+  for (const auto& [key, value] : block_key_first(values, [](const auto& item) { return item.first; }))
+    set_config_value(config, key, value);
 }
 
 void apply_toml_file(RunConfig& config, const std::string& path) {
@@ -471,6 +484,7 @@ void resolve(RunConfig& config) {
   if (config.out.empty()) throw Error("out must not be empty");
   if (config.checkpoint_every < 0) throw Error("checkpoint_every must be >= 0");
   if (config.keep_checkpoints < 0) throw Error("keep_checkpoints must be >= 0");
+  if (config.stream_every < 0) throw Error("stream_every must be >= 0");
 }
 
 nlohmann::json results_json(const RunConfig& config) {

@@ -51,6 +51,7 @@ struct RunConfig {
   NonFinitePolicy on_nonfinite = NonFinitePolicy::Abort;
   bool tensorboard = true;  // OUT/events.out.tfevents.* beside metrics.csv (train/run.h)
   bool weights = true;      // OUT/model.safetensors, the final weights, at the end of the run (train/run.h)
+  int stream_every = 0;     // > 0: OUT/stream.csv, residual-stream statistics every N steps (probe/stream_probe.h)
 
   Schedule make_schedule() const { return Schedule{schedule, lr, warmup, steps, min_lr}; }
   bool is_text() const { return task == "text"; }
@@ -86,6 +87,10 @@ const ConfigKey* find_config_key(const std::string& name);
 
 // Sets one key from text ("24", "1e-3", "pre", "true"). Throws Error for an unknown key or a bad value.
 void set_config_value(RunConfig& config, const std::string& key, const std::string& value);
+// Sets several keys from text the way every front end does (CLI flags, Python keywords; TOML and JSON follow
+// the same rule): the block preset first, since it sets the architecture keys, which the others then
+// override; then the rest in the given order.
+void set_config_values(RunConfig& config, const std::vector<std::pair<std::string, std::string>>& values);
 // Applies a TOML file of top-level keys. Unknown keys, wrong types, tables: Error naming file and line.
 void apply_toml_file(RunConfig& config, const std::string& path);
 // The same for TOML text; source_name plays the role of the path in messages.

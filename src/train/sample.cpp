@@ -7,6 +7,7 @@
 #include "io/safetensors.h"
 #include "train/run.h"
 #include "util/error.h"
+#include "util/parse_list.h"
 
 namespace blocklab {
 
@@ -187,27 +188,8 @@ std::vector<int32_t> generate(const Model<float>& model, std::span<const int32_t
   return added;
 }
 
-std::vector<int32_t> parse_id_list(const std::string& s) {
-  std::vector<int32_t> out;
-  for (size_t i = 0; i <= s.size();) {
-    size_t j = s.find(',', i);
-    if (j == std::string::npos) j = s.size();
-    std::string item = s.substr(i, j - i);
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
-    if (item.empty()) throw Error("empty item in \"" + s + "\" (expected ids like 1,2,3)");
-    size_t used = 0;
-    long long v = -1;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != item.size() || v < 0 || v > 0x7fffffff) throw Error("\"" + item + "\" is not a non-negative integer id");
-    out.push_back(static_cast<int32_t>(v));
-    i = j + 1;
-  }
-  return out;
+std::vector<int32_t> parse_id_list(const std::string& text, const std::string& what) {
+  return parse_list<int32_t>(text, what, 0);
 }
 
 }  // namespace blocklab

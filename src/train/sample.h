@@ -70,6 +70,6 @@ std::vector<int32_t> generate(const Model<float>& model, std::span<const int32_t
                               const std::function<void(int32_t)>& on_token = {});
 
 // "1,2,3" -> ids. Throws Error naming the bad item.
-std::vector<int32_t> parse_id_list(const std::string& text);
+std::vector<int32_t> parse_id_list(const std::string& text, const std::string& what = "ids");
 
 }  // namespace blocklab

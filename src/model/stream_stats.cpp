@@ -1,0 +1,36 @@
+#include "model/stream_stats.h"
+
+#include <cmath>
+#include <limits>
+
+namespace blocklab {
+
+template <typename T>
+StreamPeak stream_peak(const T* h, long rows, int C) {
+  StreamPeak p;
+  for (long n = 0; n < rows; ++n) {
+    const T* x = h + n * C;
+    for (int c = 0; c < C; ++c) {
+      const double a = std::fabs(static_cast<double>(x[c]));
+      if (std::isnan(a)) return {std::numeric_limits<double>::quiet_NaN(), c};
+      if (p.channel < 0 || a > p.max_abs) p = {a, c};
+    }
+  }
+  return p;
+}
+
+template <typename T>
+double sink_share(const T* att, int B, int H, int Tq, int Tk) {
+  if (Tq < 2) return std::numeric_limits<double>::quiet_NaN();
+  double sum = 0;
+  for (long bh = 0; bh < static_cast<long>(B) * H; ++bh)
+    for (int t = 1; t < Tq; ++t) sum += att[(bh * Tq + t) * Tk];
+  return sum / (static_cast<double>(B) * H * (Tq - 1));
+}
+
+template StreamPeak stream_peak(const float*, long, int);
+template StreamPeak stream_peak(const double*, long, int);
+template double sink_share(const float*, int, int, int, int);
+template double sink_share(const double*, int, int, int, int);
+
+}  // namespace blocklab
