@@ -177,6 +177,25 @@ std::vector<Variant> variants() {
   ModelConfig mhc_rms = tiny_config(NormPlacement::Mhc, NormKind::RMSNorm);
   mhc_rms.residual_streams = 4, mhc_rms.norm_eps = 0.5;
   v.push_back({"mhc_dynamic_rmsnorm_n4", mhc_rms, 1e-4, false});
+  // nGPT: the seed block (fused qkv with biases, learned positions, exact GELU under s_uv) on three blocks; separate
+  // q/k/v with RoPE and SwiGLU (nGPT's own MLP) without biases; fused with RoPE and tanh GELU; with the value
+  // residual and the attention gate.
+  ModelConfig ngpt = tiny_config(NormPlacement::NGPT, NormKind::LayerNorm);
+  ngpt.layers = 3;
+  v.push_back({"ngpt_seed", ngpt});
+  ModelConfig ngpt_swiglu = preset("qwen3");
+  ngpt_swiglu.norm_placement = NormPlacement::NGPT, ngpt_swiglu.norm = NormKind::LayerNorm;
+  ngpt_swiglu.qk_norm = false, ngpt_swiglu.head_dim = 4, ngpt_swiglu.rope_theta = 100, ngpt_swiglu.layers = 3;
+  v.push_back({"ngpt_separate_rope_swiglu", ngpt_swiglu});
+  ModelConfig ngpt_fused = ngpt;
+  ngpt_fused.positions = Positions::RoPE, ngpt_fused.rope_theta = 100, ngpt_fused.mlp = MlpKind::GeluTanh;
+  v.push_back({"ngpt_fused_rope_gelu_tanh", ngpt_fused});
+  ModelConfig ngpt_options = ngpt_swiglu;
+  ngpt_options.value_residual = ngpt_options.attn_gate = true, ngpt_options.mlp = MlpKind::GeGLU;
+  v.push_back({"ngpt_separate_value_residual_attn_gate_geglu", ngpt_options});
+  ModelConfig ngpt_fused_vr = ngpt;
+  ngpt_fused_vr.value_residual = true;
+  v.push_back({"ngpt_fused_value_residual", ngpt_fused_vr});
   return v;
 }
 
@@ -200,7 +219,9 @@ void randomise(Model<T>& model, uint64_t seed) {
       }
       continue;
     }
-    const bool near_one = s.role == ParamRole::NormWeight || s.role == ParamRole::ResidualScale;
+    // nGPT's scales near 1 too (stored: alpha 0.14, s_qk, s_uv, s_z 2.8 in use at C = 8; |alpha| away from its kink)
+    const bool near_one =
+        s.role == ParamRole::NormWeight || s.role == ParamRole::ResidualScale || s.role == ParamRole::NgptScale;
     const double centre = near_one ? 1.0 : s.role == ParamRole::NormAlpha ? 0.5 : 0.0;
     for (auto& x : p) x = static_cast<T>(centre + (near_one || s.role == ParamRole::NormAlpha ? 0.2 : 0.5) * rng.normal());
   }

@@ -184,7 +184,8 @@ TEST_P(Learnability, SmallModelLearnsTheCopyTask) {
   EXPECT_LT(last, 0.05) << "did not learn the copy task within " << c.steps << " steps";
 }
 
-INSTANTIATE_TEST_SUITE_P(Placements, Learnability, ::testing::Values(NormPlacement::Post, NormPlacement::Pre),
+INSTANTIATE_TEST_SUITE_P(Placements, Learnability,
+                         ::testing::Values(NormPlacement::Post, NormPlacement::Pre, NormPlacement::NGPT),
                          [](const auto& info) { return to_string(info.param); });
 
 TEST(Trainer, LossesAreBitIdenticalAcrossThreadCountsAndRepeats) {
@@ -193,6 +194,88 @@ TEST(Trainer, LossesAreBitIdenticalAcrossThreadCountsAndRepeats) {
   const auto one = step_losses(c, c.steps, 1);
   EXPECT_EQ(one, step_losses(c, c.steps, 2));
   EXPECT_EQ(one, step_losses(c, c.steps, 1));
+}
+
+// nGPT: 1 vs 2 threads give the same losses and weights (the renormalisation included), and after every step
+// each renormalised weight vector has unit norm.
+TEST(Trainer, NgptBitIdenticalAcrossThreadCountsAndUnitWeightsAfterEveryStep) {
+  RunConfig c = small_copy_run(NormPlacement::NGPT);
+  c.steps = 10;
+  std::vector<float> one_params, two_params;
+  const auto one = step_losses(c, c.steps, 1, &one_params);
+  EXPECT_EQ(one, step_losses(c, c.steps, 2, &two_params));
+  EXPECT_TRUE(one_params == two_params) << "weights differ between 1 and 2 threads";
+  set_num_threads(1);
+  Trainer t(c);
+  Model<float>& m = t.model();
+  auto check_unit = [&](int step) {
+    int checked = 0;
+    for (const ParamSpec& s : m.table().specs()) {
+      const bool rows = s.name == "tok_emb.weight" || s.name == "head.weight" || s.name.ends_with(".attn.qkv.weight") ||
+                        s.name.ends_with(".mlp.fc1.weight");
+      const bool columns = s.name.ends_with(".attn.proj.weight") || s.name.ends_with(".mlp.fc2.weight");
+      if (!rows && !columns) continue;
+      const auto p = m.param(s.name);
+      const long R = s.shape[0], C = s.shape[1];
+      for (long v = 0; v < (rows ? R : C); ++v) {
+        double ss = 0;
+        for (long i = 0; i < (rows ? C : R); ++i) {
+          const double x = rows ? p[v * C + i] : p[i * C + v];
+          ss += x * x;
+        }
+        ASSERT_NEAR(std::sqrt(ss), 1.0, 1e-6) << s.name << " vector " << v << " after step " << step;
+        ++checked;
+      }
+    }
+    EXPECT_GT(checked, 0);
+  };
+  check_unit(0);
+  for (int s = 1; s <= 5; ++s) {
+    t.step();
+    check_unit(s);
+  }
+}
+
+// The renormalisation against a float64 computation of the same vectors from the weights the optimizer left.
+TEST(Trainer, NgptRenormalisationMatchesADoubleReference) {
+  RunConfig c = small_copy_run(NormPlacement::NGPT);
+  set_num_threads(1);
+  Model<float> m(c.model);
+  m.init_weights(3);
+  Rng rng(9);
+  for (float& x : m.params()) x += static_cast<float>(0.1 * rng.normal());  // as after an update: not unit
+  const std::vector<float> before(m.params().begin(), m.params().end());
+  m.normalize_weights();
+  for (const ParamSpec& s : m.table().specs()) {
+    const auto p = m.param(s.name);
+    const float* b = before.data() + s.offset;
+    const bool rows = s.name == "tok_emb.weight" || s.name == "head.weight" || s.name.ends_with(".attn.qkv.weight") ||
+                      s.name.ends_with(".mlp.fc1.weight");
+    const bool columns = s.name.ends_with(".attn.proj.weight") || s.name.ends_with(".mlp.fc2.weight");
+    if (!rows && !columns) {  // everything else (biases, pos_emb, the scales) is left as it is
+      for (long i = 0; i < s.numel; ++i) ASSERT_EQ(p[i], b[i]) << s.name;
+      continue;
+    }
+    const long R = s.shape[0], C = s.shape[1];
+    for (long v = 0; v < (rows ? R : C); ++v) {
+      double ss = 0;
+      for (long i = 0; i < (rows ? C : R); ++i) {
+        const double x = rows ? b[v * C + i] : b[i * C + v];
+        ss += x * x;
+      }
+      for (long i = 0; i < (rows ? C : R); ++i) {
+        const long k = rows ? v * C + i : i * C + v;
+        ASSERT_NEAR(p[k], b[k] / std::sqrt(ss), 1e-7) << s.name << "[" << k << "]";
+      }
+    }
+  }
+}
+
+TEST(Trainer, NgptRefusesWeightDecay) {
+  RunConfig c = small_copy_run(NormPlacement::NGPT);
+  c.adam.kind = OptimizerKind::AdamW;
+  c.adam.weight_decay = 0.1;
+  EXPECT_THROW(resolve(c), Error);
 }
 
 TEST(Trainer, WarmupStartsAtZeroLearningRate) {

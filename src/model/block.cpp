@@ -27,7 +27,79 @@ namespace {
 // as many kv heads as heads and D = C/H (the seed model); everything else goes through the general
 // grouped-query kernel.
 bool fast_attention(const ModelConfig& c) {
-  return c.qkv == QkvLayout::Fused && c.kv_head_count() == c.heads && c.q_dim() == c.width && !c.qkv_norm();
+  return c.qkv == QkvLayout::Fused && c.kv_head_count() == c.heads && c.q_dim() == c.width && !c.qkv_norm() &&
+         !c.ngpt();
+}
+
+// nGPT's norm: rows of `width` over their L2 norm, out = x / ||x||, rn = 1 / ||x|| (no epsilon, as the
+// reference code). Each row on its own: the same result for any thread count.
+template <typename T>
+void unit_rows_forward(T* out, T* rn, const T* x, long rows, int width) {
+#pragma omp parallel for schedule(static)
+  for (long r = 0; r < rows; ++r) {
+    const T* xr = x + r * width;
+    T ss = 0;
+    for (int i = 0; i < width; ++i) ss += xr[i] * xr[i];
+    const T inv = T(1) / std::sqrt(ss);
+    rn[r] = inv;
+    for (int i = 0; i < width; ++i) out[r * width + i] = xr[i] * inv;
+  }
+}
+
+// Its backward in place: d = d loss / d out on entry, d loss / d x = rn (d - y (y . d)) on exit; y = out.
+template <typename T>
+void unit_rows_backward(T* d, const T* y, const T* rn, long rows, int width) {
+#pragma omp parallel for schedule(static)
+  for (long r = 0; r < rows; ++r) {
+    T* dr = d + r * width;
+    const T* yr = y + r * width;
+    T dot = 0;
+    for (int i = 0; i < width; ++i) dot += yr[i] * dr[i];
+    for (int i = 0; i < width; ++i) dr[i] = rn[r] * (dr[i] - yr[i] * dot);
+  }
+}
+
+template <typename T>
+void carve_unit(NormActs<T>& n, Carver<T>& a, long rows, long width) {
+  n.out = a.take(rows * width);
+  n.rstd = a.take(rows);
+}
+
+// nGPT's q and k: out (N, H*D) = s_qk * x_h / ||x_h|| for each head h of each row of x (stride x_stride),
+// s_qk = stored * factor; rn (N*H) the inverse norms.
+template <typename T>
+void ngpt_heads_forward(T* out, T* rn, const T* x, long x_stride, const T* s_qk, T factor, long N, int H, int D) {
+  for (long n = 0; n < N; ++n)
+    for (int h = 0; h < H; ++h) {
+      const T* xr = x + n * x_stride + static_cast<long>(h) * D;
+      T ss = 0;
+      for (int i = 0; i < D; ++i) ss += xr[i] * xr[i];
+      const T inv = T(1) / std::sqrt(ss);
+      rn[n * H + h] = inv;
+      T* o = out + (n * H + h) * D;
+      for (int i = 0; i < D; ++i) o[i] = xr[i] * inv * (s_qk[h * D + i] * factor);
+    }
+}
+
+// Its backward in place on d (stride d_stride): d loss / d out on entry, d loss / d x on exit; d s_qk (stored)
+// accumulated in row order.
+template <typename T>
+void ngpt_heads_backward(T* d, long d_stride, T* g_sqk, const T* x, long x_stride, const T* rn, const T* s_qk,
+                         T factor, long N, int H, int D) {
+  for (long n = 0; n < N; ++n)
+    for (int h = 0; h < H; ++h) {
+      const T* xr = x + n * x_stride + static_cast<long>(h) * D;
+      T* dr = d + n * d_stride + static_cast<long>(h) * D;
+      const T inv = rn[n * H + h];
+      T dot = 0;
+      for (int i = 0; i < D; ++i) {
+        const T unit = xr[i] * inv, go = dr[i];
+        g_sqk[h * D + i] += go * unit * factor;
+        dr[i] = go * (s_qk[h * D + i] * factor);
+        dot += unit * dr[i];
+      }
+      for (int i = 0; i < D; ++i) dr[i] = inv * (dr[i] - xr[i] * inv * dot);
+    }
 }
 
 // The kind of the per-head q/k(/v) norms: RMSNorm for qk_norm (Qwen3), the config's kind for HybridNorm.
@@ -115,9 +187,12 @@ void carve_attention(AttentionActs<T>& a, Carver<T>& m, const ModelConfig& c, co
   a.y = m.take(N * d.Q), a.out = m.take(N * d.C);
   if (!cross && c.attn_gate) a.gate = m.take(N * d.Q), a.y_gated = m.take(N * d.Q);
   if (!cross && c.value_residual && !first_block) a.v_own = m.take(N * d.K);
+  if (!cross && c.ngpt())
+    a.q_unit = m.take(N * d.Q), a.k_unit = m.take(N * d.K), a.q_rn = m.take(N * d.H), a.k_rn = m.take(N * d.Hkv);
   if (plan.out_norm) carve_norm(a.out_norm, m, c, N);
   if (!c.hyper()) a.resid = m.take(N * d.C);  // hyper-connections: the stack keeps the streams
   if (plan.after_norm) carve_norm(a.after, m, c, N);
+  if (plan.normalized_update) carve_unit(a.after, m, N, d.C), carve_unit(a.unit_x, m, N, d.C), carve_unit(a.unit_f, m, N, d.C);
 }
 
 // out (N, OC) = inp (N, C) @ W^T + b, from the arena or from the weight's source (read in place).
@@ -148,6 +223,10 @@ struct QkvView {
 
 template <typename T>
 QkvView<T> qkv_view(const AttentionActs<T>& a, const BlockDims& d) {
+  if (a.q_unit != nullptr) {  // nGPT: the scaled unit q, k; v in place
+    const bool fused = a.qkv != nullptr;
+    return {a.q_unit, a.k_unit, fused ? a.qkv + d.Q + d.K : a.v, d.Q, d.K, fused ? d.Q + 2L * d.K : d.K};
+  }
   if (a.qkv != nullptr && a.q_norm.out == nullptr) {
     const long s = d.Q + 2L * d.K;
     return {a.qkv, a.qkv + d.Q, a.qkv + d.Q + d.K, s, s, s};
@@ -166,7 +245,8 @@ void attention_forward_sublayer(AttentionActs<T>& a, const T* inp, const Attenti
   const BlockDims& d = in.dims;
   const int N = static_cast<int>(d.N()), Tk = cross ? d.Tc : d.T;
   const bool rope = !cross && c.positions == Positions::RoPE;
-  const T scale = T(1) / std::sqrt(static_cast<T>(d.D));
+  // nGPT: softmax scale sqrt(D) (its q and k are unit vectors times s_qk)
+  const T scale = a.q_unit != nullptr ? std::sqrt(static_cast<T>(d.D)) : T(1) / std::sqrt(static_cast<T>(d.D));
   const bool head_norms = a.q_norm.out != nullptr;
   if (a.qkv != nullptr) {
     // qkv = inp @ W^T + b: (N, Q+2K) = [q | k | v]
@@ -206,6 +286,15 @@ void attention_forward_sublayer(AttentionActs<T>& a, const T* inp, const Attenti
     T* k = head_norms ? a.k_norm.out : a.k;
     rope_forward(q, in.rope_cos, in.rope_sin, d.B, d.T, d.H, d.D / 2, d.Q);
     rope_forward(k, in.rope_cos, in.rope_sin, d.B, d.T, d.Hkv, d.D / 2, d.K);
+  }
+  if (a.q_unit != nullptr) {  // nGPT: q, k (after RoPE) per head over their norm, times s_qk
+    const bool fused = a.qkv != nullptr;
+    const long stride = fused ? d.Q + 2L * d.K : d.Q;
+    const T factor = static_cast<T>(c.ngpt_sqk_factor());
+    ngpt_heads_forward(a.q_unit, a.q_rn, fused ? a.qkv : a.q, stride, static_cast<const T*>(w.s_qk), factor, N, d.H,
+                       d.D);
+    ngpt_heads_forward(a.k_unit, a.k_rn, fused ? a.qkv + d.Q : a.k, fused ? stride : d.K,
+                       static_cast<const T*>(w.s_qk), factor, N, d.Hkv, d.D);
   }
   if (!cross && c.value_residual) {
     // Block 1: V_1 = its values, kept for the blocks after it. Block l >= 2: V = lambda1 V + lambda2 V_1.
@@ -258,7 +347,19 @@ void attention_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, c
   const BlockDims& d = in.dims;
   const int N = static_cast<int>(d.N()), Tk = cross ? d.Tc : d.T;
   const bool rope = !cross && c.positions == Positions::RoPE;
-  const T scale = T(1) / std::sqrt(static_cast<T>(d.D));
+  const T scale = a.q_unit != nullptr ? std::sqrt(static_cast<T>(d.D)) : T(1) / std::sqrt(static_cast<T>(d.D));
+  // nGPT: from d (q_unit, k_unit) to d (q, k) after RoPE, in place; d s_qk
+  auto ngpt_backward = [&](T* dq, long dq_stride, T* dk, long dk_stride) {
+    if (a.q_unit == nullptr) return;
+    const bool fused = a.qkv != nullptr;
+    const long stride = fused ? d.Q + 2L * d.K : d.Q;
+    const T factor = static_cast<T>(c.ngpt_sqk_factor());
+    const T* s_qk = w.s_qk;
+    ngpt_heads_backward(dq, dq_stride, g.s_qk, static_cast<const T*>(fused ? a.qkv : a.q), stride,
+                        static_cast<const T*>(a.q_rn), s_qk, factor, N, d.H, d.D);
+    ngpt_heads_backward(dk, dk_stride, g.s_qk, static_cast<const T*>(fused ? a.qkv + d.Q : a.k), fused ? stride : d.K,
+                        static_cast<const T*>(a.k_rn), s_qk, factor, N, d.Hkv, d.D);
+  };
   // out = proj_in Wo^T + bo, proj_in = y_gated or y
   const GemmPrecision precision = gemm_precision(c);
   const bool gated = a.gate != nullptr;
@@ -311,6 +412,7 @@ void attention_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, c
                              static_cast<const T*>(s.d_y), static_cast<long>(d.Q), v.q, v.q_stride, v.k, v.k_stride,
                              v.v, v.v_stride, a.att, d.B, d.T, Tk, d.H, d.Hkv, d.D, !cross, scale);
     }
+    ngpt_backward(s.d_qkv, stride, s.d_qkv + d.Q, stride);
     if (rope) {  // q, k = RoPE(q), RoPE(k): rotate the gradients back
       rope_backward(s.d_qkv, in.rope_cos, in.rope_sin, d.B, d.T, d.H, d.D / 2, stride);
       rope_backward(s.d_qkv + d.Q, in.rope_cos, in.rope_sin, d.B, d.T, d.Hkv, d.D / 2, stride);
@@ -330,6 +432,7 @@ void attention_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, c
   attention_gqa_backward(dq, static_cast<long>(d.Q), dk, static_cast<long>(d.K), dv, static_cast<long>(d.K),
                          in.attention_scratch, static_cast<const T*>(s.d_y), static_cast<long>(d.Q), v.q, v.q_stride,
                          v.k, v.k_stride, v.v, v.v_stride, a.att, d.B, d.T, Tk, d.H, d.Hkv, d.D, !cross, scale);
+  ngpt_backward(dq, d.Q, dk, d.K);
   if (rope) {
     rope_backward(dq, in.rope_cos, in.rope_sin, d.B, d.T, d.H, d.D / 2, d.Q);
     rope_backward(dk, in.rope_cos, in.rope_sin, d.B, d.T, d.Hkv, d.D / 2, d.K);
@@ -391,6 +494,25 @@ void mlp_forward_sublayer(MlpActs<T>& a, const T* inp, const MlpTensors<T>& w, c
   const ModelConfig& c = *in.config;
   const BlockDims& d = in.dims;
   const int N = static_cast<int>(d.N());
+  if (a.pre_raw != nullptr) {
+    // nGPT: pre = s_uv * (inp W1^T + b1), s_uv = stored * sqrt(C), one scale per fc1 output; then the activation
+    apply_linear(a.pre_raw, inp, w.fc1, N, d.C, d.I_in, in);
+    const T factor = static_cast<T>(c.ngpt_suv_factor());
+    for (long n = 0; n < N; ++n)
+      for (int j = 0; j < d.I_in; ++j) a.pre[n * d.I_in + j] = a.pre_raw[n * d.I_in + j] * (w.s_uv[j] * factor);
+    const long NI = static_cast<long>(N) * d.I;
+    switch (c.mlp) {
+      case MlpKind::Gelu: gelu_forward(a.act, static_cast<const T*>(a.pre), NI); break;
+      case MlpKind::GeluTanh: gelu_tanh_forward(a.act, static_cast<const T*>(a.pre), NI); break;
+      case MlpKind::SwiGLU:
+      case MlpKind::GeGLU:
+        glu_forward(a.act, static_cast<const T*>(a.pre), N, d.I,
+                    c.mlp == MlpKind::SwiGLU ? GluKind::SwiGLU : GluKind::GeGLU);
+        break;
+    }
+    apply_linear(a.out, static_cast<const T*>(a.act), w.fc2, N, d.I, d.C, in);
+    return;
+  }
   switch (c.mlp) {
     case MlpKind::Gelu:  // act = gelu(inp W1^T + b1), fused when the weight is in the arena
       if (w.fc1.source == nullptr) {
@@ -434,6 +556,16 @@ void mlp_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, const M
       glu_backward(s.d_pre, static_cast<const T*>(s.d_act), static_cast<const T*>(a.pre), N, d.I,
                    c.mlp == MlpKind::SwiGLU ? GluKind::SwiGLU : GluKind::GeGLU);
   }
+  if (a.pre_raw != nullptr) {
+    // pre = s_uv * pre_raw: d s_uv (stored) += sum_n d_pre pre_raw * sqrt(C) in row order; d pre_raw = s_uv d_pre
+    const T factor = static_cast<T>(c.ngpt_suv_factor());
+    for (long n = 0; n < N; ++n)
+      for (int j = 0; j < d.I_in; ++j) {
+        const long k = n * d.I_in + j;
+        g.s_uv[j] += s.d_pre[k] * a.pre_raw[k] * factor;
+        s.d_pre[k] *= w.s_uv[j] * factor;
+      }
+  }
   linear_backward(dinp, g.fc1.weight, g.fc1.bias, static_cast<const T*>(s.d_pre), inp, w.fc1.weight, N, d.C, d.I_in,
                   write, precision);
 }
@@ -476,6 +608,21 @@ const T* sublayer_forward(Acts& a, const T* x, const Tensors& w, const SublayerP
   const ModelConfig& c = *in.config;
   const long N = in.dims.N(), NC = N * c.width;
   const T* branch = branch_forward(a, x, w, p, in, F);
+  if (p.normalized_update) {
+    // nGPT: A = U(x), B = U(F(x)), resid = A + |alpha| (B - A), y = U(resid); U(v) = v / ||v||, alpha = stored * factor
+    const int C = c.width;
+    const T factor = static_cast<T>(c.ngpt_alpha_factor());
+    unit_rows_forward(a.unit_x.out, a.unit_x.rstd, x, N, C);
+    unit_rows_forward(a.unit_f.out, a.unit_f.rstd, branch, N, C);
+    for (long n = 0; n < N; ++n)
+      for (int i = 0; i < C; ++i) {
+        const long k = n * C + i;
+        const T alpha = std::abs(w.ngpt_alpha[i] * factor), A = a.unit_x.out[k];
+        a.resid[k] = A + alpha * (a.unit_f.out[k] - A);
+      }
+    unit_rows_forward(a.after.out, a.after.rstd, static_cast<const T*>(a.resid), N, C);
+    return a.after.out;
+  }
   const T* skip = p.residual_from_norm ? static_cast<const T*>(a.in.out) : x;  // HybridNorm's MLP: in(x) + F(in(x))
   if (p.residual_scale == 1 && !p.learned_scale && !p.gate) {
     residual_forward(a.resid, skip, branch, NC);
@@ -528,6 +675,27 @@ void sublayer_backward(T*& d, BlockScratch<T>& s, const Tensors& g, const Acts& 
   const ModelConfig& c = *in.config;
   const long N = in.dims.N(), NC = N * c.width;
   const int C = c.width;
+  if (p.normalized_update) {
+    // nGPT (see sublayer_forward): d resid = U's backward of d; d alpha (stored) += sum_n d_resid (B - A)
+    // sign(alpha) factor; d B = |alpha| d_resid, d A = (1 - |alpha|) d_resid; then U's backwards, then F's
+    const T factor = static_cast<T>(c.ngpt_alpha_factor());
+    std::copy_n(d, NC, s.d_branch);
+    unit_rows_backward(s.d_branch, static_cast<const T*>(a.after.out), static_cast<const T*>(a.after.rstd), N, C);
+    for (long n = 0; n < N; ++n)
+      for (int i = 0; i < C; ++i) {
+        const long k = n * C + i;
+        const T stored = w.ngpt_alpha[i] * factor, alpha = std::abs(stored);
+        const T sign = stored > 0 ? T(1) : stored < 0 ? T(-1) : T(0);
+        const T dr = s.d_branch[k];
+        g.ngpt_alpha[i] += dr * (a.unit_f.out[k] - a.unit_x.out[k]) * sign * factor;
+        s.d_f[k] = alpha * dr;
+        d[k] = (T(1) - alpha) * dr;
+      }
+    unit_rows_backward(s.d_f, static_cast<const T*>(a.unit_f.out), static_cast<const T*>(a.unit_f.rstd), N, C);
+    unit_rows_backward(d, static_cast<const T*>(a.unit_x.out), static_cast<const T*>(a.unit_x.rstd), N, C);
+    branch_input_backward(d, s, g, a, x, w, p, static_cast<const T*>(s.d_f), in, F_backward);
+    return;
+  }
   if (p.after_norm) {
     // y = Norm(resid): d_resid = its backward, into the other buffer (the kernel accumulates)
     zero(s.d_other, NC);
@@ -587,10 +755,13 @@ long carve_block_acts(BlockActs<T>& a, T* base, const ModelConfig& c, const Bloc
   MlpActs<T>& p = a.mlp;
   if (plan.in_norm) carve_norm(p.in, m, c, N);
   p.pre = m.take(N * d.I_in), p.act = m.take(N * d.I), p.out = m.take(N * d.C);
+  if (c.ngpt()) p.pre_raw = m.take(N * d.I_in);
   if (plan.out_norm) carve_norm(p.out_norm, m, c, N);
   if (!c.hyper()) p.resid = m.take(N * d.C);
   if (plan.after_norm) carve_norm(p.after, m, c, N);
-  a.output = plan.after_norm ? p.after.out : p.resid;  // hyper-connections: set by the stack
+  if (plan.normalized_update) carve_unit(p.after, m, N, d.C), carve_unit(p.unit_x, m, N, d.C), carve_unit(p.unit_f, m, N, d.C);
+  // hyper-connections: set by the stack
+  a.output = plan.after_norm || plan.normalized_update ? p.after.out : p.resid;
   return m.used();
 }
 
@@ -622,7 +793,7 @@ long carve_block_scratch(BlockScratch<T>& s, T* base, const ModelConfig& c, cons
       out_norm = out_norm || c.sublayer_plan(l, which).out_norm;
     }
   if (!plain) s.d_branch = m.take(N * d.C);
-  if (out_norm) s.d_f = m.take(N * d.C);
+  if (out_norm || c.ngpt()) s.d_f = m.take(N * d.C);
   s.attention = m.take(static_cast<long>(block_attention_scratch_size(c, d)));
   if (c.cross_attention) s.d_context = m.take(d.Nc() * d.C);
   if (c.value_residual) s.d_first_v = m.take(N * d.K);
@@ -658,7 +829,7 @@ void block_backward(T*& d_stream, BlockScratch<T>& s, const BlockTensors<T>& g, 
   T* d_gate = g.rezero_alpha;
   // The input of each sub-layer is the output of the one before (x for the first).
   auto output_of = [](const auto& acts, const SublayerPlan& plan) -> const T* {
-    return plan.after_norm ? acts.after.out : acts.resid;
+    return plan.after_norm || plan.normalized_update ? acts.after.out : acts.resid;
   };
   const T* mlp_x = cross ? output_of(a.cross, cross_plan) : output_of(a.attn, attn_plan);
   sublayer_backward(d_stream, s, g.mlp, a.mlp, mlp_x, w.mlp, mlp_plan, gate, d_gate, in,

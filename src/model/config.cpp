@@ -31,7 +31,7 @@ struct EnumNames {
   }
 };
 
-constexpr EnumNames<NormPlacement, 14> kPlacements{"norm_placement",
+constexpr EnumNames<NormPlacement, 15> kPlacements{"norm_placement",
                                                    {{{NormPlacement::Post, "post"},
                                                      {NormPlacement::Pre, "pre"},
                                                      {NormPlacement::Peri, "peri"},
@@ -45,7 +45,8 @@ constexpr EnumNames<NormPlacement, 14> kPlacements{"norm_placement",
                                                      {NormPlacement::Hybrid, "hybrid"},
                                                      {NormPlacement::HybridStar, "hybrid_star"},
                                                      {NormPlacement::Hc, "hc"},
-                                                     {NormPlacement::Mhc, "mhc"}}}};
+                                                     {NormPlacement::Mhc, "mhc"},
+                                                     {NormPlacement::NGPT, "ngpt"}}}};
 constexpr EnumNames<NormKind, 4> kNorms{"norm",
                                         {{{NormKind::LayerNorm, "layernorm"},
                                           {NormKind::RMSNorm, "rmsnorm"},
@@ -115,6 +116,16 @@ void ModelConfig::validate() const {
   if (!(norm_eps > 0) || !std::isfinite(norm_eps)) throw Error("norm_eps must be a finite number > 0");
   if (residual_streams < 1 || residual_streams > 64)
     throw Error("residual_streams must be in 1..64, got " + text(residual_streams));
+  if (ngpt()) {
+    const std::string p = "norm_placement = ngpt ";
+    if (cross_attention) throw Error(p + "does not support cross_attention (nGPT defines self-attention and MLP only)");
+    if (qk_norm) throw Error(p + "does not combine with qk_norm (it normalises every q and k head itself)");
+    if (tie_head) throw Error(p + "needs an untied head (tie_head = false): nGPT's E_out is its own unit-norm matrix");
+    if (kv_head_count() != heads) throw Error(p + "needs kv_heads = heads (s_qk scales q and k heads alike)");
+    if (precision == Precision::Bf16) throw Error(p + "supports precision = fp32 only");
+    if (init != InitScheme::Auto) throw Error(p + "has its own init (init = auto)");
+    if (norm != NormKind::LayerNorm) throw Error(p + "has no norm layers (leave norm at layernorm)");
+  }
   if (hyper() && cross_attention)
     throw Error("norm_placement = " + to_string(norm_placement) +
                 " does not support cross_attention (the streams are mixed around self-attention and MLP only)");
@@ -179,6 +190,7 @@ SublayerPlan ModelConfig::sublayer_plan(int index, Sublayer which) const {
     case NormPlacement::Mhc:
       p.in_norm = true;
       break;
+    case NormPlacement::NGPT: p.normalized_update = true; break;
   }
   return p;
 }

@@ -21,13 +21,18 @@
 //   hc, mhc   hyper-connections: in = Norm (+ final), the residual stream widened to n = residual_streams
 //             streams mixed around each sub-layer (model/hyper.h); the block gives only each sub-layer's
 //             branch T(h) = F(Norm(h)), the stack does the mixing
+//   ngpt      nGPT (the normalized transformer): no norm layers, y = L2norm(A + |alpha| * (L2norm(F(x)) - A)),
+//             A = L2norm(x), alpha a learned (C) vector per sub-layer (normalized_update); per-head unit q, k
+//             times s_qk, fc1's outputs times s_uv, logits times s_z; weights renormalised after every
+//             optimizer step (Model::normalize_weights)
+#include <cmath>
 #include <string>
 #include <vector>
 
 namespace blocklab {
 
 enum class NormPlacement { Post, Pre, Peri, Reordered, DeepNorm, Admin, ReZero, TFixup, Mix, LNS, Hybrid, HybridStar,
-                           Hc, Mhc };
+                           Hc, Mhc, NGPT };
 // DyT: weight * tanh(alpha * x) + bias in a norm's place; Derf: weight * erf(alpha * x + shift) + bias
 enum class NormKind { LayerNorm, RMSNorm, DyT, Derf };
 // Initialisation of the weights (Model::init_weights):
@@ -92,6 +97,16 @@ struct BlockConfig {
   bool qkv_norm() const {
     return norm_placement == NormPlacement::Hybrid || norm_placement == NormPlacement::HybridStar;
   }
+  // nGPT (docs/placements.md): unit-norm stream and weights, the learned scales of the normalized transformer
+  bool ngpt() const { return norm_placement == NormPlacement::NGPT; }
+  // nGPT's learned scales are stored as p and used as p * (init / scale), p starting at `scale`:
+  //   alpha (per sub-layer, C): init 0.05, scale 1/sqrt(C); s_qk (Q): init 1, scale 1/sqrt(C);
+  //   s_uv (fc1's outputs): init 1, scale 1, used times sqrt(C); s_z (V): init 1, scale 1/sqrt(C)
+  double ngpt_alpha_factor() const { return 0.05 * std::sqrt(static_cast<double>(width)); }
+  double ngpt_alpha_store() const { return 1.0 / std::sqrt(static_cast<double>(width)); }
+  double ngpt_sqk_factor() const { return std::sqrt(static_cast<double>(width)); }
+  double ngpt_suv_factor() const { return std::sqrt(static_cast<double>(width)); }
+  double ngpt_sz_factor() const { return std::sqrt(static_cast<double>(width)); }
 };
 
 // The sub-layers of a block, in order.
@@ -106,8 +121,11 @@ struct SublayerPlan {
   double in_scale = 1;         // c (LNS: 1/sqrt(l))
   // HybridNorm's MLP: the residual adds F to the normalised input, y = in(x) + F(in(x)) (needs in_norm)
   bool residual_from_norm = false;
+  // nGPT: y = L2norm(A + |alpha| * (L2norm(F(x)) - A)), A = L2norm(x), alpha a learned (C) vector; no norm layers
+  bool normalized_update = false;
 
-  bool plain() const { return residual_scale == 1 && !learned_scale && !gate && in_scale == 1 && !out_norm; }
+  bool plain() const { return residual_scale == 1 && !learned_scale && !gate && in_scale == 1 && !out_norm && !normalized_update;
+  }
 };
 
 struct ModelConfig : BlockConfig {

@@ -56,6 +56,7 @@ long Activations<T>::carve(T* base, const ModelConfig& config) {
   }
   if (config.has_final_norm()) m.advance(carve_norm_acts(final_norm_, m.next(), config, N));
   logits_ = m.take(N * V), probs_ = m.take(N * V), losses_ = m.take(N);
+  if (config.ngpt()) logits_raw_ = m.take(N * V);
   const long acts = m.used();
   // The backward's buffers come last.
   d_stream_ = m.take(N * C), d_logits_ = m.take(N * V);
@@ -172,14 +173,29 @@ template <typename T>
 void Model<T>::init_weights(uint64_t seed) {
   const InitScheme scheme = config_.effective_init();
   std::fill(params_.begin(), params_.end(), T(0));
+  // nGPT: every linear weight and embedding N(0, 1/C), output projections N(0, 1/(2N C)); the learned scales at
+  // their stored starts (s_uv: 1; alpha, s_qk, s_z: 1/sqrt(C)); then unit weight vectors (normalize_weights)
+  const double ngpt_std = 1.0 / std::sqrt(static_cast<double>(config_.width));
+  auto ngpt_normal = [&](T* p, const ParamSpec& s, Rng& rng) {
+    const bool output = s.part == LinearPart::Output || s.part == LinearPart::Fc2;
+    const double sd = output ? ngpt_std / std::sqrt(2.0 * config_.layers) : ngpt_std;
+    for (long i = 0; i < s.numel; ++i) p[i] = static_cast<T>(sd * rng.normal());
+  };
   for (const ParamSpec& s : table_.specs()) {
     Rng rng(seed ^ Rng::hash(s.name));
     T* p = params_.data() + s.offset;
     switch (s.role) {
       case ParamRole::LinearWeight:
-        init_linear(p, s, rng);
+        if (config_.ngpt())
+          ngpt_normal(p, s, rng);
+        else
+          init_linear(p, s, rng);
         break;
       case ParamRole::Embedding: {
+        if (config_.ngpt()) {
+          ngpt_normal(p, s, rng);
+          break;
+        }
         // T-Fixup: N(0, C^-1) times (9N)^(-1/4); otherwise N(0, embed_init_std^2)
         const double std = scheme == InitScheme::TFixup
                                ? config_.tfixup_scale() / std::sqrt(static_cast<double>(config_.width))
@@ -219,9 +235,57 @@ void Model<T>::init_weights(uint64_t seed) {
         break;
       case ParamRole::HyperDynamic:  // W_m, W_r, W_b = 0
         break;
+      case ParamRole::NgptScale: {
+        const bool uv = s.name.ends_with(".s_uv");
+        std::fill(p, p + s.numel, static_cast<T>(uv ? 1.0 : ngpt_std));
+        break;
+      }
       case ParamRole::LinearBias:
       case ParamRole::NormBias:
         break;  // zero
+    }
+  }
+  normalize_weights();
+}
+
+template <typename T>
+void Model<T>::normalize_weights() {
+  if (!config_.ngpt()) return;
+  for (const ParamSpec& s : table_.specs()) {
+    const bool embedding = s.name == "tok_emb.weight";
+    if (!embedding && s.role != ParamRole::LinearWeight) continue;
+    T* p = params_.data() + s.offset;
+    const long rows = s.shape[0], cols = s.shape[1];
+    switch (embedding ? LinearPart::Head : s.part) {
+      case LinearPart::Query:
+      case LinearPart::Key:
+      case LinearPart::Value:
+      case LinearPart::QKV:
+      case LinearPart::Fc1:
+      case LinearPart::Head: {  // rows over their C inputs
+#pragma omp parallel for schedule(static)
+        for (long r = 0; r < rows; ++r) {
+          T* row = p + r * cols;
+          double ss = 0;
+          for (long i = 0; i < cols; ++i) ss += static_cast<double>(row[i]) * row[i];
+          if (ss == 0) continue;
+          const double inv = 1.0 / std::sqrt(ss);
+          for (long i = 0; i < cols; ++i) row[i] = static_cast<T>(row[i] * inv);
+        }
+        break;
+      }
+      case LinearPart::Output:
+      case LinearPart::Fc2: {  // columns over their C outputs
+        std::vector<double> ss(static_cast<size_t>(cols), 0.0);
+        for (long r = 0; r < rows; ++r)
+          for (long i = 0; i < cols; ++i) ss[i] += static_cast<double>(p[r * cols + i]) * p[r * cols + i];
+        for (double& v : ss) v = v == 0 ? 1.0 : 1.0 / std::sqrt(v);
+        for (long r = 0; r < rows; ++r)
+          for (long i = 0; i < cols; ++i) p[r * cols + i] = static_cast<T>(p[r * cols + i] * ss[i]);
+        break;
+      }
+      default:  // the attention gate (attn_gate) is not one of nGPT's matrices: left as it is
+        break;
     }
   }
 }
@@ -281,6 +345,15 @@ void Model<T>::run_blocks(Activations<T>& acts) const {
   if (config_.has_final_norm()) {
     norm_forward(acts.final_norm_, h, w_.final_norm, config_, N);
     top = acts.final_norm_.out;
+  }
+  if (config_.ngpt()) {
+    // nGPT: logits = s_z * (h head^T), s_z = stored * sqrt(C) per vocabulary entry
+    linear_forward(acts.logits_raw_, top, static_cast<const T*>(w_.head_weight), static_cast<const T*>(nullptr), N, C,
+                   V, gemm_precision(config_));
+    const T factor = static_cast<T>(config_.ngpt_sz_factor());
+    for (long n = 0; n < N; ++n)
+      for (int v = 0; v < V; ++v) acts.logits_[n * V + v] = acts.logits_raw_[n * V + v] * (w_.head_scale[v] * factor);
+    return;
   }
   linear_forward(acts.logits_, top, static_cast<const T*>(w_.head_weight), static_cast<const T*>(nullptr), N, C, V,
                  gemm_precision(config_));
@@ -405,6 +478,16 @@ void Model<T>::backward(Activations<T>& acts) {
   T* d_stream = acts.d_stream_;
   zero(d_stream, NC);
   const T* h_top = acts.stream(config_.layers);
+  if (config_.ngpt()) {
+    // logits = s_z * raw: d s_z (stored) += sum_n d_logits raw sqrt(C) in row order; d raw = s_z d_logits
+    const T factor = static_cast<T>(config_.ngpt_sz_factor());
+    for (long n = 0; n < N; ++n)
+      for (int v = 0; v < V; ++v) {
+        const long k = n * V + v;
+        g_.head_scale[v] += acts.d_logits_[k] * acts.logits_raw_[k] * factor;
+        acts.d_logits_[k] *= w_.head_scale[v] * factor;
+      }
+  }
   if (config_.has_final_norm()) {
     // top = Norm_f(h_L)
     linear_backward(s.d_in, g_.head_weight, static_cast<T*>(nullptr), static_cast<const T*>(acts.d_logits_),

@@ -57,6 +57,7 @@ void for_each_parameter(const ModelConfig& config, Add&& put) {
     const std::string p = "blocks." + std::to_string(l);
     const SublayerPlan plan = config.sublayer_plan(l, Sublayer::Attention);
     if (plan.gate) add(p + ".rezero_alpha", {1}, ParamRole::Gate, l);
+    if (config.ngpt()) add(p + ".attn_alpha", {C}, ParamRole::NgptScale, l);
     add_hyper(p, "attn", l);
     add_sublayer_norms(p, "norm1", "attn", plan, l);
     if (config.qkv == QkvLayout::Fused) {
@@ -75,6 +76,7 @@ void for_each_parameter(const ModelConfig& config, Add&& put) {
       add_norm_of(p + ".attn.k_norm", config.norm, D, l);
       add_norm_of(p + ".attn.v_norm", config.norm, D, l);
     }
+    if (config.ngpt()) add(p + ".attn.s_qk", {Q}, ParamRole::NgptScale, l);
     if (config.attn_gate) add_linear(p + ".attn.gate", Q, C, false, l, LinearPart::Gate);
     if (config.value_residual && l > 0) add(p + ".attn.value_lambda", {2}, ParamRole::ValueMix, l);
     add_linear(p + ".attn.proj", C, Q, config.proj_bias, l, LinearPart::Output);
@@ -87,11 +89,14 @@ void for_each_parameter(const ModelConfig& config, Add&& put) {
     }
     add_hyper(p, "mlp", l);
     add_sublayer_norms(p, "norm2", "mlp", config.sublayer_plan(l, Sublayer::Mlp), l);
+    if (config.ngpt()) add(p + ".mlp_alpha", {C}, ParamRole::NgptScale, l);
     add_linear(p + ".mlp.fc1", config.mlp_in_width(), C, config.mlp_bias, l, LinearPart::Fc1);
+    if (config.ngpt()) add(p + ".mlp.s_uv", {config.mlp_in_width()}, ParamRole::NgptScale, l);
     add_linear(p + ".mlp.fc2", C, I, config.mlp_bias, l, LinearPart::Fc2);
   }
   if (config.has_final_norm()) add_norm("final_norm", -1);
   if (!config.tie_head) add("head.weight", {V, C}, ParamRole::LinearWeight, -1, LinearPart::Head);  // no bias
+  if (config.ngpt()) add("head.s_z", {V}, ParamRole::NgptScale, -1);
 }
 
 }  // namespace
@@ -158,6 +163,7 @@ ModelTensors<T> bind_tensors(const ParameterTable& table, const ModelConfig& con
     a.q_norm = norm(p + sub + ".q_norm");
     a.k_norm = norm(p + sub + ".k_norm");
     a.v_norm = norm(p + sub + ".v_norm");
+    a.s_qk = optional(p + sub + ".s_qk");
     return a;
   };
   ModelTensors<T> t{};
@@ -171,6 +177,9 @@ ModelTensors<T> bind_tensors(const ParameterTable& table, const ModelConfig& con
     b.mlp = MlpTensors<T>{norm(p + ".norm2"), norm(p + ".mlp_out_norm"), optional(p + ".mlp_omega"),
                           linear(p + ".mlp.fc1"), linear(p + ".mlp.fc2")};
     b.rezero_alpha = optional(p + ".rezero_alpha");
+    b.attn.ngpt_alpha = optional(p + ".attn_alpha");
+    b.mlp.ngpt_alpha = optional(p + ".mlp_alpha");
+    b.mlp.s_uv = optional(p + ".mlp.s_uv");
     auto hyper = [&](const std::string& h) {
       return HyperTensors<T>{optional(h + "alpha_in"), optional(h + "alpha_res"), optional(h + "beta"), norm(h + "norm"),
                              optional(h + "w_in"),     optional(h + "w_res"),     optional(h + "w_beta"),
@@ -182,6 +191,7 @@ ModelTensors<T> bind_tensors(const ParameterTable& table, const ModelConfig& con
   }
   t.final_norm = norm("final_norm");
   t.head_weight = config.tie_head ? t.tok_emb : arena + table.at("head.weight").offset;
+  t.head_scale = optional("head.s_z");
   return t;
 }
 

@@ -98,7 +98,7 @@ std::vector<ConfigKey> make_keys() {
            "block preset (seed, gpt2, qwen3, sd): sets the architecture keys; keys given with it override them",
            [](RunConfig& c, const std::string& s) { apply_block_preset(c.model, s); },
            [](const RunConfig& c) { return c.model.block; });
-  add_enum("norm_placement", "where the norms sit: post, pre, peri, reordered, deepnorm, admin, rezero, tfixup, mix, lns, hybrid, hybrid_star, hc or mhc (docs/placements.md)",
+  add_enum("norm_placement", "where the norms sit: post, pre, peri, reordered, deepnorm, admin, rezero, tfixup, mix, lns, hybrid, hybrid_star, hc, mhc or ngpt (docs/placements.md)",
            [](RunConfig& c, const std::string& s) { c.model.norm_placement = parse_norm_placement(s); },
            [](const RunConfig& c) { return to_string(c.model.norm_placement); });
   add_enum("norm", "normalisation wherever the placement puts one: layernorm, rmsnorm, dyt or derf",
@@ -477,6 +477,8 @@ void resolve(RunConfig& config) {
   if (config.adam.weight_decay < 0) throw Error("weight_decay must be >= 0");
   if (config.adam.weight_decay > 0 && config.adam.kind != OptimizerKind::AdamW)
     throw Error("weight_decay needs optimizer = adamw");
+  if (config.adam.weight_decay > 0 && config.model.ngpt())
+    throw Error("norm_placement = ngpt trains with weight_decay = 0 (its weights are renormalised after every step)");
   if (config.clip_grad_norm < 0) throw Error("clip_grad_norm must be >= 0");
   if (config.threads < 0) throw Error("threads must be >= 0");
   if (config.threads > 4096) throw Error("threads must be at most 4096, got " + std::to_string(config.threads));
