@@ -31,7 +31,7 @@ void register_gradnorm(CLI::App& root, std::vector<Command>& commands) {
       "OUT/gradnorm_FAMILY.{png,svg} per parameter family (mlp.fc2.weight, attn.qkv.weight, norm1.weight, ...)\n"
       "and OUT/gradnorm_summary.md (fc2 last block / first block per placement).\n"
       "Placements: post, pre, peri, reordered, deepnorm, admin, rezero, tfixup, mix, lns, hybrid, hybrid_star,\n"
-      "or all.\n"
+      "hc, mhc, ngpt, or all.\n"
       "Example: blocklab gradnorm --batch 16 --seeds 0,1,2 --placements all --out runs/gradnorm");
   commands.push_back({app, [app, flags, seeds, placements, batches] {
                         experiments::GradNormOptions options;

@@ -1,8 +1,9 @@
 // Parity with the independent PyTorch implementations in tools/ref/ (fixtures in tests/data, made in
 // float64 by tools/ref/make_copy_fixtures.py for the seed block under {post, pre} x {layernorm, rmsnorm},
 // by tools/ref/make_block_fixtures.py for the gpt2, qwen3 and sd blocks, by make_placement_fixtures.py for every
-// placement, and by make_hyper_fixtures.py for hyper-connections with the `hyper-connections` package's own
-// mixing modules): logits, loss, every parameter
+// placement, by make_hyper_fixtures.py for hyper-connections with the `hyper-connections` package's own
+// mixing modules, and by make_ngpt_fixtures.py for nGPT, its renormalisation after each Adam step included):
+// logits, loss, every parameter
 // gradient, and 5 Adam steps. The double model must agree to ~1e-10, the float model to 1e-4.
 // Errors are normwise per tensor: max |ours - ref| / max |ref|.
 #include <gtest/gtest.h>
@@ -47,6 +48,12 @@ struct Fixture {
         config.residual_streams = std::stoi(m.at("residual_streams"));
         config.hc_dynamic = m.at("hc_dynamic") == "true";
       }
+      // nGPT (tools/ref/make_ngpt_fixtures.py): the block's own keys
+      if (m.count("mlp") != 0) config.mlp = parse_mlp_kind(m.at("mlp"));
+      if (m.count("qkv") != 0) config.qkv = parse_qkv_layout(m.at("qkv"));
+      if (m.count("biases") != 0) config.qkv_bias = config.proj_bias = config.mlp_bias = m.at("biases") == "true";
+      if (m.count("positions") != 0) config.positions = parse_positions(m.at("positions"));
+      if (m.count("rope_theta") != 0) config.rope_theta = std::stod(m.at("rope_theta"));
     }
     config.layers = std::stoi(m.at("layers"));
     config.width = std::stoi(m.at("width"));
@@ -146,6 +153,7 @@ void check_against_reference(const std::string& variant, double tolerance) {
     EXPECT_LE(std::abs(l - ref_losses[k]) / ref_losses[k], step_tolerance) << "Adam step " << k + 1;
     model.backward(acts);
     adam.step(model.params(), model.grads(), fx.adam_lr);
+    model.normalize_weights();  // nGPT's renormalisation, part of its optimizer step (a no-op otherwise)
   }
   for (const ParamSpec& s : model.table().specs()) {
     std::vector<double> ref = fx.file.read_f64("adam_final." + s.name);
@@ -202,7 +210,7 @@ INSTANTIATE_TEST_SUITE_P(Variants, ReferenceParity,
                                            "hyper_hc_static_n2_layernorm", "hyper_hc_dynamic_n3_layernorm",
                                            "hyper_hc_dynamic_n4_rmsnorm", "hyper_hc_dynamic_n2_dyt",
                                            "hyper_mhc_static_n3_layernorm", "hyper_mhc_dynamic_n4_layernorm",
-                                           "hyper_mhc_dynamic_n2_rmsnorm"),
+                                           "hyper_mhc_dynamic_n2_rmsnorm", "ngpt_seed", "ngpt_swiglu_rope"),
                          [](const auto& info) { return info.param; });
 
 // Double only: in HybridNorm with Derf the second block's key-norm shift has a gradient of 7e-6, a sum whose

@@ -20,6 +20,7 @@ std::string placement_label(NormPlacement placement) {
     case NormPlacement::HybridStar: return "HybridNorm*";
     case NormPlacement::Hc: return "Hyper-connections";
     case NormPlacement::Mhc: return "mHC";
+    case NormPlacement::NGPT: return "nGPT";
   }
   return to_string(placement);
 }
@@ -41,7 +42,7 @@ const std::vector<NormPlacement>& all_placements() {
                                               NormPlacement::Reordered, NormPlacement::DeepNorm, NormPlacement::Admin,
                                               NormPlacement::ReZero,   NormPlacement::TFixup, NormPlacement::Mix,
                                               NormPlacement::LNS,      NormPlacement::Hybrid, NormPlacement::HybridStar,
-                                              NormPlacement::Hc,       NormPlacement::Mhc};
+                                              NormPlacement::Hc,       NormPlacement::Mhc,    NormPlacement::NGPT};
   return all;
 }
 
