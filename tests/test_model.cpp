@@ -834,3 +834,51 @@ TEST(HyperConnections, MixingGradientsMatchFiniteDifferences) {
         blocklab::testing::expect_gradient_matches(what + " streams", x, dH, loss_at, 1e-4, 1e-7);
       }
 }
+
+// nGPT refuses by name what it does not define, ignores the init key (its own init), and starts with unit weight
+// vectors and its scales at their stored starts.
+TEST(Ngpt, RefusesWhatItDoesNotSupportAndHasItsOwnInit) {
+  ModelConfig c = tiny_config(NormPlacement::NGPT, NormKind::LayerNorm);
+  auto refused = [&](ModelConfig bad, const std::string& what) {
+    try {
+      bad.validate();
+      ADD_FAILURE() << what << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("ngpt"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  ModelConfig bad = c;
+  bad.cross_attention = true, bad.context_len = 2;
+  refused(bad, "cross_attention");
+  bad = c, bad.qkv = QkvLayout::Separate, bad.qk_norm = true;
+  refused(bad, "qk_norm");
+  bad = c, bad.tie_head = true;
+  refused(bad, "tie_head");
+  bad = c, bad.kv_heads = 1;
+  refused(bad, "kv_heads");
+  bad = c, bad.precision = Precision::Bf16;
+  refused(bad, "fp32");
+  bad = c, bad.norm = NormKind::RMSNorm;
+  refused(bad, "norm");
+  Model<double> a(c);
+  ModelConfig xavier = c;
+  xavier.init = InitScheme::Xavier;
+  Model<double> b(xavier);
+  a.init_weights(4);
+  b.init_weights(4);
+  EXPECT_TRUE(std::equal(a.params().begin(), a.params().end(), b.params().begin()));
+  const double s = 1 / std::sqrt(8.0);
+  for (double v : a.param("blocks.0.attn_alpha")) EXPECT_DOUBLE_EQ(v, s);
+  for (double v : a.param("blocks.1.attn.s_qk")) EXPECT_DOUBLE_EQ(v, s);
+  for (double v : a.param("blocks.1.mlp.s_uv")) EXPECT_DOUBLE_EQ(v, 1.0);
+  for (double v : a.param("head.s_z")) EXPECT_DOUBLE_EQ(v, s);
+  EXPECT_EQ(a.table().find("final_norm.weight"), nullptr);
+  EXPECT_EQ(a.table().find("blocks.0.norm1.weight"), nullptr);
+  const auto head = a.param("head.weight");
+  for (int v = 0; v < c.vocab; ++v) {
+    double ss = 0;
+    for (int i = 0; i < c.width; ++i) ss += head[v * c.width + i] * head[v * c.width + i];
+    EXPECT_NEAR(ss, 1.0, 1e-12) << "head row " << v;
+  }
+}

@@ -123,7 +123,6 @@ void ModelConfig::validate() const {
     if (tie_head) throw Error(p + "needs an untied head (tie_head = false): nGPT's E_out is its own unit-norm matrix");
     if (kv_head_count() != heads) throw Error(p + "needs kv_heads = heads (s_qk scales q and k heads alike)");
     if (precision == Precision::Bf16) throw Error(p + "supports precision = fp32 only");
-    if (init != InitScheme::Auto) throw Error(p + "has its own init (init = auto)");
     if (norm != NormKind::LayerNorm) throw Error(p + "has no norm layers (leave norm at layernorm)");
   }
   if (hyper() && cross_attention)
@@ -200,6 +199,7 @@ double ModelConfig::deepnorm_beta() const { return std::pow(8.0 * layers, -0.25)
 
 double ModelConfig::tfixup_scale() const { return std::pow(9.0 * layers, -0.25); }
 
+// nGPT ignores the scheme: Model::init_weights gives it its own init whatever `init` says.
 InitScheme ModelConfig::effective_init() const {
   if (init != InitScheme::Auto) return init;
   if (norm_placement == NormPlacement::DeepNorm) return InitScheme::DeepNorm;
