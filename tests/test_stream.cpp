@@ -204,9 +204,9 @@ TEST(StreamSummary, FirstAndLastStepsAndTheFigure) {
   ASSERT_TRUE(s.sink_max_last.has_value());
   EXPECT_GT(*s.sink_max_last, 0.0);
   EXPECT_LE(*s.sink_max_last, 1.0);
-  const io::PlotResult plot = report::plot_run_stream(dir / "run", "Pre-LN");
+  const report::PlotResult plot = report::plot_run_stream(dir / "run", "Pre-LN");
   EXPECT_TRUE(fs::exists(dir / "run" / "stream.gp"));
-  if (!io::gnuplot_program().empty()) {
+  if (!report::gnuplot_program().empty()) {
     EXPECT_TRUE(plot.drawn) << plot.message;
   }
 }
@@ -226,7 +226,7 @@ TEST(CliStream, TrainStreamEveryWritesStreamCsvAndKeepsMetricsIdentical) {
   EXPECT_EQ(t.rows.size(), 4u * 3u);  // steps 0, 4, 8, 10 x blocks 0..2
   EXPECT_NE(b.out.find("stream.csv"), std::string::npos) << b.out;
   EXPECT_EQ(bt::read_text(dir / "stream" / "config.json").find("\"stream_every\": 4") != std::string::npos, true);
-  if (!io::gnuplot_program().empty()) {
+  if (!report::gnuplot_program().empty()) {
     EXPECT_TRUE(fs::exists(dir / "stream" / "stream.png"));
   }
   EXPECT_EQ(bt::run_cli(args + " --stream-every -1 --out " + (dir / "bad").string()).status, 2);
@@ -335,7 +335,7 @@ TEST(DepthMapStream, ToyMapWithStreamEveryGainsTheColumns) {
   EXPECT_NE(csv.find("stream_rms_last,stream_rms_ratio,stream_max_abs,sink_max"), std::string::npos) << csv;
   EXPECT_TRUE(fs::exists(dir / "depthmap_stream.gp"));
   EXPECT_NE(bt::read_text(dir / "depthmap.md").find("depthmap_stream.png"), std::string::npos);
-  if (!io::gnuplot_program().empty()) {
+  if (!report::gnuplot_program().empty()) {
     EXPECT_TRUE(fs::exists(dir / "depthmap_stream.png"));
   }
 }

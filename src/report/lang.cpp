@@ -4,7 +4,7 @@
 
 #include "util/error.h"
 
-namespace blocklab::io {
+namespace blocklab::report {
 
 extern const char* const kKoreanCatalogPo;  // po/ko.po, compiled into the library by CMake (generated source)
 
@@ -157,4 +157,4 @@ const std::map<std::string, std::string, std::less<>>& korean_catalog() {
   return catalog;
 }
 
-}  // namespace blocklab::io
+}  // namespace blocklab::report
