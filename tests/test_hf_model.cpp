@@ -51,8 +51,8 @@ double check_parity(const std::string& name, double tolerance, bool stream_weigh
   const fs::path dir = kHf / name;
   const Model model = Model::load(dir);
   const Reference ref = read_reference(dir);
-  const ModelConfig& c = model.config();
-  const std::size_t T = ref.tokens.size(), C = c.hidden;
+  const blocklab::ModelConfig& c = model.config().model;
+  const std::size_t T = ref.tokens.size(), C = c.width;
   EXPECT_EQ(ref.hidden.size(), (c.layers + 1) * T * C);
 
   std::vector<std::vector<float>> hidden;
@@ -106,7 +106,7 @@ TEST(HfModel, LastPositionLogitsEqualTheLastRow) {
   ForwardOptions opt;
   opt.logits = LogitsFor::Last;
   const ForwardResult last = m.forward(tokens, opt);
-  const int V = m.config().vocab;
+  const int V = m.config().model.vocab;
   ASSERT_EQ(last.logits.size(), static_cast<std::size_t>(V));
   for (int v = 0; v < V; ++v) EXPECT_EQ(last.logits[v], all.logits[3 * V + v]);
   opt.logits = LogitsFor::None;
@@ -118,7 +118,7 @@ TEST(HfModel, CausalPrefixGivesTheSameHiddenStates) {
   const Model m = Model::load(kHf / "gpt2");
   const std::vector<int32_t> longer{1, 2, 3, 4, 5, 6}, prefix{1, 2, 3};
   const ForwardResult a = m.forward(longer), b = m.forward(prefix);
-  const int C = m.config().hidden;
+  const int C = m.config().model.width;
   for (int i = 0; i < 3 * C; ++i) EXPECT_NEAR(a.final_hidden[i], b.final_hidden[i], 1e-6f);
 }
 
@@ -162,9 +162,9 @@ TEST(HfModel, ParameterCountsAgreeWithConfig) {
 }
 
 TEST(HfModel, RopeInverseFrequencies) {
-  ModelConfig c;
-  c.head_dim = 8;
-  c.rope.theta = 10000;
+  Config c;
+  c.model.head_dim = 8;
+  c.model.rope_theta = 10000;
   std::vector<double> f = rope_inv_freq(c);
   ASSERT_EQ(f.size(), 4u);
   EXPECT_DOUBLE_EQ(f[0], 1.0);

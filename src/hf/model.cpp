@@ -9,7 +9,6 @@
 
 #include "kernels/bf16_linear.h"
 #include "kernels/gemm.h"
-#include "kernels/norm.h"
 #include "kernels/rope.h"
 #include "kernels/sgemm.h"
 #include "model/block.h"
@@ -32,18 +31,18 @@ constexpr int kFewRows = 16;
 // 2560-wide weight.
 constexpr int64_t kTileFloats = int64_t{1} << 18;
 
-std::string dims_text(const ModelConfig& c) {
-  return "hidden_size " + std::to_string(c.hidden) + ", num_attention_heads " + std::to_string(c.heads) +
-         ", num_key_value_heads " + std::to_string(c.kv_heads) + ", head_dim " + std::to_string(c.head_dim) +
-         ", intermediate_size " + std::to_string(c.intermediate) + ", vocab_size " + std::to_string(c.vocab);
+std::string dims_text(const blocklab::ModelConfig& c) {
+  return "hidden_size " + std::to_string(c.width) + ", num_attention_heads " + std::to_string(c.heads) +
+         ", num_key_value_heads " + std::to_string(c.kv_heads) + ", head_dim " + std::to_string(c.head_size()) +
+         ", intermediate_size " + std::to_string(c.mlp_hidden()) + ", vocab_size " + std::to_string(c.vocab);
 }
 
 }  // namespace
 
-std::vector<double> rope_inv_freq(const ModelConfig& c) {
-  const int half = c.head_dim / 2;
+std::vector<double> rope_inv_freq(const Config& c) {
+  const int D = c.model.head_size(), half = D / 2;
   std::vector<double> inv(static_cast<std::size_t>(half));
-  for (int i = 0; i < half; ++i) inv[i] = std::pow(c.rope.theta, -2.0 * i / c.head_dim);
+  for (int i = 0; i < half; ++i) inv[i] = std::pow(c.model.rope_theta, -2.0 * i / D);
   switch (c.rope.scaling) {
     case RopeConfig::Scaling::None:
       break;
@@ -193,65 +192,27 @@ struct BlockWeights {
   }
 };
 
-Model::Model(ModelConfig config, WeightStore weights) : config_(std::move(config)), weights_(std::move(weights)) {}
+Model::Model(Config config, WeightStore weights) : config_(std::move(config)), weights_(std::move(weights)) {}
 Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
 Model::~Model() = default;
 
 Model Model::load(const std::filesystem::path& dir) {
-  ModelConfig config = load_config(dir);
+  Config config = load_config(dir);
   WeightStore weights = WeightStore::open(dir);
   Model m(std::move(config), std::move(weights));
   m.resolve();
   return m;
 }
 
-namespace {
-// The block engine's architecture for a Hugging Face config: every family is a Pre-LN block.
-blocklab::ModelConfig block_config_for(const ModelConfig& c) {
-  blocklab::ModelConfig b;
-  b.block = family_name(c.family);
-  b.norm_placement = NormPlacement::Pre;
-  b.norm = c.norm == NormKind::LayerNorm ? blocklab::NormKind::LayerNorm : blocklab::NormKind::RMSNorm;
-  b.norm_eps = c.norm_eps;
-  b.layers = c.layers;
-  b.width = c.hidden;
-  b.heads = c.heads;
-  b.kv_heads = c.kv_heads;
-  b.head_dim = c.head_dim;
-  b.mlp_width = c.intermediate;
-  b.vocab = c.vocab;
-  b.seq_len = 1;  // positions are the caller's (embeddings, RoPE tables); shapes come per forward
-  b.tie_head = c.tie_word_embeddings;
-  if (c.family == Family::GPT2) {
-    b.qkv = QkvLayout::Fused;
-    b.qkv_bias = b.proj_bias = b.mlp_bias = true;
-    b.positions = Positions::Learned;
-  } else {
-    b.qkv = QkvLayout::Separate;
-    b.qkv_bias = c.qkv_bias;
-    b.proj_bias = c.o_bias;
-    b.mlp_bias = c.mlp_bias;
-    b.qk_norm = c.qk_norm;
-    b.positions = Positions::RoPE;
-  }
-  switch (c.activation) {
-    case Activation::SiLU: b.mlp = MlpKind::SwiGLU; break;
-    case Activation::GeluTanh: b.mlp = MlpKind::GeluTanh; break;
-    case Activation::GeluErf: b.mlp = MlpKind::Gelu; break;
-  }
-  return b;
-}
-}  // namespace
-
 void Model::resolve() {
-  const ModelConfig& c = config_;
+  const Config& hc = config_;
+  const blocklab::ModelConfig& c = config_.model;
   const WeightStore& ws = weights_;
-  const int64_t C = c.hidden, I = c.intermediate, V = c.vocab, Q = c.q_dim(), K = c.kv_dim(), D = c.head_dim;
+  const int64_t C = c.width, I = c.mlp_hidden(), V = c.vocab, Q = c.q_dim(), K = c.kv_dim(), D = c.head_size();
   const std::string dims = dims_text(c);
   std::set<std::string> used;
   std::set<std::string> dtypes;
-  block_config_ = block_config_for(c);
 
   auto get = [&](const std::string& name, std::vector<int64_t> shape) {
     WeightRef w = ws.get(name, shape, "config: " + dims);
@@ -282,13 +243,13 @@ void Model::resolve() {
     return l;
   };
 
-  if (c.family == Family::GPT2) {
+  if (hc.family == Family::GPT2) {
     const std::string wte = first_present({"wte.weight", "transformer.wte.weight"});
     if (wte.empty())
       throw Error(ws.source().string() + ": no GPT-2 token embedding (expected \"wte.weight\" or \"transformer.wte.weight\")");
     const std::string P = wte.substr(0, wte.size() - std::string("wte.weight").size());
     embed_ = get(P + "wte.weight", {V, C});
-    positions_ = get(P + "wpe.weight", {c.max_positions, C});
+    positions_ = get(P + "wpe.weight", {hc.max_positions, C});
     for (int l = 0; l < c.layers; ++l) {
       const std::string b = P + "h." + std::to_string(l) + ".";
       auto w = std::make_unique<BlockWeights>();
@@ -305,7 +266,7 @@ void Model::resolve() {
     final_norm_weight_ = vec(P + "ln_f.weight", C);
     final_norm_bias_ = vec(P + "ln_f.bias", C);
   } else {
-    const std::vector<std::string> prefixes = c.multimodal_wrapper
+    const std::vector<std::string> prefixes = hc.multimodal_wrapper
                                                   ? std::vector<std::string>{"model.language_model.", "language_model.model."}
                                                   : std::vector<std::string>{"model.", ""};
     std::string P;
@@ -334,7 +295,7 @@ void Model::resolve() {
       t.attn.v = linear(*w, {matrix(b + "self_attn.v_proj.weight", K, C, false)},
                         optional_vec(c.qkv_bias, b + "self_attn.v_proj.bias", K));
       t.attn.proj = linear(*w, {matrix(b + "self_attn.o_proj.weight", C, Q, false)},
-                           optional_vec(c.o_bias, b + "self_attn.o_proj.bias", C));
+                           optional_vec(c.proj_bias, b + "self_attn.o_proj.bias", C));
       if (c.qk_norm) {
         t.attn.q_norm.weight = w->keep(vec(b + "self_attn.q_norm.weight", D));
         t.attn.k_norm.weight = w->keep(vec(b + "self_attn.k_norm.weight", D));
@@ -356,10 +317,10 @@ void Model::resolve() {
     final_norm_weight_ = vec(P + "norm.weight", C);
   }
 
-  if (c.tie_word_embeddings) {
+  if (c.tie_head) {
     lm_head_ = embed_;
   } else {
-    const std::vector<std::string> heads = c.multimodal_wrapper
+    const std::vector<std::string> heads = hc.multimodal_wrapper
                                                ? std::vector<std::string>{"lm_head.weight", "language_model.lm_head.weight"}
                                                : std::vector<std::string>{"lm_head.weight"};
     const std::string head = first_present(heads);
@@ -368,6 +329,8 @@ void Model::resolve() {
                   "\" (tie_word_embeddings is false, so the output head is a separate matrix)");
     lm_head_ = get(head, {V, C});
   }
+  final_norm_.weight = final_norm_weight_.data();
+  if (!final_norm_bias_.empty()) final_norm_.bias = final_norm_bias_.data();
   for (const std::string& n : ws.names())
     if (!used.count(n)) unused_.push_back(n);
   used_dtypes_.assign(dtypes.begin(), dtypes.end());
@@ -383,47 +346,47 @@ std::string Model::dtype_summary() const {
 }
 
 double Model::forward_bytes(int tokens, LogitsFor logits) const {
-  const ModelConfig& c = config_;
+  const blocklab::ModelConfig& c = config_.model;
   if (tokens <= 0) return 0;
-  const BlockDims dims = BlockDims::of(block_config_, 1, tokens);
+  const BlockDims dims = BlockDims::of(c, 1, tokens);
   BlockActs<float> acts;
-  const double block = static_cast<double>(carve_block_acts<float>(acts, nullptr, block_config_, dims, 0));
-  const double scratch = static_cast<double>(block_attention_scratch_size(block_config_, dims));
-  const double T = tokens, C = c.hidden;
+  const double block = static_cast<double>(carve_block_acts<float>(acts, nullptr, c, dims, 0));
+  const double scratch = static_cast<double>(block_attention_scratch_size(c, dims));
+  const double T = tokens, C = c.width;
   const double rows = logits == LogitsFor::All ? T : logits == LogitsFor::Last ? 1 : 0;
   const double tiles = 16.0 * 1024 * 1024;  // LinearSource's converted tiles and partial products
-  return sizeof(float) * (block + scratch + 2 * T * C + 2 * T + T * c.head_dim + rows * c.vocab) + tiles;
+  return sizeof(float) * (block + scratch + 2 * T * C + 2 * T + T * c.head_size() + rows * c.vocab) + tiles;
 }
 
 ForwardResult Model::forward(std::span<const int32_t> tokens, const ForwardOptions& options) const {
-  const ModelConfig& c = config_;
+  const blocklab::ModelConfig& c = config_.model;
   const int Tn = static_cast<int>(tokens.size());
-  const int C = c.hidden, V = c.vocab, D = c.head_dim;
-  const bool gpt2 = c.family == Family::GPT2;
+  const int C = c.width, V = c.vocab, D = c.head_size();
+  const bool gpt2 = config_.family == Family::GPT2;
   if (Tn == 0) throw Error("no tokens to run");
   for (int t = 0; t < Tn; ++t)
     if (tokens[t] < 0 || tokens[t] >= V)
       throw Error("token id " + std::to_string(tokens[t]) + " at position " + std::to_string(t) +
                   " is outside the vocabulary [0, " + std::to_string(V) + ")");
-  if (gpt2 && Tn > c.max_positions)
-    throw Error(std::to_string(Tn) + " tokens exceed the model's " + std::to_string(c.max_positions) +
+  if (gpt2 && Tn > config_.max_positions)
+    throw Error(std::to_string(Tn) + " tokens exceed the model's " + std::to_string(config_.max_positions) +
                 " learned positions (n_positions)");
 
   // One sequence; one set of block activations serves every block in turn (nothing is kept for a backward).
-  const BlockDims dims = BlockDims::of(block_config_, 1, Tn);
+  const BlockDims dims = BlockDims::of(c, 1, Tn);
   BlockActs<float> acts;
-  std::vector<float> act_arena(static_cast<size_t>(carve_block_acts<float>(acts, nullptr, block_config_, dims, 0)));
-  carve_block_acts(acts, act_arena.data(), block_config_, dims, 0);  // every block is Pre-LN: the same layout
-  std::vector<float> attention_scratch(block_attention_scratch_size(block_config_, dims));
+  std::vector<float> act_arena(static_cast<size_t>(carve_block_acts<float>(acts, nullptr, c, dims, 0)));
+  carve_block_acts(acts, act_arena.data(), c, dims, 0);  // every block is Pre-LN: the same layout
+  std::vector<float> attention_scratch(block_attention_scratch_size(c, dims));
   std::vector<float> rope_cos, rope_sin;
   BlockInputs<float> in;
-  in.config = &block_config_;
+  in.config = &c;
   in.dims = dims;
   in.attention_scratch = attention_scratch.data();
   LinearSource::Work linear_work;
   in.linear_work = &linear_work;
   if (!gpt2) {
-    const std::vector<double> inv = rope_inv_freq(c);
+    const std::vector<double> inv = rope_inv_freq(config_);
     rope_cos.resize(static_cast<long>(Tn) * (D / 2));
     rope_sin.resize(rope_cos.size());
     kernels::rope_tables(rope_cos.data(), rope_sin.data(), inv.data(), Tn, D / 2);
@@ -468,12 +431,8 @@ ForwardResult Model::forward(std::span<const int32_t> tokens, const ForwardOptio
   ForwardResult r;
   r.tokens = Tn;
   r.final_hidden.resize(TC);
-  const float eps = static_cast<float>(c.norm_eps);
-  if (c.norm == NormKind::LayerNorm)
-    kernels::layernorm_forward<float>(r.final_hidden.data(), mean.data(), rstd.data(), h, final_norm_weight_.data(),
-                                      final_norm_bias_.data(), Tn, C, eps);
-  else
-    kernels::rmsnorm_forward<float>(r.final_hidden.data(), rstd.data(), h, final_norm_weight_.data(), Tn, C, eps);
+  NormActs<float> final_norm{r.final_hidden.data(), mean.data(), rstd.data()};
+  norm_forward(final_norm, h, final_norm_, c, Tn);  // the block engine's norm, as the stack's final norm
   if (options.logits != LogitsFor::None) {
     const int rows = options.logits == LogitsFor::All ? Tn : 1;
     const float* last = r.final_hidden.data() + static_cast<long>(Tn - rows) * C;

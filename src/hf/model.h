@@ -28,6 +28,7 @@
 #include "hf/config.h"
 #include "hf/weights.h"
 #include "model/config.h"
+#include "model/parameters.h"
 
 namespace blocklab::hf {
 
@@ -71,10 +72,10 @@ class Model {
   Model& operator=(Model&&) noexcept;
   ~Model();
 
-  const ModelConfig& config() const { return config_; }
+  const Config& config() const { return config_; }
   const WeightStore& weights() const { return weights_; }
-  // The block engine's architecture for this model (sizes, norm, attention and MLP kinds).
-  const blocklab::ModelConfig& block_config() const { return block_config_; }
+  // The block engine's architecture for this model (sizes, norm, attention and MLP kinds): config().model.
+  const blocklab::ModelConfig& block_config() const { return config_.model; }
 
   ForwardResult forward(std::span<const int32_t> tokens, const ForwardOptions& options = {}) const;
   // Bytes forward() allocates for `tokens` tokens, the memory-mapped weights aside: one block's activations
@@ -93,14 +94,14 @@ class Model {
   const std::string& lm_head_name() const { return lm_head_.name; }
 
  private:
-  Model(ModelConfig config, WeightStore weights);
+  Model(Config config, WeightStore weights);
   void resolve();  // finds and checks every tensor
 
-  ModelConfig config_;
+  Config config_;
   WeightStore weights_;
   WeightRef embed_, positions_, lm_head_;  // positions_: GPT-2 wpe
   std::vector<float> final_norm_weight_, final_norm_bias_;
-  blocklab::ModelConfig block_config_;
+  NormTensors<float> final_norm_;  // views of the two above
   std::vector<std::unique_ptr<BlockWeights>> blocks_;
   int64_t parameter_count_ = 0;
   std::vector<std::string> unused_;
@@ -108,7 +109,7 @@ class Model {
 };
 
 // RoPE inverse frequencies (head_dim / 2 of them) with the config's scaling applied.
-std::vector<double> rope_inv_freq(const ModelConfig& config);
+std::vector<double> rope_inv_freq(const Config& config);
 
 // out (N, m.out) = inp (N, m.in) @ W^T (+ bias) for a weight in its stored dtype. F32 weights that are
 // 4-byte aligned are used in place; BF16 weights with at most 16 rows go through a fused
