@@ -1,35 +1,19 @@
 #include "hf/model.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <set>
 
-#include "kernels/bf16_linear.h"
-#include "kernels/gemm.h"
 #include "kernels/rope.h"
-#include "kernels/sgemm.h"
 #include "model/block.h"
 #include "model/parameters.h"
+#include "model/stored_linear.h"
 #include "util/error.h"
 
 namespace blocklab::hf {
 
 namespace {
-
-// Float scratch for one converted row block of a weight: 1 Mi floats (4 MiB), small enough to stay
-// in cache between conversion and GEMM (a 2560-wide weight goes in 409-row blocks). Measured on a
-// 9728 x 2560 BF16 weight, 64 tokens: 1 Mi-float blocks beat 16 Mi (whole-matrix) and 64 Ki blocks.
-constexpr int64_t kScratchFloats = int64_t{1} << 20;
-// Up to this many rows, BF16 weights go through kernels::bf16_linear_forward instead. On a 9728 x 2560
-// weight (2 shared cores): 9 rows 0.045 s fused against 0.27 s converting 4 MiB blocks for GEMM;
-// at 32-33 rows the fused kernel (0.12 s) falls behind the tiled GEMM below (0.09 s).
-constexpr int kFewRows = 16;
-// Per-thread tile of converted rows for more rows than that: 256 Ki floats (1 MiB), about 100 rows of a
-// 2560-wide weight.
-constexpr int64_t kTileFloats = int64_t{1} << 18;
 
 std::string dims_text(const blocklab::ModelConfig& c) {
   return "hidden_size " + std::to_string(c.width) + ", num_attention_heads " + std::to_string(c.heads) +
@@ -71,124 +55,36 @@ std::vector<double> rope_inv_freq(const Config& c) {
   return inv;
 }
 
-void stored_linear(float* out, const float* inp, const StoredMatrix& m, const float* bias, int N,
-                   std::vector<float>& scratch, int64_t block_floats) {
-  const WeightRef& w = m.weight;
-  const int OC = m.out, C = m.in;
-  const auto address = reinterpret_cast<uintptr_t>(w.bytes.data());
-  const bool f32_in_place = w.dtype == io::DType::F32 && address % alignof(float) == 0;
-  const bool defaults = block_floats == 0;
-  if (N == 0) {
-    // nothing to multiply
-  } else if (f32_in_place) {
-    const auto* W = reinterpret_cast<const float*>(w.bytes.data());
-    if (m.transposed) {
-      kernels::gemm<float>(false, false, N, OC, C, 1.0f, inp, C, W, OC, 0.0f, out, OC);  // W (C, OC)
-    } else {
-      kernels::gemm<float>(false, true, N, OC, C, 1.0f, inp, C, W, C, 0.0f, out, OC);  // W (OC, C)
-    }
-  } else if (defaults && !m.transposed && w.dtype == io::DType::BF16 && N <= kFewRows &&
-             address % alignof(uint16_t) == 0) {
-    // Few rows (a short prompt): read the BF16 weight once, in place, without a float copy.
-    const std::size_t need = static_cast<std::size_t>(omp_get_max_threads()) * C;
-    if (scratch.size() < need) scratch.resize(need);
-    kernels::bf16_linear_forward(out, inp, reinterpret_cast<const uint16_t*>(w.bytes.data()), N, C, OC, scratch.data());
-  } else if (defaults && !m.transposed && kernels::sgemm_isa() != kernels::SgemmIsa::None) {
-    // Many rows: one parallel region for the whole weight. Each thread converts a tile of output rows
-    // into its own slice of the scratch and multiplies it with a GEMM that runs on that thread alone
-    // (a nested region), so there is one synchronisation per weight instead of two per block.
-    const int threads = omp_get_max_threads();
-    const int64_t rows = std::clamp<int64_t>(kTileFloats / C, 1, OC);
-    const std::size_t need = static_cast<std::size_t>(threads) * rows * C;
-    if (scratch.size() < need) scratch.resize(need);
-    const int64_t tiles = (OC + rows - 1) / rows;
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t tile = 0; tile < tiles; ++tile) {
-      const int64_t r0 = tile * rows;
-      const int n_rows = static_cast<int>(std::min(rows, OC - r0));
-      float* s = scratch.data() + static_cast<std::size_t>(omp_get_thread_num()) * rows * C;
-      convert_rows(s, w, r0, n_rows);
-      // out[:, r0:r0+n] = inp @ W[r0:r0+n, :]^T
-      kernels::gemm<float>(false, true, N, n_rows, C, 1.0f, inp, C, s, C, 0.0f, out + r0, OC);
-    }
-  } else {
-    const int64_t row_len = m.transposed ? OC : C;  // stored row length
-    const int64_t stored_rows = m.transposed ? C : OC;
-    const int64_t budget = block_floats > 0 ? block_floats : kScratchFloats;
-    const int64_t block = std::clamp<int64_t>(budget / row_len, 1, stored_rows);
-    if (scratch.size() < static_cast<std::size_t>(block * row_len)) scratch.resize(block * row_len);
-    for (int64_t r0 = 0; r0 < stored_rows; r0 += block) {
-      const int rows = static_cast<int>(std::min(block, stored_rows - r0));
-      convert_rows(scratch.data(), w, r0, rows);
-      if (m.transposed) {
-        // out (N, OC) += inp[:, r0:r0+rows] @ W[r0:r0+rows, :]
-        kernels::gemm<float>(false, false, N, OC, rows, 1.0f, inp + r0, C, scratch.data(), OC, r0 == 0 ? 0.0f : 1.0f,
-                             out, OC);
-      } else {
-        // out[:, r0:r0+rows] = inp @ W[r0:r0+rows, :]^T
-        kernels::gemm<float>(false, true, N, rows, C, 1.0f, inp, C, scratch.data(), C, 0.0f, out + r0, OC);
-      }
-    }
-  }
-  if (bias != nullptr) {
-    for (int n = 0; n < N; ++n) {
-      float* row = out + static_cast<long>(n) * OC;
-      for (int o = 0; o < OC; ++o) row[o] += bias[o];
-    }
-  }
-}
+namespace {
 
-// A linear layer read in place: one stored matrix, or several whose outputs are concatenated (the gated
-// MLP's [up | gate], which the block engine reads as one (2I, C) layer).
-class StoredLinearSource final : public LinearSource {
- public:
-  explicit StoredLinearSource(std::vector<StoredMatrix> parts) : parts_(std::move(parts)) {}
-
-  void forward(float* out, const float* inp, int N, Work& work) const override {
-    if (parts_.size() == 1) {
-      stored_linear(out, inp, parts_[0], nullptr, N, work.scratch);
-      return;
-    }
-    int total = 0;
-    for (const StoredMatrix& m : parts_) total += m.out;
-    int col = 0;
-    for (const StoredMatrix& m : parts_) {
-      work.part.resize(static_cast<size_t>(N) * m.out);
-      stored_linear(work.part.data(), inp, m, nullptr, N, work.scratch);
-      for (int n = 0; n < N; ++n)
-        std::copy_n(work.part.data() + static_cast<long>(n) * m.out, m.out, out + static_cast<long>(n) * total + col);
-      col += m.out;
-    }
-  }
-  // The stored tensors, for page hints.
-  std::vector<const WeightRef*> refs() const {
-    std::vector<const WeightRef*> r;
-    for (const StoredMatrix& m : parts_) r.push_back(&m.weight);
-    return r;
-  }
-
- private:
-  std::vector<StoredMatrix> parts_;
+// A linear layer's weight as the shards hold it: logically (out, in) as nn.Linear; `transposed` when
+// stored (in, out) (GPT-2's Conv1D).
+struct MappedMatrix {
+  WeightRef weight;
+  int out = 0, in = 0;
+  bool transposed = false;
 };
+
+}  // namespace
 
 struct BlockWeights {
   std::vector<std::unique_ptr<std::vector<float>>> vectors;  // norm weights and biases, as float
   std::vector<std::unique_ptr<StoredLinearSource>> linears;
+  std::vector<WeightRef> mapped;  // the linear weights the sources read in place (for page hints)
   BlockTensors<float> tensors;
 
   float* keep(std::vector<float> v) {
     vectors.push_back(std::make_unique<std::vector<float>>(std::move(v)));
     return vectors.back()->data();
   }
-  const LinearSource* keep(std::vector<StoredMatrix> parts) {
-    linears.push_back(std::make_unique<StoredLinearSource>(std::move(parts)));
+  const LinearSource* keep(const std::vector<MappedMatrix>& parts) {
+    std::vector<StoredMatrix> stored;
+    for (const MappedMatrix& m : parts) {
+      mapped.push_back(m.weight);
+      stored.push_back({m.weight.bytes, m.weight.dtype, m.out, m.in, m.transposed});
+    }
+    linears.push_back(std::make_unique<StoredLinearSource>(std::move(stored)));
     return linears.back().get();
-  }
-  std::vector<const WeightRef*> refs() const {
-    std::vector<const WeightRef*> r;
-    for (const auto& l : linears)
-      for (const WeightRef* w : l->refs()) r.push_back(w);
-    return r;
   }
 };
 
@@ -223,7 +119,7 @@ void Model::resolve() {
   };
   auto vec = [&](const std::string& name, int64_t n) { return to_float(get(name, {n})); };
   auto matrix = [&](const std::string& name, int64_t out, int64_t in, bool transposed) {
-    StoredMatrix m;
+    MappedMatrix m;
     m.weight = transposed ? get(name, {in, out}) : get(name, {out, in});
     m.out = static_cast<int>(out);
     m.in = static_cast<int>(in);
@@ -236,9 +132,9 @@ void Model::resolve() {
     return {};
   };
   // One linear layer of a block: stored parts (concatenated along the outputs) and an optional bias.
-  auto linear = [](BlockWeights& b, std::vector<StoredMatrix> parts, std::vector<float> bias) {
+  auto linear = [](BlockWeights& b, const std::vector<MappedMatrix>& parts, std::vector<float> bias) {
     LinearTensors<float> l;
-    l.source = b.keep(std::move(parts));
+    l.source = b.keep(parts);
     if (!bias.empty()) l.bias = b.keep(std::move(bias));
     return l;
   };
@@ -418,13 +314,13 @@ ForwardResult Model::forward(std::span<const int32_t> tokens, const ForwardOptio
   const float* h = x.data();
   for (int l = 0; l < c.layers; ++l) {
     if (options.stream_weights && l + 1 < c.layers)
-      for (const WeightRef* w : blocks_[l + 1]->refs()) WeightStore::prefetch(*w);
+      for (const WeightRef& w : blocks_[l + 1]->mapped) WeightStore::prefetch(w);
     block_forward(acts, h, blocks_[l]->tensors, in, l);
     h = acts.output;
     if (options.on_attention)
       options.on_attention(l + 1, std::span<const float>(acts.attn.att, static_cast<size_t>(c.heads) * Tn * Tn));
     if (options.stream_weights)
-      for (const WeightRef* w : blocks_[l]->refs()) WeightStore::release(*w);
+      for (const WeightRef& w : blocks_[l]->mapped) WeightStore::release(w);
     report(l + 1, h);
   }
 
@@ -437,7 +333,7 @@ ForwardResult Model::forward(std::span<const int32_t> tokens, const ForwardOptio
     const int rows = options.logits == LogitsFor::All ? Tn : 1;
     const float* last = r.final_hidden.data() + static_cast<long>(Tn - rows) * C;
     r.logits.resize(static_cast<long>(rows) * V);
-    StoredMatrix head{lm_head_, V, C, false};
+    const StoredMatrix head{lm_head_.bytes, lm_head_.dtype, V, C, false};
     stored_linear(r.logits.data(), last, head, nullptr, rows, linear_work.scratch);
     if (options.stream_weights) WeightStore::release(lm_head_);
   }

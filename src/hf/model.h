@@ -32,14 +32,6 @@
 
 namespace blocklab::hf {
 
-// A linear layer's weight as stored: logically (out, in) as nn.Linear; `transposed` when stored
-// (in, out) (GPT-2's Conv1D).
-struct StoredMatrix {
-  WeightRef weight;
-  int out = 0, in = 0;
-  bool transposed = false;
-};
-
 // What one block reads: norm weights and biases converted to float once, linear weights read in place
 // through LinearSource views; `tensors` points into both (the block engine's view of them).
 struct BlockWeights;
@@ -110,13 +102,5 @@ class Model {
 
 // RoPE inverse frequencies (head_dim / 2 of them) with the config's scaling applied.
 std::vector<double> rope_inv_freq(const Config& config);
-
-// out (N, m.out) = inp (N, m.in) @ W^T (+ bias) for a weight in its stored dtype. F32 weights that are
-// 4-byte aligned are used in place; BF16 weights with at most 16 rows go through a fused
-// convert-and-dot kernel; otherwise row blocks are converted to float in `scratch` (grown as needed)
-// and multiplied by GEMM, in parallel tiles. block_floats > 0 forces the plain serial row-block path
-// with blocks of at most that many values (for tests).
-void stored_linear(float* out, const float* inp, const StoredMatrix& m, const float* bias, int N,
-                   std::vector<float>& scratch, int64_t block_floats = 0);
 
 }  // namespace blocklab::hf
