@@ -54,6 +54,18 @@ RunSummary train(const RunConfig& c) {
 
 }  // namespace
 
+TEST(StreamStats, NormsOfTheMeanTokenVectorAndOfEachToken) {
+  // Two sequences of two tokens, C = 2. Sequence 0: (3, 4) and (3, -4): mean (3, 0), token norms 5, 5.
+  // Sequence 1: (0, 1) and (0, 3): mean (0, 2), token norms 1, 3.
+  const std::vector<float> h = {3, 4, 3, -4, 0, 1, 0, 3};
+  const StreamNorms both = stream_norms(h.data(), 2, 2, 2);
+  EXPECT_DOUBLE_EQ(both.mean_vector_norm, (3.0 + 2.0) / 2);
+  EXPECT_DOUBLE_EQ(both.mean_token_norm, (5.0 + 5 + 1 + 3) / 4);
+  const StreamNorms first = stream_norms(h.data(), 1, 2, 2);
+  EXPECT_DOUBLE_EQ(first.mean_vector_norm, 3.0);
+  EXPECT_DOUBLE_EQ(first.mean_token_norm, 5.0);
+}
+
 TEST(StreamStats, PeakIsTheLargestMagnitudeAndItsChannel) {
   // 3 rows of 4 channels; the largest |value| (-7) sits in channel 2 of row 1; a tie later keeps the first.
   const std::vector<float> h = {1, -2, 3, 0.5f, 0, 6, -7, 2, 7, 1, 1, 1};
