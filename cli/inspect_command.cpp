@@ -82,10 +82,10 @@ void print_config(const hf::Config& hc) {
   } else {
     char theta[64];
     std::snprintf(theta, sizeof theta, "%g", c.rope_theta);
-    std::string scaling = hc.rope.scaling == hf::RopeConfig::Scaling::Linear   ? ", linear scaling"
-                          : hc.rope.scaling == hf::RopeConfig::Scaling::Llama3 ? ", llama3 scaling"
+    std::string scaling = hc.rope_scaling.kind == RopeScaling::Kind::Linear   ? ", linear scaling"
+                          : hc.rope_scaling.kind == RopeScaling::Kind::Llama3 ? ", llama3 scaling"
                                                                               : "";
-    if (hc.rope.multimodal) scaling += ", multimodal sections (1-D for text)";
+    if (hc.multimodal_rope) scaling += ", multimodal sections (1-D for text)";
     row("positions", "rope (theta " + std::string(theta) + scaling + ")" +
                          (hc.max_positions ? ", max " + std::to_string(hc.max_positions) : ""));
   }

@@ -49,7 +49,7 @@ void expect_qwen3_4b_language_model(const Config& c) {
   EXPECT_FALSE(c.model.qkv_bias);
   EXPECT_FALSE(c.model.proj_bias);
   EXPECT_TRUE(c.model.tie_head);
-  EXPECT_EQ(c.rope.scaling, RopeConfig::Scaling::None);
+  EXPECT_EQ(c.rope_scaling.kind, blocklab::RopeScaling::Kind::None);
 }
 
 TEST(HfConfig, Qwen3_4B) {
@@ -68,7 +68,7 @@ TEST(HfConfig, Qwen3_VL_4B_LanguageModelFromTextConfig) {
   EXPECT_TRUE(c.multimodal_wrapper);
   expect_qwen3_4b_language_model(c);
   EXPECT_DOUBLE_EQ(c.model.rope_theta, 5e6);
-  EXPECT_TRUE(c.rope.multimodal);
+  EXPECT_TRUE(c.multimodal_rope);
   EXPECT_EQ(c.parameter_count(), 4'022'468'096);
 }
 
@@ -121,8 +121,8 @@ TEST(HfConfig, LlamaRopeScalingAndBiases) {
   EXPECT_EQ(c.family, Family::Llama);
   EXPECT_FALSE(c.model.qk_norm);
   EXPECT_TRUE(c.model.qkv_bias && c.model.proj_bias && c.model.mlp_bias);
-  EXPECT_EQ(c.rope.scaling, RopeConfig::Scaling::Llama3);
-  EXPECT_DOUBLE_EQ(c.rope.factor, 32.0);
+  EXPECT_EQ(c.rope_scaling.kind, blocklab::RopeScaling::Kind::Llama3);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 32.0);
 }
 
 TEST(HfConfig, BadConfigsAreClearErrors) {

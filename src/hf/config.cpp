@@ -114,20 +114,20 @@ void parse_rope(const Fields& f, const json* top_rope_theta, Config& c) {
 
   const Fields r(*rope, f.where(), params != nullptr ? "rope_parameters." : "rope_scaling.");
   std::string type = r.string_or("rope_type", r.string_or("type", "default"));
-  if (rope->contains("mrope_section")) c.rope.multimodal = true;
-  if (type == "default" || (type == "mrope" && c.rope.multimodal)) return;  // mrope: plain RoPE for text
+  if (rope->contains("mrope_section")) c.multimodal_rope = true;
+  if (type == "default" || (type == "mrope" && c.multimodal_rope)) return;  // mrope: plain RoPE for text
   if (type == "linear") {
-    c.rope.scaling = RopeConfig::Scaling::Linear;
-    c.rope.factor = r.positive_number_or("factor", 1.0);
+    c.rope_scaling.kind = RopeScaling::Kind::Linear;
+    c.rope_scaling.factor = r.positive_number_or("factor", 1.0);
     return;
   }
   if (type == "llama3") {
-    c.rope.scaling = RopeConfig::Scaling::Llama3;
-    c.rope.factor = r.positive_number_or("factor", 8.0);
-    c.rope.low_freq_factor = r.positive_number_or("low_freq_factor", 1.0);
-    c.rope.high_freq_factor = r.positive_number_or("high_freq_factor", 4.0);
-    c.rope.original_max_positions = r.positive_int_or("original_max_position_embeddings", 8192);
-    if (!(c.rope.high_freq_factor > c.rope.low_freq_factor))
+    c.rope_scaling.kind = RopeScaling::Kind::Llama3;
+    c.rope_scaling.factor = r.positive_number_or("factor", 8.0);
+    c.rope_scaling.low_freq_factor = r.positive_number_or("low_freq_factor", 1.0);
+    c.rope_scaling.high_freq_factor = r.positive_number_or("high_freq_factor", 4.0);
+    c.rope_scaling.original_max_positions = r.positive_int_or("original_max_position_embeddings", 8192);
+    if (!(c.rope_scaling.high_freq_factor > c.rope_scaling.low_freq_factor))
       throw Error(f.where() + ": llama3 rope scaling needs high_freq_factor > low_freq_factor");
     return;
   }

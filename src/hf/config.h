@@ -17,33 +17,23 @@
 #include <string_view>
 
 #include "model/config.h"
+#include "model/rope_scaling.h"
 
 namespace blocklab::hf {
 
 enum class Family { Qwen3, Qwen2, Llama, GPT2 };
 
-// RoPE frequency scaling as transformers applies it (rope_scaling / rope_parameters). The base theta is the
-// architecture's rope_theta.
-struct RopeConfig {
-  enum class Scaling { None, Linear, Llama3 };
-  Scaling scaling = Scaling::None;
-  double factor = 1.0;                 // Linear and Llama3
-  double low_freq_factor = 1.0;        // Llama3
-  double high_freq_factor = 4.0;       // Llama3
-  int original_max_positions = 8192;   // Llama3
-  // Qwen3-VL's multimodal RoPE (mrope_section): for text-only input its three position streams are
-  // equal, and it reduces to ordinary RoPE. Recorded for display only.
-  bool multimodal = false;
-};
-
 // A Hugging Face config.json: the architecture in the block engine's own vocabulary, and what only the
-// Hugging Face format has (its model_type and family, which name the tensors; RoPE scaling; position count).
+// Hugging Face format has (its model_type and family, which name the tensors; the position count).
 struct Config {
   std::string model_type;  // top-level model_type as written ("qwen3_vl")
   Family family = Family::Qwen3;
   bool multimodal_wrapper = false;  // fields came from text_config (qwen3_vl)
   int max_positions = 0;  // GPT-2: size of the learned position table; others: informational
-  RopeConfig rope;        // unused for GPT-2
+  RopeScaling rope_scaling;  // of the rope_theta frequencies; unused for GPT-2
+  // Qwen3-VL's multimodal RoPE (mrope_section): for text-only input its three position streams are equal, and
+  // it reduces to ordinary RoPE. Recorded for display only.
+  bool multimodal_rope = false;
   // Every family is a Pre-LN block: block = the family's name, layers, width (hidden_size), heads, kv_heads,
   // head_dim, mlp_width (intermediate_size), vocab, norm (rmsnorm, or layernorm for GPT-2) and norm_eps, mlp
   // (swiglu, gelu_tanh or gelu), qk_norm, qkv_bias / proj_bias / mlp_bias, qkv (fused for GPT-2's c_attn),

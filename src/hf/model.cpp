@@ -1,13 +1,11 @@
 #include "hf/model.h"
 
 #include <algorithm>
-#include <cmath>
-#include <numbers>
 #include <set>
 
-#include "kernels/rope.h"
 #include "model/block.h"
 #include "model/parameters.h"
+#include "model/rope_scaling.h"
 #include "model/stored_linear.h"
 #include "util/error.h"
 
@@ -22,38 +20,6 @@ std::string dims_text(const blocklab::ModelConfig& c) {
 }
 
 }  // namespace
-
-std::vector<double> rope_inv_freq(const Config& c) {
-  const int D = c.model.head_size(), half = D / 2;
-  std::vector<double> inv(static_cast<std::size_t>(half));
-  for (int i = 0; i < half; ++i) inv[i] = std::pow(c.model.rope_theta, -2.0 * i / D);
-  switch (c.rope.scaling) {
-    case RopeConfig::Scaling::None:
-      break;
-    case RopeConfig::Scaling::Linear:
-      for (double& f : inv) f /= c.rope.factor;
-      break;
-    case RopeConfig::Scaling::Llama3: {
-      // Llama 3.1: long wavelengths are slowed down by `factor`, short ones kept, the band between
-      // interpolated (transformers' _compute_llama3_parameters).
-      const double old_len = c.rope.original_max_positions;
-      const double low_wavelen = old_len / c.rope.low_freq_factor;
-      const double high_wavelen = old_len / c.rope.high_freq_factor;
-      for (double& f : inv) {
-        const double wavelen = 2 * std::numbers::pi / f;
-        if (wavelen > low_wavelen) {
-          f /= c.rope.factor;
-        } else if (wavelen >= high_wavelen) {
-          const double smooth =
-              (old_len / wavelen - c.rope.low_freq_factor) / (c.rope.high_freq_factor - c.rope.low_freq_factor);
-          f = (1 - smooth) * f / c.rope.factor + smooth * f;
-        }
-      }
-      break;
-    }
-  }
-  return inv;
-}
 
 namespace {
 
@@ -282,10 +248,7 @@ ForwardResult Model::forward(std::span<const int32_t> tokens, const ForwardOptio
   LinearSource::Work linear_work;
   in.linear_work = &linear_work;
   if (!gpt2) {
-    const std::vector<double> inv = rope_inv_freq(config_);
-    rope_cos.resize(static_cast<long>(Tn) * (D / 2));
-    rope_sin.resize(rope_cos.size());
-    kernels::rope_tables(rope_cos.data(), rope_sin.data(), inv.data(), Tn, D / 2);
+    rope_position_tables(rope_cos, rope_sin, c.rope_theta, D, config_.rope_scaling, Tn);
     in.rope_cos = rope_cos.data();
     in.rope_sin = rope_sin.data();
   }

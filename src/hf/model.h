@@ -100,7 +100,4 @@ class Model {
   std::vector<std::string> used_dtypes_;
 };
 
-// RoPE inverse frequencies (head_dim / 2 of them) with the config's scaling applied.
-std::vector<double> rope_inv_freq(const Config& config);
-
 }  // namespace blocklab::hf
