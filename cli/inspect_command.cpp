@@ -51,44 +51,45 @@ std::string bytes_text(uint64_t b) {
 
 void row(const char* key, const std::string& value) { std::printf("%-16s %s\n", key, value.c_str()); }
 
-void print_config(const hf::ModelConfig& c) {
-  const std::string fam = hf::family_name(c.family);
-  row("model_type", c.model_type + (c.model_type != fam ? " (block family " + fam + ")" : "") +
-                        (c.multimodal_wrapper ? "; language model from text_config" : ""));
+void print_config(const hf::Config& hc) {
+  const ModelConfig& c = hc.model;
+  const std::string fam = hf::family_name(hc.family);
+  row("model_type", hc.model_type + (hc.model_type != fam ? " (block family " + fam + ")" : "") +
+                        (hc.multimodal_wrapper ? "; language model from text_config" : ""));
   row("blocks", std::to_string(c.layers));
-  row("width", std::to_string(c.hidden));
-  const int C = c.hidden;
-  if (c.family == hf::Family::GPT2) {
-    row("attention", std::to_string(c.heads) + " heads x " + std::to_string(c.head_dim) + ", fused c_attn " +
+  row("width", std::to_string(c.width));
+  const int C = c.width;
+  if (hc.family == hf::Family::GPT2) {
+    row("attention", std::to_string(c.heads) + " heads x " + std::to_string(c.head_size()) + ", fused c_attn " +
                          std::to_string(C) + " -> " + std::to_string(3 * C));
   } else {
     std::string gqa = c.kv_heads == c.heads ? "multi-head" : "GQA " + std::to_string(c.heads / c.kv_heads) + ":1";
     row("attention", std::to_string(c.heads) + " query heads, " + std::to_string(c.kv_heads) +
-                         " key/value heads (" + gqa + "), head_dim " + std::to_string(c.head_dim));
+                         " key/value heads (" + gqa + "), head_dim " + std::to_string(c.head_size()));
     row("  q_proj", std::to_string(C) + " -> " + std::to_string(c.q_dim()) + (c.qkv_bias ? " (+bias)" : ""));
     row("  k_proj", std::to_string(C) + " -> " + std::to_string(c.kv_dim()) + (c.qkv_bias ? " (+bias)" : ""));
     row("  v_proj", std::to_string(C) + " -> " + std::to_string(c.kv_dim()) + (c.qkv_bias ? " (+bias)" : ""));
-    row("  o_proj", std::to_string(c.q_dim()) + " -> " + std::to_string(C) + (c.o_bias ? " (+bias)" : ""));
+    row("  o_proj", std::to_string(c.q_dim()) + " -> " + std::to_string(C) + (c.proj_bias ? " (+bias)" : ""));
   }
-  row("mlp", std::string(hf::activation_name(c.activation)) + ", " + std::to_string(C) + " -> " +
-                 std::to_string(c.intermediate) + " -> " + std::to_string(C));
+  row("mlp", to_string(c.mlp) + ", " + std::to_string(C) + " -> " +
+                 std::to_string(c.mlp_hidden()) + " -> " + std::to_string(C));
   char eps[32];
   std::snprintf(eps, sizeof eps, "%g", c.norm_eps);
-  row("norm", std::string(hf::norm_name(c.norm)) + " (eps " + eps + "), pre-norm" +
+  row("norm", to_string(c.norm) + " (eps " + eps + "), pre-norm" +
                   (c.qk_norm ? "; per-head rmsnorm on q and k" : ""));
-  if (c.family == hf::Family::GPT2) {
-    row("positions", "learned, " + std::to_string(c.max_positions));
+  if (hc.family == hf::Family::GPT2) {
+    row("positions", "learned, " + std::to_string(hc.max_positions));
   } else {
     char theta[64];
-    std::snprintf(theta, sizeof theta, "%g", c.rope.theta);
-    std::string scaling = c.rope.scaling == hf::RopeConfig::Scaling::Linear   ? ", linear scaling"
-                          : c.rope.scaling == hf::RopeConfig::Scaling::Llama3 ? ", llama3 scaling"
+    std::snprintf(theta, sizeof theta, "%g", c.rope_theta);
+    std::string scaling = hc.rope_scaling.kind == RopeScaling::Kind::Linear   ? ", linear scaling"
+                          : hc.rope_scaling.kind == RopeScaling::Kind::Llama3 ? ", llama3 scaling"
                                                                               : "";
-    if (c.rope.multimodal) scaling += ", multimodal sections (1-D for text)";
+    if (hc.multimodal_rope) scaling += ", multimodal sections (1-D for text)";
     row("positions", "rope (theta " + std::string(theta) + scaling + ")" +
-                         (c.max_positions ? ", max " + std::to_string(c.max_positions) : ""));
+                         (hc.max_positions ? ", max " + std::to_string(hc.max_positions) : ""));
   }
-  row("vocab", std::to_string(c.vocab) + (c.tie_word_embeddings ? ", tied embeddings" : ", separate lm_head"));
+  row("vocab", std::to_string(c.vocab) + (c.tie_head ? ", tied embeddings" : ", separate lm_head"));
 }
 
 // One weights file: totals, metadata, then one line per tensor in file order.
@@ -131,7 +132,7 @@ int inspect(const std::string& path_text) {
   // A file other than a config.json is read as a weights file (checkpoints, model shards).
   if (!fs::is_directory(path, ec) && path.extension() != ".json") return inspect_safetensors(path_text);
 
-  const hf::ModelConfig c = hf::load_config(path);
+  const hf::Config c = hf::load_config(path);
   std::printf("%s\n", hf::config_path(path).string().c_str());
   print_config(c);
   row("parameters", grouped(c.parameter_count()) + " (from config)");

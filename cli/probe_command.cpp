@@ -105,12 +105,13 @@ std::string printable(const std::string& bytes) {
 }
 
 std::string model_line(const hf::Model& m) {
-  const hf::ModelConfig& c = m.config();
+  const hf::Config& hc = m.config();
+  const ModelConfig& c = hc.model;
   char buf[512];
   const double params = static_cast<double>(m.parameter_count());
   std::snprintf(buf, sizeof buf, "%s: %d blocks, width %d, %d heads (%d kv) x %d, MLP %d %s, %s; %.3g %s parameters (%s, %zu file%s)",
-                c.model_type.c_str(), c.layers, c.hidden, c.heads, c.kv_heads, c.head_dim, c.intermediate,
-                hf::activation_name(c.activation), hf::norm_name(c.norm), params >= 1e9 ? params / 1e9 : params / 1e6,
+                hc.model_type.c_str(), c.layers, c.width, c.heads, c.kv_heads, c.head_size(), c.mlp_hidden(),
+                to_string(c.mlp).c_str(), to_string(c.norm).c_str(), params >= 1e9 ? params / 1e9 : params / 1e6,
                 params >= 1e9 ? "B" : "M", m.dtype_summary().c_str(), m.weights().files().size(),
                 m.weights().files().size() == 1 ? "" : "s");
   return buf;
@@ -150,14 +151,14 @@ int run_residual(const CLI::App* app, const PromptFlags& f, const std::string& o
   const auto t0 = std::chrono::steady_clock::now();
   hf::Model model = load_model(f.model);
   Prompt prompt = read_prompt(f, app);
-  const hf::ModelConfig& c = model.config();
+  const hf::Config& c = model.config();
   std::printf("tokens  %s\n", token_list_text(prompt.tokens).c_str());
   std::fflush(stdout);
 
   fs::create_directories(out_dir, ec);
   if (ec || !fs::is_directory(out_dir)) throw Error(out + ": cannot create output directory" + (ec ? ": " + ec.message() : ""));
 
-  Progress progress("block", c.layers, 1);
+  Progress progress("block", c.model.layers, 1);
   hf::ResidualProbeOptions options;
   options.save_hidden = save_hidden;
   options.on_layer = [&](const hf::ResidualLayerStats& s) {
@@ -182,8 +183,8 @@ int run_residual(const CLI::App* app, const PromptFlags& f, const std::string& o
   const auto& last = layers.back();
   std::printf("\nafter %d blocks |mean h| grew x%.4g from the embeddings; a random walk of unit steps grows x%.4g "
               "(sqrt(%d))\n",
-              c.layers, last.mean_vector_norm / layers.front().mean_vector_norm, std::sqrt(c.layers + 1.0),
-              c.layers + 1);
+              c.model.layers, last.mean_vector_norm / layers.front().mean_vector_norm, std::sqrt(c.model.layers + 1.0),
+              c.model.layers + 1);
 
   hf::ResidualProbeRun run;
   run.model_dir = f.model;
@@ -218,7 +219,7 @@ int run_logits(const CLI::App* app, const PromptFlags& f, int top) {
   if (top < 1) throw Error("--top must be at least 1");
   hf::Model model = load_model(f.model);
   Prompt prompt = read_prompt(f, app);
-  const hf::ModelConfig& c = model.config();
+  const hf::Config& c = model.config();
   std::printf("tokens  %s\n", token_list_text(prompt.tokens).c_str());
   if (prompt.tokenizer) {
     try {
@@ -228,7 +229,7 @@ int run_logits(const CLI::App* app, const PromptFlags& f, int top) {
     }
   }
   std::fflush(stdout);
-  Progress progress("block", c.layers, 1);
+  Progress progress("block", c.model.layers, 1);
   hf::LogitsProbeOptions options;
   options.top = top;
   options.on_layer = [&](int layer) {

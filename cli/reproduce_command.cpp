@@ -47,7 +47,7 @@ void register_reproduce(CLI::App& root, std::vector<Command>& commands) {
                         options.jobs = *jobs;
                         options.depthmap = !*no_depthmap;
                         options.curvature = !*no_curvature;
-                        options.lang = io::parse_lang(*lang);
+                        options.lang = report::parse_lang(*lang);
                         ConsoleReporter console;
                         experiments::ReproduceResult result;
                         try {

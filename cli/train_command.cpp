@@ -200,7 +200,7 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
                                     config.weights ? ",model.safetensors" : "", config.is_text() ? ", tokens.bin" : "",
                                     config.tensorboard ? " and the TensorBoard event file" : "");
                         if (config.stream_every > 0 && !quiet) {  // the stream by depth, init dashed and end solid
-                          const io::PlotResult plot =
+                          const report::PlotResult plot =
                               report::plot_run_stream(config.out, experiments::design_label(config.model));
                           if (plot.drawn)
                             std::printf("wrote %s/stream.csv and stream.{png,svg}\n", config.out.c_str());

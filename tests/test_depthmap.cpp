@@ -51,7 +51,7 @@ TEST(DepthMap, ToyMapWritesEveryCellAndResumesWithoutRetraining) {
   EXPECT_NE(md.find("## Warm-up 5 steps"), std::string::npos);
   EXPECT_NE(md.find("tasks differ"), std::string::npos);
   EXPECT_TRUE(fs::exists(dir / "depthmap.gp"));
-  if (io::gnuplot_program().empty()) {
+  if (report::gnuplot_program().empty()) {
     std::printf("gnuplot is not installed: depthmap.{png,svg} not checked\n");
   } else {
     EXPECT_TRUE(fs::exists(dir / "depthmap.png"));

@@ -153,7 +153,7 @@ TEST(GradNorm, CliAllPlacementsGivesEveryPlacementAndEveryFamilyFigure) {
   EXPECT_TRUE(families.count("rezero_alpha"));  // rezero only
 
   // One figure per family; its script always, the PNG and SVG when gnuplot is there.
-  const bool gnuplot = !io::gnuplot_program().empty();
+  const bool gnuplot = !report::gnuplot_program().empty();
   if (!gnuplot) std::printf("gnuplot is not installed: checking the figure scripts only\n");
   for (const std::string& f : families) {
     const auto base = out / ("gradnorm_" + f);

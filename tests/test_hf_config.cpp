@@ -26,80 +26,88 @@ nlohmann::json read_json(const fs::path& p) {
   return nlohmann::json::parse(ss.str());
 }
 
-void expect_qwen3_4b_language_model(const ModelConfig& c) {
+void expect_qwen3_4b_language_model(const Config& c) {
   EXPECT_EQ(c.family, Family::Qwen3);
-  EXPECT_EQ(c.layers, 36);
-  EXPECT_EQ(c.hidden, 2560);
-  EXPECT_EQ(c.intermediate, 9728);
-  EXPECT_EQ(c.heads, 32);
-  EXPECT_EQ(c.kv_heads, 8);
-  EXPECT_EQ(c.head_dim, 128);   // not hidden / heads = 80
-  EXPECT_EQ(c.q_dim(), 4096);   // q_proj 2560 -> 4096
-  EXPECT_EQ(c.kv_dim(), 1024);  // k_proj, v_proj 2560 -> 1024
-  EXPECT_EQ(c.vocab, 151936);
-  EXPECT_DOUBLE_EQ(c.norm_eps, 1e-6);
-  EXPECT_EQ(c.norm, NormKind::RMSNorm);
-  EXPECT_EQ(c.activation, Activation::SiLU);
-  EXPECT_TRUE(c.qk_norm);
-  EXPECT_FALSE(c.qkv_bias);
-  EXPECT_FALSE(c.o_bias);
-  EXPECT_TRUE(c.tie_word_embeddings);
-  EXPECT_EQ(c.rope.scaling, RopeConfig::Scaling::None);
+  // the block engine's vocabulary: a Pre-LN qwen3 block with separate q/k/v and RoPE
+  EXPECT_EQ(c.model.block, "qwen3");
+  EXPECT_EQ(c.model.norm_placement, blocklab::NormPlacement::Pre);
+  EXPECT_EQ(c.model.positions, blocklab::Positions::RoPE);
+  EXPECT_EQ(c.model.qkv, blocklab::QkvLayout::Separate);
+  EXPECT_EQ(c.model.layers, 36);
+  EXPECT_EQ(c.model.width, 2560);
+  EXPECT_EQ(c.model.mlp_hidden(), 9728);
+  EXPECT_EQ(c.model.heads, 32);
+  EXPECT_EQ(c.model.kv_heads, 8);
+  EXPECT_EQ(c.model.head_size(), 128);   // not hidden / heads = 80
+  EXPECT_EQ(c.model.q_dim(), 4096);   // q_proj 2560 -> 4096
+  EXPECT_EQ(c.model.kv_dim(), 1024);  // k_proj, v_proj 2560 -> 1024
+  EXPECT_EQ(c.model.vocab, 151936);
+  EXPECT_DOUBLE_EQ(c.model.norm_eps, 1e-6);
+  EXPECT_EQ(c.model.norm, blocklab::NormKind::RMSNorm);
+  EXPECT_EQ(c.model.mlp, blocklab::MlpKind::SwiGLU);
+  EXPECT_TRUE(c.model.qk_norm);
+  EXPECT_FALSE(c.model.qkv_bias);
+  EXPECT_FALSE(c.model.proj_bias);
+  EXPECT_TRUE(c.model.tie_head);
+  EXPECT_EQ(c.rope_scaling.kind, blocklab::RopeScaling::Kind::None);
 }
 
 TEST(HfConfig, Qwen3_4B) {
-  const ModelConfig c = load_config(kConfigs / "qwen3_4b.json");
+  const Config c = load_config(kConfigs / "qwen3_4b.json");
   EXPECT_EQ(c.model_type, "qwen3");
   EXPECT_FALSE(c.multimodal_wrapper);
   expect_qwen3_4b_language_model(c);
-  EXPECT_DOUBLE_EQ(c.rope.theta, 1e6);
+  EXPECT_DOUBLE_EQ(c.model.rope_theta, 1e6);
   // The published count: 4.02 B parameters (embedding tied, counted once).
   EXPECT_EQ(c.parameter_count(), 4'022'468'096);
 }
 
 TEST(HfConfig, Qwen3_VL_4B_LanguageModelFromTextConfig) {
-  const ModelConfig c = load_config(kConfigs / "qwen3_vl_4b.json");
+  const Config c = load_config(kConfigs / "qwen3_vl_4b.json");
   EXPECT_EQ(c.model_type, "qwen3_vl");
   EXPECT_TRUE(c.multimodal_wrapper);
   expect_qwen3_4b_language_model(c);
-  EXPECT_DOUBLE_EQ(c.rope.theta, 5e6);
-  EXPECT_TRUE(c.rope.multimodal);
+  EXPECT_DOUBLE_EQ(c.model.rope_theta, 5e6);
+  EXPECT_TRUE(c.multimodal_rope);
   EXPECT_EQ(c.parameter_count(), 4'022'468'096);
 }
 
 TEST(HfConfig, Gpt2Small) {
-  const ModelConfig c = load_config(kConfigs / "gpt2.json");
+  const Config c = load_config(kConfigs / "gpt2.json");
   EXPECT_EQ(c.family, Family::GPT2);
-  EXPECT_EQ(c.layers, 12);
-  EXPECT_EQ(c.hidden, 768);
-  EXPECT_EQ(c.heads, 12);
-  EXPECT_EQ(c.head_dim, 64);
-  EXPECT_EQ(c.intermediate, 3072);  // n_inner absent: 4 x n_embd
+  EXPECT_EQ(c.model.layers, 12);
+  EXPECT_EQ(c.model.width, 768);
+  EXPECT_EQ(c.model.heads, 12);
+  EXPECT_EQ(c.model.head_size(), 64);
+  EXPECT_EQ(c.model.mlp_hidden(), 3072);  // n_inner absent: 4 x n_embd
   EXPECT_EQ(c.max_positions, 1024);
-  EXPECT_EQ(c.norm, NormKind::LayerNorm);
-  EXPECT_EQ(c.activation, Activation::GeluTanh);
-  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.model.norm, blocklab::NormKind::LayerNorm);
+  EXPECT_EQ(c.model.mlp, blocklab::MlpKind::GeluTanh);
+  EXPECT_EQ(c.model.positions, blocklab::Positions::Learned);
+  EXPECT_EQ(c.model.qkv, blocklab::QkvLayout::Fused);
+  EXPECT_TRUE(c.model.qkv_bias && c.model.proj_bias && c.model.mlp_bias);
+  EXPECT_TRUE(c.model.tie_head);
   EXPECT_EQ(c.parameter_count(), 124'439'808);  // GPT-2 small, the published 124 M
 }
 
 TEST(HfConfig, DirectoryReadsConfigJson) {
-  const ModelConfig c = load_config(fs::path(BLOCKLAB_TEST_DATA) / "hf" / "qwen2");
+  const Config c = load_config(fs::path(BLOCKLAB_TEST_DATA) / "hf" / "qwen2");
   EXPECT_EQ(c.family, Family::Qwen2);
-  EXPECT_DOUBLE_EQ(c.rope.theta, 50000.0);  // from rope_parameters (transformers v5 layout)
-  EXPECT_TRUE(c.qkv_bias);
-  EXPECT_FALSE(c.o_bias);
-  EXPECT_EQ(c.head_dim, 4);  // no head_dim: hidden / heads
+  EXPECT_DOUBLE_EQ(c.model.rope_theta, 50000.0);  // from rope_parameters (transformers v5 layout)
+  EXPECT_TRUE(c.model.qkv_bias);
+  EXPECT_FALSE(c.model.proj_bias);
+  EXPECT_EQ(c.model.head_size(), 4);  // no head_dim: hidden / heads
 }
 
 TEST(HfConfig, TieFlagOfTextConfigWins) {
   nlohmann::json j = read_json(kConfigs / "qwen3_vl_4b.json");
   j["tie_word_embeddings"] = true;
   j["text_config"]["tie_word_embeddings"] = false;
-  EXPECT_FALSE(parse_config(j.dump(), "c.json").tie_word_embeddings);
+  EXPECT_FALSE(parse_config(j.dump(), "c.json").model.tie_head);
   j["text_config"].erase("tie_word_embeddings");
-  EXPECT_TRUE(parse_config(j.dump(), "c.json").tie_word_embeddings);  // top level applies
+  EXPECT_TRUE(parse_config(j.dump(), "c.json").model.tie_head);  // top level applies
   j["tie_word_embeddings"] = false;
-  EXPECT_FALSE(parse_config(j.dump(), "c.json").tie_word_embeddings);
+  EXPECT_FALSE(parse_config(j.dump(), "c.json").model.tie_head);
 }
 
 TEST(HfConfig, LlamaRopeScalingAndBiases) {
@@ -109,12 +117,12 @@ TEST(HfConfig, LlamaRopeScalingAndBiases) {
   j["mlp_bias"] = true;
   j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 32.0}, {"low_freq_factor", 1.0},
                        {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
-  const ModelConfig c = parse_config(j.dump(), "c.json");
+  const Config c = parse_config(j.dump(), "c.json");
   EXPECT_EQ(c.family, Family::Llama);
-  EXPECT_FALSE(c.qk_norm);
-  EXPECT_TRUE(c.qkv_bias && c.o_bias && c.mlp_bias);
-  EXPECT_EQ(c.rope.scaling, RopeConfig::Scaling::Llama3);
-  EXPECT_DOUBLE_EQ(c.rope.factor, 32.0);
+  EXPECT_FALSE(c.model.qk_norm);
+  EXPECT_TRUE(c.model.qkv_bias && c.model.proj_bias && c.model.mlp_bias);
+  EXPECT_EQ(c.rope_scaling.kind, blocklab::RopeScaling::Kind::Llama3);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 32.0);
 }
 
 TEST(HfConfig, BadConfigsAreClearErrors) {

@@ -10,6 +10,7 @@
 
 #include "hf/model.h"
 #include "io/safetensors.h"
+#include "model/rope_scaling.h"
 #include "util/error.h"
 #include "util/threads.h"
 
@@ -51,8 +52,8 @@ double check_parity(const std::string& name, double tolerance, bool stream_weigh
   const fs::path dir = kHf / name;
   const Model model = Model::load(dir);
   const Reference ref = read_reference(dir);
-  const ModelConfig& c = model.config();
-  const std::size_t T = ref.tokens.size(), C = c.hidden;
+  const blocklab::ModelConfig& c = model.config().model;
+  const std::size_t T = ref.tokens.size(), C = c.width;
   EXPECT_EQ(ref.hidden.size(), (c.layers + 1) * T * C);
 
   std::vector<std::vector<float>> hidden;
@@ -106,7 +107,7 @@ TEST(HfModel, LastPositionLogitsEqualTheLastRow) {
   ForwardOptions opt;
   opt.logits = LogitsFor::Last;
   const ForwardResult last = m.forward(tokens, opt);
-  const int V = m.config().vocab;
+  const int V = m.config().model.vocab;
   ASSERT_EQ(last.logits.size(), static_cast<std::size_t>(V));
   for (int v = 0; v < V; ++v) EXPECT_EQ(last.logits[v], all.logits[3 * V + v]);
   opt.logits = LogitsFor::None;
@@ -118,7 +119,7 @@ TEST(HfModel, CausalPrefixGivesTheSameHiddenStates) {
   const Model m = Model::load(kHf / "gpt2");
   const std::vector<int32_t> longer{1, 2, 3, 4, 5, 6}, prefix{1, 2, 3};
   const ForwardResult a = m.forward(longer), b = m.forward(prefix);
-  const int C = m.config().hidden;
+  const int C = m.config().model.width;
   for (int i = 0; i < 3 * C; ++i) EXPECT_NEAR(a.final_hidden[i], b.final_hidden[i], 1e-6f);
 }
 
@@ -162,25 +163,23 @@ TEST(HfModel, ParameterCountsAgreeWithConfig) {
 }
 
 TEST(HfModel, RopeInverseFrequencies) {
-  ModelConfig c;
-  c.head_dim = 8;
-  c.rope.theta = 10000;
-  std::vector<double> f = rope_inv_freq(c);
+  blocklab::RopeScaling c;
+  std::vector<double> f = blocklab::rope_inv_freq(10000, 8, c);
   ASSERT_EQ(f.size(), 4u);
   EXPECT_DOUBLE_EQ(f[0], 1.0);
   EXPECT_NEAR(f[1], 0.1, 1e-15);
   EXPECT_NEAR(f[3], 0.001, 1e-15);
-  c.rope.scaling = RopeConfig::Scaling::Linear;
-  c.rope.factor = 4;
-  EXPECT_NEAR(rope_inv_freq(c)[1], 0.025, 1e-15);
+  c.kind = blocklab::RopeScaling::Kind::Linear;
+  c.factor = 4;
+  EXPECT_NEAR(blocklab::rope_inv_freq(10000, 8, c)[1], 0.025, 1e-15);
   // Llama 3: wavelengths above old_len / low_freq_factor are divided by factor, below
   // old_len / high_freq_factor kept, in between interpolated.
-  c.rope.scaling = RopeConfig::Scaling::Llama3;
-  c.rope.factor = 8;
-  c.rope.low_freq_factor = 1;
-  c.rope.high_freq_factor = 4;
-  c.rope.original_max_positions = 16;
-  f = rope_inv_freq(c);
+  c.kind = blocklab::RopeScaling::Kind::Llama3;
+  c.factor = 8;
+  c.low_freq_factor = 1;
+  c.high_freq_factor = 4;
+  c.original_max_positions = 16;
+  f = blocklab::rope_inv_freq(10000, 8, c);
   const double wavelen0 = 2 * M_PI, smooth = (16 / wavelen0 - 1) / 3;
   EXPECT_NEAR(f[0], (1 - smooth) / 8 + smooth, 1e-15);
   EXPECT_NEAR(f[1], 0.1 / 8, 1e-15);

@@ -42,7 +42,7 @@ TEST(HfProbe, TopTokensAreASoftmaxInDoubleWithTiesByID) {
 
 TEST(HfProbe, ResidualProbeMeasuresEveryLayerAndWritesItsFiles) {
   const hf::Model model = hf::Model::load(kHf / "qwen3");
-  const int L = model.config().layers, C = model.config().hidden;
+  const int L = model.config().model.layers, C = model.config().model.width;
   const std::vector<int32_t> tokens = {1, 2, 3, 4};
   std::vector<int> seen;
   hf::ResidualProbeOptions options;

@@ -6,14 +6,12 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <sstream>
 
 #include "cli_runner.h"
 #include "hf/model.h"
 #include "hf/weights.h"
 #include "io/safetensors.h"
-#include "kernels/gemm.h"
 #include "util/error.h"
 
 namespace {
@@ -110,53 +108,6 @@ TEST(HfWeights, ConvertRowsMatchesScalarConversions) {
     }
     EXPECT_THROW(convert_rows(rows.data(), ref, ref.rows() - 1, 2), Error);
   }
-}
-
-// A BF16 weight (OC, C), stored as is or transposed, times N input rows through stored_linear with
-// the default paths (block 0) and forced row blocks of every size, against a double-precision product.
-void check_stored_linear(int N, int C, int OC, bool every_block_size) {
-  std::mt19937 rng(3);
-  std::normal_distribution<float> nd;
-  std::vector<uint16_t> w16(OC * C), wt16(C * OC);
-  std::vector<float> w(OC * C), inp(N * C), bias(OC), expected(N * OC);
-  for (int o = 0; o < OC; ++o)
-    for (int c = 0; c < C; ++c) {
-      w16[o * C + c] = io::float_to_bf16(nd(rng));
-      w[o * C + c] = io::bf16_to_float(w16[o * C + c]);
-      wt16[c * OC + o] = w16[o * C + c];
-    }
-  for (float& x : inp) x = nd(rng);
-  for (float& x : bias) x = nd(rng);
-  for (int n = 0; n < N; ++n)
-    for (int o = 0; o < OC; ++o) {
-      double acc = bias[o];
-      for (int c = 0; c < C; ++c) acc += static_cast<double>(inp[n * C + c]) * w[o * C + c];
-      expected[n * OC + o] = static_cast<float>(acc);
-    }
-  for (bool transposed : {false, true}) {
-    StoredMatrix m;
-    m.weight.name = "w";
-    m.weight.dtype = io::DType::BF16;
-    m.weight.shape = transposed ? std::vector<int64_t>{C, OC} : std::vector<int64_t>{OC, C};
-    m.weight.bytes = std::as_bytes(std::span<const uint16_t>(transposed ? wt16 : w16));
-    m.out = OC;
-    m.in = C;
-    m.transposed = transposed;
-    std::vector<int64_t> blocks{0};
-    if (every_block_size) blocks.insert(blocks.end(), {1, C, C + 1, int64_t{3} * C * OC});
-    for (int64_t block : blocks) {
-      std::vector<float> out(N * OC), scratch;
-      stored_linear(out.data(), inp.data(), m, bias.data(), N, scratch, block);
-      for (int i = 0; i < N * OC; ++i)
-        ASSERT_NEAR(out[i], expected[i], 1e-5 * std::sqrt(C)) << "N " << N << " transposed " << transposed << " block " << block;
-    }
-  }
-}
-
-TEST(HfWeights, StoredLinearInAnyLayoutAndBlockSize) {
-  check_stored_linear(3, 7, 5, true);        // few rows: fused BF16 kernel
-  check_stored_linear(40, 7, 5, true);       // many rows: tiled GEMM
-  check_stored_linear(40, 300, 2000, false);  // several tiles per thread
 }
 
 TEST(HfWeights, MissingShardIsAnError) {

@@ -14,13 +14,13 @@ namespace bt = blocklab::testing;
 namespace fs = std::filesystem;
 
 namespace {
-io::PlotFigure two_panels() {
-  io::PlotFigure fig;
+report::PlotFigure two_panels() {
+  report::PlotFigure fig;
   fig.title = "Loss \"curves\"";
   fig.rows = 1;
   fig.cols = 2;
   for (int p = 0; p < 2; ++p) {
-    io::PlotPanel panel;
+    report::PlotPanel panel;
     panel.title = "panel " + std::to_string(p);
     panel.xlabel = "step";
     panel.ylabel = "loss";
@@ -40,7 +40,7 @@ struct EnvGuard {  // sets an environment variable for one test
 }  // namespace
 
 TEST(Plot, ScriptHoldsTheDataAndBothOutputs) {
-  const std::string g = io::gnuplot_script(two_panels(), "fig");
+  const std::string g = report::gnuplot_script(two_panels(), "fig");
   EXPECT_NE(g.find("$d0_0 << EOD\n1 4.2\n2 NaN\n3 0.5\nEOD"), std::string::npos) << g;
   EXPECT_NE(g.find("set terminal pngcairo"), std::string::npos);
   EXPECT_NE(g.find("set output \"fig.png\""), std::string::npos);
@@ -50,18 +50,18 @@ TEST(Plot, ScriptHoldsTheDataAndBothOutputs) {
   EXPECT_NE(g.find("set logscale y"), std::string::npos);
   EXPECT_NE(g.find("title \"ln V\""), std::string::npos);
   EXPECT_NE(g.find("dt 2"), std::string::npos);  // the dashed reference line
-  io::PlotFigure bad = two_panels();
+  report::PlotFigure bad = two_panels();
   bad.cols = 1;  // 2 panels in a 1x1 layout
-  EXPECT_THROW(io::gnuplot_script(bad, "fig"), Error);
+  EXPECT_THROW(report::gnuplot_script(bad, "fig"), Error);
   bad = two_panels();
   bad.panels[0].series[0].y.pop_back();
-  EXPECT_THROW(io::gnuplot_script(bad, "fig"), Error);
+  EXPECT_THROW(report::gnuplot_script(bad, "fig"), Error);
 }
 
 TEST(Plot, WithoutGnuplotWritesTheScriptAndSaysWhy) {
   EnvGuard env("BLOCKLAB_GNUPLOT", "/nonexistent/gnuplot");
   const fs::path dir = bt::fresh_dir("plot_missing");
-  const io::PlotResult r = io::render_figure(two_panels(), (dir / "fig").string());
+  const report::PlotResult r = report::render_figure(two_panels(), (dir / "fig").string());
   EXPECT_FALSE(r.drawn);
   EXPECT_NE(r.message.find("gnuplot not found"), std::string::npos) << r.message;
   EXPECT_NE(r.message.find("gnuplot-nox"), std::string::npos) << r.message;
@@ -70,9 +70,9 @@ TEST(Plot, WithoutGnuplotWritesTheScriptAndSaysWhy) {
 }
 
 TEST(Plot, GnuplotDrawsPngAndSvg) {
-  if (io::gnuplot_program().empty()) GTEST_SKIP() << "gnuplot is not installed";
+  if (report::gnuplot_program().empty()) GTEST_SKIP() << "gnuplot is not installed";
   const fs::path dir = bt::fresh_dir("plot_draw");
-  const io::PlotResult r = io::render_figure(two_panels(), (dir / "fig").string());
+  const report::PlotResult r = report::render_figure(two_panels(), (dir / "fig").string());
   ASSERT_TRUE(r.drawn) << r.message;
   const std::string png = bt::read_text(dir / "fig.png");
   ASSERT_GT(png.size(), 1000u);
@@ -84,23 +84,23 @@ TEST(Plot, GnuplotDrawsPngAndSvg) {
 }
 
 TEST(Plot, DrawsIntoARelativeDirectory) {
-  if (io::gnuplot_program().empty()) GTEST_SKIP() << "gnuplot is not installed";
+  if (report::gnuplot_program().empty()) GTEST_SKIP() << "gnuplot is not installed";
   const fs::path dir = bt::fresh_dir("plot_relative");
   const fs::path cwd = fs::current_path();
   fs::current_path(dir);
   fs::create_directories("sub/dir");
-  const io::PlotResult r = io::render_figure(two_panels(), "sub/dir/fig");
+  const report::PlotResult r = report::render_figure(two_panels(), "sub/dir/fig");
   fs::current_path(cwd);
   EXPECT_TRUE(r.drawn) << r.message;
   EXPECT_TRUE(fs::exists(dir / "sub" / "dir" / "fig.png"));
 }
 
 TEST(Plot, ABrokenScriptIsReportedNotThrown) {
-  if (io::gnuplot_program().empty()) GTEST_SKIP() << "gnuplot is not installed";
+  if (report::gnuplot_program().empty()) GTEST_SKIP() << "gnuplot is not installed";
   const fs::path dir = bt::fresh_dir("plot_broken");
-  io::PlotFigure fig = two_panels();
+  report::PlotFigure fig = two_panels();
   fig.panels[0].raw = "set nonsense_option 3";
-  const io::PlotResult r = io::render_figure(fig, (dir / "fig").string());
+  const report::PlotResult r = report::render_figure(fig, (dir / "fig").string());
   EXPECT_FALSE(r.drawn);
   EXPECT_NE(r.message.find("gnuplot failed"), std::string::npos) << r.message;
 }

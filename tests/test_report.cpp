@@ -11,18 +11,18 @@ using namespace blocklab;
 namespace bt = blocklab::testing;
 
 TEST(Report, Base64MatchesKnownVectors) {
-  EXPECT_EQ(io::base64_encode(""), "");
-  EXPECT_EQ(io::base64_encode("f"), "Zg==");
-  EXPECT_EQ(io::base64_encode("fo"), "Zm8=");
-  EXPECT_EQ(io::base64_encode("foo"), "Zm9v");
-  EXPECT_EQ(io::base64_encode("foobar"), "Zm9vYmFy");
-  EXPECT_EQ(io::base64_encode(std::string("\xff\x00\x10", 3)), "/wAQ");
+  EXPECT_EQ(report::base64_encode(""), "");
+  EXPECT_EQ(report::base64_encode("f"), "Zg==");
+  EXPECT_EQ(report::base64_encode("fo"), "Zm8=");
+  EXPECT_EQ(report::base64_encode("foo"), "Zm9v");
+  EXPECT_EQ(report::base64_encode("foobar"), "Zm9vYmFy");
+  EXPECT_EQ(report::base64_encode(std::string("\xff\x00\x10", 3)), "/wAQ");
 }
 
 TEST(Report, MarkdownAndHtmlCarryTheSameContent) {
   const auto dir = bt::fresh_dir("report");
   std::ofstream(dir / "fig.svg") << "<svg xmlns=\"http://www.w3.org/2000/svg\"></svg>";
-  io::ReportDocument doc;
+  report::ReportDocument doc;
   doc.heading(1, "Title");
   doc.paragraph("Use `blocklab sweep` with **care** & <angle>.");
   doc.table({"a", "b|c"}, {{"1", "2"}});
@@ -42,7 +42,7 @@ TEST(Report, MarkdownAndHtmlCarryTheSameContent) {
   EXPECT_NE(html.find("<code>blocklab sweep</code>"), std::string::npos) << html;
   EXPECT_NE(html.find("<strong>care</strong> &amp; &lt;angle&gt;"), std::string::npos);
   EXPECT_NE(html.find("data:image/svg+xml;base64," +
-                      io::base64_encode("<svg xmlns=\"http://www.w3.org/2000/svg\"></svg>")),
+                      report::base64_encode("<svg xmlns=\"http://www.w3.org/2000/svg\"></svg>")),
             std::string::npos);
   EXPECT_NE(html.find("missing.svg is missing"), std::string::npos);
   EXPECT_NE(html.find("<pre>x &lt; y"), std::string::npos);

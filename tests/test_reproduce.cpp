@@ -298,7 +298,7 @@ TEST(ReproduceClaims, RowsComeInReportOrderWithTheSourcesValues) {
     }
   }
   // In Korean: the same rows with the same verdicts, every text in the report's language.
-  x.options.lang = io::Lang::Ko;
+  x.options.lang = report::Lang::Ko;
   const auto korean = judge_claims(x.options, x.m);
   ASSERT_EQ(korean.size(), rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -354,7 +354,7 @@ TEST(Reproduce, WritesAReportWithTheClaimsTableAndEveryFigure) {
   const std::string html = bt::read_text(r.report_html);
   EXPECT_NE(html.find("<table>"), std::string::npos);
   EXPECT_EQ(html.find("src=\"sweep"), std::string::npos);  // self-contained: no links to figure files
-  if (!io::gnuplot_program().empty()) {
+  if (!report::gnuplot_program().empty()) {
     size_t embedded = 0;
     for (size_t p = 0; (p = html.find("data:image/svg+xml;base64,", p)) != std::string::npos; ++p) ++embedded;
     EXPECT_GE(embedded, 8u);  // gradnorm, loss x2, depth x2, block forms, walk, residual probe
@@ -370,7 +370,7 @@ TEST(Reproduce, WritesAReportWithTheClaimsTableAndEveryFigure) {
   // The same directory reported in Korean: the runs are reused (the language is not part of the experiment),
   // the verdicts are the same, and the report, its tables and the figures' text are Korean.
   ReproduceOptions korean = tiny_options(dir / "out");
-  korean.lang = io::Lang::Ko;
+  korean.lang = report::Lang::Ko;
   const ReproduceResult k = run_reproduce(korean);
   ASSERT_EQ(k.claims.size(), r.claims.size());
   const std::string kmd = bt::read_text(k.report_md);

@@ -54,6 +54,18 @@ RunSummary train(const RunConfig& c) {
 
 }  // namespace
 
+TEST(StreamStats, NormsOfTheMeanTokenVectorAndOfEachToken) {
+  // Two sequences of two tokens, C = 2. Sequence 0: (3, 4) and (3, -4): mean (3, 0), token norms 5, 5.
+  // Sequence 1: (0, 1) and (0, 3): mean (0, 2), token norms 1, 3.
+  const std::vector<float> h = {3, 4, 3, -4, 0, 1, 0, 3};
+  const StreamNorms both = stream_norms(h.data(), 2, 2, 2);
+  EXPECT_DOUBLE_EQ(both.mean_vector_norm, (3.0 + 2.0) / 2);
+  EXPECT_DOUBLE_EQ(both.mean_token_norm, (5.0 + 5 + 1 + 3) / 4);
+  const StreamNorms first = stream_norms(h.data(), 1, 2, 2);
+  EXPECT_DOUBLE_EQ(first.mean_vector_norm, 3.0);
+  EXPECT_DOUBLE_EQ(first.mean_token_norm, 5.0);
+}
+
 TEST(StreamStats, PeakIsTheLargestMagnitudeAndItsChannel) {
   // 3 rows of 4 channels; the largest |value| (-7) sits in channel 2 of row 1; a tie later keeps the first.
   const std::vector<float> h = {1, -2, 3, 0.5f, 0, 6, -7, 2, 7, 1, 1, 1};
@@ -204,9 +216,9 @@ TEST(StreamSummary, FirstAndLastStepsAndTheFigure) {
   ASSERT_TRUE(s.sink_max_last.has_value());
   EXPECT_GT(*s.sink_max_last, 0.0);
   EXPECT_LE(*s.sink_max_last, 1.0);
-  const io::PlotResult plot = report::plot_run_stream(dir / "run", "Pre-LN");
+  const report::PlotResult plot = report::plot_run_stream(dir / "run", "Pre-LN");
   EXPECT_TRUE(fs::exists(dir / "run" / "stream.gp"));
-  if (!io::gnuplot_program().empty()) {
+  if (!report::gnuplot_program().empty()) {
     EXPECT_TRUE(plot.drawn) << plot.message;
   }
 }
@@ -226,7 +238,7 @@ TEST(CliStream, TrainStreamEveryWritesStreamCsvAndKeepsMetricsIdentical) {
   EXPECT_EQ(t.rows.size(), 4u * 3u);  // steps 0, 4, 8, 10 x blocks 0..2
   EXPECT_NE(b.out.find("stream.csv"), std::string::npos) << b.out;
   EXPECT_EQ(bt::read_text(dir / "stream" / "config.json").find("\"stream_every\": 4") != std::string::npos, true);
-  if (!io::gnuplot_program().empty()) {
+  if (!report::gnuplot_program().empty()) {
     EXPECT_TRUE(fs::exists(dir / "stream" / "stream.png"));
   }
   EXPECT_EQ(bt::run_cli(args + " --stream-every -1 --out " + (dir / "bad").string()).status, 2);
@@ -335,7 +347,7 @@ TEST(DepthMapStream, ToyMapWithStreamEveryGainsTheColumns) {
   EXPECT_NE(csv.find("stream_rms_last,stream_rms_ratio,stream_max_abs,sink_max"), std::string::npos) << csv;
   EXPECT_TRUE(fs::exists(dir / "depthmap_stream.gp"));
   EXPECT_NE(bt::read_text(dir / "depthmap.md").find("depthmap_stream.png"), std::string::npos);
-  if (!io::gnuplot_program().empty()) {
+  if (!report::gnuplot_program().empty()) {
     EXPECT_TRUE(fs::exists(dir / "depthmap_stream.png"));
   }
 }

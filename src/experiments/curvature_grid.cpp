@@ -123,17 +123,17 @@ CurvatureGridResult run_curvature_grid(const CurvatureGridOptions& o, const Log&
     }
     io::write_file_atomic(per_block_csv.string(), text);
   }
-  result.figure = io::render_figure(curvature_grid_figure(result, o), (fs::path(o.out) / "curvature").string());
+  result.figure = report::render_figure(curvature_grid_figure(result, o), (fs::path(o.out) / "curvature").string());
   result.per_block_figure =
-      io::render_figure(per_block_init_figure(result, o.lang), (fs::path(o.out) / "per_block_init").string());
+      report::render_figure(per_block_init_figure(result, o.lang), (fs::path(o.out) / "per_block_init").string());
   return result;
 }
 
-io::PlotFigure curvature_grid_figure(const CurvatureGridResult& result, const CurvatureGridOptions& o) {
+report::PlotFigure curvature_grid_figure(const CurvatureGridResult& result, const CurvatureGridOptions& o) {
   const auto t = [&](const char* msgid, std::initializer_list<std::string> args = {}) {
-    return io::tr(o.lang, msgid, args);
+    return report::tr(o.lang, msgid, args);
   };
-  io::PlotFigure fig;
+  report::PlotFigure fig;
   fig.rows = 2;
   fig.cols = static_cast<int>(result.runs.size());
   fig.width = 420 * fig.cols;
@@ -145,31 +145,31 @@ io::PlotFigure curvature_grid_figure(const CurvatureGridResult& result, const Cu
         "blocks, seed {3})",
         {edge, std::to_string(o.base.model.layers), std::to_string(o.base.seed)});
   const double steps = o.base.steps;
-  std::vector<io::PlotPanel> top, bottom;
+  std::vector<report::PlotPanel> top, bottom;
   for (const CurvatureGridRun& run : result.runs) {
     const std::string name = placement_label(run.placement, o.lang) + ", " +
                              (run.warmup > 0 ? t("warm-up ") + std::to_string(run.warmup) : t("no warm-up"));
-    io::PlotPanel p;
+    report::PlotPanel p;
     p.title = name;
     p.xlabel = t("step");
     p.ylabel = "lambda_max(P^-1 H)";
     p.log_y = true;
     p.x_range = std::make_pair(0.0, steps);
     p.legend = "below";
-    io::PlotSeries pre;
+    report::PlotSeries pre;
     pre.x = run.steps;
     pre.y = run.preconditioned;
     pre.title = t("preconditioned sharpness");
-    pre.color = io::palette(0);
+    pre.color = report::palette(0);
     pre.points = true;
     pre.line_width = 2;
-    io::PlotSeries sharp;
+    report::PlotSeries sharp;
     sharp.x = run.steps;
     sharp.y = run.sharpness;
     sharp.title = t("sharpness lambda_max(H)");
-    sharp.color = io::palette(2);
+    sharp.color = report::palette(2);
     sharp.line_width = 1.2;
-    io::PlotSeries threshold;  // every step of the schedule
+    report::PlotSeries threshold;  // every step of the schedule
     RunConfig c = o.base;
     c.warmup = run.warmup;
     const Schedule schedule = c.make_schedule();
@@ -178,21 +178,21 @@ io::PlotFigure curvature_grid_figure(const CurvatureGridResult& result, const Cu
       threshold.y.push_back(probe::adam_edge(b1, schedule.at(std::min(s + 1, o.base.steps))));
     }
     threshold.title = edge;
-    threshold.color = io::palette(1);
+    threshold.color = report::palette(1);
     threshold.dash = 2;
     threshold.line_width = 2;
     p.series = {pre, sharp, threshold};
     top.push_back(p);
-    io::PlotPanel l;
+    report::PlotPanel l;
     l.title = name;
     l.xlabel = t("step");
     l.ylabel = t("training loss");
     l.x_range = std::make_pair(0.0, steps);
     l.legend = "off";
-    io::PlotSeries loss;
+    report::PlotSeries loss;
     loss.x = run.loss_steps;
     loss.y = run.loss;
-    loss.color = io::palette(4);
+    loss.color = report::palette(4);
     l.series = {loss};
     l.hlines.push_back({std::log(static_cast<double>(o.base.model.vocab)), "ln V", "#555555", 2, 1.2});
     bottom.push_back(l);
@@ -202,27 +202,27 @@ io::PlotFigure curvature_grid_figure(const CurvatureGridResult& result, const Cu
   return fig;
 }
 
-io::PlotFigure per_block_init_figure(const CurvatureGridResult& result, io::Lang lang) {
+report::PlotFigure per_block_init_figure(const CurvatureGridResult& result, report::Lang lang) {
   const auto t = [&](const char* msgid, std::initializer_list<std::string> args = {}) {
-    return io::tr(lang, msgid, args);
+    return report::tr(lang, msgid, args);
   };
-  io::PlotFigure fig;
+  report::PlotFigure fig;
   fig.width = 800;
   fig.height = 520;
   fig.title = t("Sharpness of each block's Hessian at initialization");
-  io::PlotPanel p;
+  report::PlotPanel p;
   p.xlabel = t("block");
   p.ylabel = "lambda_max(H_ll)";
   p.log_y = true;
   size_t i = 0;
   for (const auto& [placement, values] : result.per_block_init) {
-    io::PlotSeries s;
+    report::PlotSeries s;
     for (size_t l = 0; l < values.size(); ++l) {
       s.x.push_back(static_cast<double>(l + 1));
       s.y.push_back(values[l]);
     }
     s.title = placement_label(placement, lang);
-    s.color = io::palette(i++);
+    s.color = report::palette(i++);
     s.points = true;
     s.line_width = 2;
     p.series.push_back(s);

@@ -28,7 +28,7 @@ struct CurvatureGridOptions {
   probe::CurvatureOptions curvature;  // Lanczos settings (per_block and trace are turned off during training)
   int block_max_iter = 20;            // per-block sharpness at init
   std::string out;
-  io::Lang lang = io::Lang::En;
+  report::Lang lang = report::Lang::En;
 };
 
 struct CurvatureGridRun {
@@ -42,13 +42,13 @@ struct CurvatureGridRun {
 struct CurvatureGridResult {
   std::vector<CurvatureGridRun> runs;  // post/none, post/warmup, pre/none, pre/warmup
   std::map<NormPlacement, std::vector<double>> per_block_init;
-  io::PlotResult figure, per_block_figure;
+  report::PlotResult figure, per_block_figure;
 };
 
 // Checks the options (Error) before anything runs.
 void check_curvature_grid(const CurvatureGridOptions& options);
 CurvatureGridResult run_curvature_grid(const CurvatureGridOptions& options, const Log& log = {});
-io::PlotFigure curvature_grid_figure(const CurvatureGridResult& result, const CurvatureGridOptions& options);
-io::PlotFigure per_block_init_figure(const CurvatureGridResult& result, io::Lang lang);
+report::PlotFigure curvature_grid_figure(const CurvatureGridResult& result, const CurvatureGridOptions& options);
+report::PlotFigure per_block_init_figure(const CurvatureGridResult& result, report::Lang lang);
 
 }  // namespace blocklab::experiments

@@ -221,18 +221,18 @@ std::vector<DepthMapCell> summarize_depthmap(const DepthMapOptions& options, con
           c.median_steps = n % 2 ? steps[n / 2] : 0.5 * (steps[n / 2 - 1] + steps[n / 2]);
         }
         const std::string median = c.median_steps ? fmt(*c.median_steps, "%.0f") : "";
-        const io::Lang L = options.lang;
+        const report::Lang L = options.lang;
         if (c.runs == 0) {
-          c.text = io::tr(L, "no runs");
+          c.text = report::tr(L, "no runs");
           c.short_text = "-";
         } else if (2 * c.learned >= c.runs) {
           c.shown = probe::Outcome::Learned;
           if (c.runs == 1) {
-            c.text = c.median_steps ? median : io::tr(L, "learned (not below 0.01)");
+            c.text = c.median_steps ? median : report::tr(L, "learned (not below 0.01)");
             c.short_text = c.median_steps ? median : "learned";
           } else {
             c.text = std::to_string(c.learned) + "/" + std::to_string(c.runs) + " learned" +
-                     (c.median_steps ? io::tr(L, ", median {1} steps", {median}) : io::tr(L, " (not below 0.01)"));
+                     (c.median_steps ? report::tr(L, ", median {1} steps", {median}) : report::tr(L, " (not below 0.01)"));
             c.short_text = std::to_string(c.learned) + "/" + std::to_string(c.runs) + ": " +
                            (c.median_steps ? median : "learned");
           }
@@ -299,11 +299,11 @@ std::string depthmap_csv(const std::vector<DepthMapRun>& runs) {
   return csv.text();
 }
 
-std::optional<io::PlotFigure> depthmap_stream_figure(const DepthMapOptions& options,
+std::optional<report::PlotFigure> depthmap_stream_figure(const DepthMapOptions& options,
                                                      const std::vector<DepthMapRun>& runs) {
   if (options.depths.empty() || options.seeds.empty()) return std::nullopt;
   const int depth = *std::max_element(options.depths.begin(), options.depths.end());
-  io::PlotFigure figure;
+  report::PlotFigure figure;
   figure.cols = static_cast<int>(options.warmups.size());
   figure.width = 900 * figure.cols;
   figure.height = 640;
@@ -329,9 +329,9 @@ std::optional<io::PlotFigure> depthmap_stream_figure(const DepthMapOptions& opti
 }
 
 std::vector<std::string> depthmap_table_header(const DepthMapOptions& options) {
-  const io::Lang L = options.lang;
-  std::vector<std::string> header = {io::tr(L, "placement")};
-  for (int d : options.depths) header.push_back(io::tr(L, "{1} blocks", {std::to_string(d)}));
+  const report::Lang L = options.lang;
+  std::vector<std::string> header = {report::tr(L, "placement")};
+  for (int d : options.depths) header.push_back(report::tr(L, "{1} blocks", {std::to_string(d)}));
   return header;
 }
 
@@ -342,7 +342,7 @@ std::vector<std::vector<std::string>> depthmap_table(const DepthMapOptions& opti
     std::vector<std::string> row = {placement_label(p, options.lang)};
     for (int d : options.depths) {
       const DepthMapCell* c = find_cell(cells, p, d, warmup);
-      row.push_back(c ? c->text : io::tr(options.lang, "no runs"));
+      row.push_back(c ? c->text : report::tr(options.lang, "no runs"));
     }
     rows.push_back(row);
   }
@@ -397,9 +397,9 @@ std::string cell_color(const DepthMapCell& cell, int steps) {
   return kNoRunColor;
 }
 
-io::PlotFigure depthmap_figure(const DepthMapOptions& options, const std::vector<DepthMapCell>& cells,
+report::PlotFigure depthmap_figure(const DepthMapOptions& options, const std::vector<DepthMapCell>& cells,
                                const std::string& title) {
-  io::PlotFigure fig;
+  report::PlotFigure fig;
   fig.title = title;
   const int rows = static_cast<int>(options.placements.size()), cols = static_cast<int>(options.depths.size());
   const int panel_width = 170 + 95 * cols;
@@ -408,11 +408,11 @@ io::PlotFigure depthmap_figure(const DepthMapOptions& options, const std::vector
   fig.width = std::max(900, panel_width * static_cast<int>(options.warmups.size()) + 320);
   fig.height = 190 + 42 * rows;
   const int steps = options.base.steps;
-  const io::Lang L = options.lang;
+  const report::Lang L = options.lang;
   for (int warmup : options.warmups) {
-    io::PlotPanel p;
-    p.title = warmup == 0 ? io::tr(L, "no warm-up") : io::tr(L, "warm-up {1} steps", {std::to_string(warmup)});
-    p.xlabel = io::tr(L, "blocks");
+    report::PlotPanel p;
+    p.title = warmup == 0 ? report::tr(L, "no warm-up") : report::tr(L, "warm-up {1} steps", {std::to_string(warmup)});
+    p.xlabel = report::tr(L, "blocks");
     p.ylabel = "";
     p.legend = "off";
     p.x_range = std::make_pair(-0.5, cols - 0.5);
@@ -443,7 +443,7 @@ io::PlotFigure depthmap_figure(const DepthMapOptions& options, const std::vector
     p.raw = g.str();
     fig.panels.push_back(p);
   }
-  io::PlotPanel key;
+  report::PlotPanel key;
   key.axes = false;
   key.x_range = std::make_pair(0.0, 1.0);
   key.y_range = std::make_pair(0.0, 1.0);
@@ -451,22 +451,22 @@ io::PlotFigure depthmap_figure(const DepthMapOptions& options, const std::vector
   key.raw = "unset key\nset key inside left center vertical Left reverse samplen 1.5 spacing 1.3 nobox\n";
   for (double f : {0.1, 0.25, 0.5, 0.75, 1.0})
     key.key_entries.push_back(
-        {io::tr(L, "learned: < 0.01 by step {1}", {std::to_string(static_cast<int>(std::lround(f * steps)))}),
+        {report::tr(L, "learned: < 0.01 by step {1}", {std::to_string(static_cast<int>(std::lround(f * steps)))}),
          steps_color(f)});
-  key.key_entries.push_back({io::tr(L, "learned, not < 0.01 by the end"), kLearnedNotSolvedColor});
-  key.key_entries.push_back({io::tr(L, "never-started"), kNeverStartedColor});
-  key.key_entries.push_back({io::tr(L, "learning (not < 0.1 ln V)"), kLearningColor});
-  key.key_entries.push_back({io::tr(L, "collapsed"), kCollapsedColor});
-  key.key_entries.push_back({io::tr(L, "blew-up (ends > ln V + 0.5)"), kBlewUpColor});
-  key.key_entries.push_back({io::tr(L, "diverged"), kDivergedColor});
+  key.key_entries.push_back({report::tr(L, "learned, not < 0.01 by the end"), kLearnedNotSolvedColor});
+  key.key_entries.push_back({report::tr(L, "never-started"), kNeverStartedColor});
+  key.key_entries.push_back({report::tr(L, "learning (not < 0.1 ln V)"), kLearningColor});
+  key.key_entries.push_back({report::tr(L, "collapsed"), kCollapsedColor});
+  key.key_entries.push_back({report::tr(L, "blew-up (ends > ln V + 0.5)"), kBlewUpColor});
+  key.key_entries.push_back({report::tr(L, "diverged"), kDivergedColor});
   fig.panels.push_back(key);
   return fig;
 }
 
 // ---- public anchors -----------------------------------------------------------------------------
 
-std::string depthmap_tasks_differ(io::Lang lang) {
-  return io::tr(lang,
+std::string depthmap_tasks_differ(report::Lang lang) {
+  return report::tr(lang,
                 "The tasks differ: the papers train encoder-decoder translation models (NL-NL = N "
                 "encoder and N decoder layers, judged by BLEU) on WMT, IWSLT or OPUS with their own "
                 "optimizers and schedules; this map trains decoder-only stacks on the synthetic copy "
@@ -474,9 +474,9 @@ std::string depthmap_tasks_differ(io::Lang lang) {
                 "what warm-up changes), not the depths at which things happen.");
 }
 
-std::vector<std::string> depthmap_anchor_header(io::Lang lang) {
-  return {io::trc(lang, "anchor table", "source"), io::tr(lang, "their task and setting"), io::tr(lang, "their result"),
-          io::tr(lang, "closest cell here"), io::trc(lang, "anchor table", "here")};
+std::vector<std::string> depthmap_anchor_header(report::Lang lang) {
+  return {report::trc(lang, "anchor table", "source"), report::tr(lang, "their task and setting"), report::tr(lang, "their result"),
+          report::tr(lang, "closest cell here"), report::trc(lang, "anchor table", "here")};
 }
 
 std::vector<std::vector<std::string>> depthmap_anchor_rows(const DepthMapOptions& options,
@@ -487,9 +487,9 @@ std::vector<std::vector<std::string>> depthmap_anchor_rows(const DepthMapOptions
     int depth;       // wanted depth (blocks); the nearest in the map is shown
     bool warmup;     // with warm-up: the largest warm-up of the map; without: the smallest
   };
-  const io::Lang L = options.lang;
+  const report::Lang L = options.lang;
   const auto t = [L](const char* msgid, std::initializer_list<std::string> args = {}) {
-    return io::tr(L, msgid, args);
+    return report::tr(L, msgid, args);
   };
   const std::vector<Anchor> anchors = {
       {"Admin (Liu et al. 2020)", t("WMT'14 En-De, 6L-6L, warm-up"), t("Post-LN trains (27.80 BLEU)"),
@@ -518,7 +518,7 @@ std::vector<std::vector<std::string>> depthmap_anchor_rows(const DepthMapOptions
   };
   std::vector<std::vector<std::string>> rows;
   for (const Anchor& a : anchors) {
-    std::string where = io::tr(L, "not in this map"), here = "-";
+    std::string where = report::tr(L, "not in this map"), here = "-";
     if (std::find(options.placements.begin(), options.placements.end(), a.placement) != options.placements.end() &&
         !options.depths.empty() && !options.warmups.empty()) {
       int depth = options.depths.front();
@@ -526,11 +526,11 @@ std::vector<std::vector<std::string>> depthmap_anchor_rows(const DepthMapOptions
         if (std::abs(d - a.depth) < std::abs(depth - a.depth)) depth = d;
       const int warmup = a.warmup ? *std::max_element(options.warmups.begin(), options.warmups.end())
                                   : *std::min_element(options.warmups.begin(), options.warmups.end());
-      where = placement_label(a.placement, L) + ", " + io::tr(L, "{1} blocks, ", {std::to_string(depth)}) +
-              (warmup == 0 ? io::tr(L, "no warm-up") : io::tr(L, "warm-up ") + std::to_string(warmup));
+      where = placement_label(a.placement, L) + ", " + report::tr(L, "{1} blocks, ", {std::to_string(depth)}) +
+              (warmup == 0 ? report::tr(L, "no warm-up") : report::tr(L, "warm-up ") + std::to_string(warmup));
       const DepthMapCell* c = find_cell(cells, a.placement, depth, warmup);
-      here = c ? c->text : io::tr(L, "no runs");
-      if (c && c->shown == probe::Outcome::Learned && c->median_steps) here += io::tr(L, " steps to < 0.01");
+      here = c ? c->text : report::tr(L, "no runs");
+      if (c && c->shown == probe::Outcome::Learned && c->median_steps) here += report::tr(L, " steps to < 0.01");
     }
     rows.push_back({a.source, a.task, a.result, where, here});
   }
@@ -557,7 +557,7 @@ std::string markdown_table(const std::vector<std::string>& header, const std::ve
 
 std::string settings_text(const DepthMapOptions& o) {
   const RunConfig& c = o.base;
-  return io::tr(o.lang, "width {1}, {2} heads, {3}, copy task V={4} n={5}, batch {6}, Adam {7}, {8} steps, seed(s) {9}",
+  return report::tr(o.lang, "width {1}, {2} heads, {3}, copy task V={4} n={5}, batch {6}, Adam {7}, {8} steps, seed(s) {9}",
                 {std::to_string(c.model.width), std::to_string(c.model.heads), to_string(c.model.norm),
                  std::to_string(c.model.vocab), std::to_string(c.copy_len), std::to_string(c.batch), fmt(c.lr, "%g"),
                  std::to_string(c.steps), join_values(o.seeds)});
@@ -571,11 +571,11 @@ void write_depthmap(const DepthMapOptions& options, DepthMapResult& result) {
   result.markdown = (out / "depthmap.md").string();
   io::write_file_atomic(result.csv, depthmap_csv(result.runs));
   const std::string title =
-      io::tr(options.lang, "Depth map{1}: steps to loss < 0.01, or the run's label\n{2}",
-             {options.quick ? io::tr(options.lang, " (quick)") : std::string(), settings_text(options)});
-  result.figure = io::render_figure(depthmap_figure(options, result.cells, title), (out / "depthmap").string());
-  const std::optional<io::PlotFigure> stream = depthmap_stream_figure(options, result.runs);
-  if (stream) result.stream_figure = io::render_figure(*stream, (out / "depthmap_stream").string());
+      report::tr(options.lang, "Depth map{1}: steps to loss < 0.01, or the run's label\n{2}",
+             {options.quick ? report::tr(options.lang, " (quick)") : std::string(), settings_text(options)});
+  result.figure = report::render_figure(depthmap_figure(options, result.cells, title), (out / "depthmap").string());
+  const std::optional<report::PlotFigure> stream = depthmap_stream_figure(options, result.runs);
+  if (stream) result.stream_figure = report::render_figure(*stream, (out / "depthmap_stream").string());
 
   std::ostringstream md;
   md << "# Depth map" << (options.quick ? " (quick)" : "") << "\n\n";

@@ -42,7 +42,7 @@ struct DepthMapOptions {
   std::string worker;                     // the blocklab executable ("" = the running program)
   double poll_seconds = 0.25;
   bool quick = false;                     // for titles only
-  io::Lang lang = io::Lang::En;           // of the figure, the tables and depthmap.md (not of the results)
+  report::Lang lang = report::Lang::En;           // of the figure, the tables and depthmap.md (not of the results)
 };
 
 // The full map (the source's model: width 128, batch 16, Adam 1e-3; depths 6-96, warm-up 0 and 400,
@@ -108,8 +108,8 @@ struct DepthMapResult {
   std::vector<DepthMapRun> runs;   // plan order
   std::vector<DepthMapCell> cells;  // warm-up, then placement, then depth
   SweepResult sweep;
-  io::PlotResult figure;
-  io::PlotResult stream_figure;    // depthmap_stream.*: drawn when some run recorded its stream
+  report::PlotResult figure;
+  report::PlotResult stream_figure;    // depthmap_stream.*: drawn when some run recorded its stream
   std::string csv, markdown;       // paths written
 };
 
@@ -125,12 +125,12 @@ const DepthMapCell* find_cell(const std::vector<DepthMapCell>& cells, NormPlacem
 std::string depthmap_csv(const std::vector<DepthMapRun>& runs);
 // The stream figure: the RMS by block at init (dashed) and at the end (solid), one curve per placement, one
 // panel per warm-up, for the deepest depth of the map and its first seed. nullopt when no run recorded its stream.
-std::optional<io::PlotFigure> depthmap_stream_figure(const DepthMapOptions& options, const std::vector<DepthMapRun>& runs);
+std::optional<report::PlotFigure> depthmap_stream_figure(const DepthMapOptions& options, const std::vector<DepthMapRun>& runs);
 // One markdown table per warm-up (without headings); "| placement | 6 blocks | ... |".
 std::vector<std::vector<std::string>> depthmap_table(const DepthMapOptions& options,
                                                       const std::vector<DepthMapCell>& cells, int warmup);
 std::vector<std::string> depthmap_table_header(const DepthMapOptions& options);
-io::PlotFigure depthmap_figure(const DepthMapOptions& options, const std::vector<DepthMapCell>& cells,
+report::PlotFigure depthmap_figure(const DepthMapOptions& options, const std::vector<DepthMapCell>& cells,
                                const std::string& title);
 // The colour of a cell in the figure (fixed colours for the failure labels, a scale for steps to learn).
 std::string cell_color(const DepthMapCell& cell, int steps);
@@ -139,8 +139,8 @@ std::string cell_color(const DepthMapCell& cell, int steps);
 // comes closest: {source, their task and setting, their result, our cell, our result}.
 std::vector<std::vector<std::string>> depthmap_anchor_rows(const DepthMapOptions& options,
                                                            const std::vector<DepthMapCell>& cells);
-std::vector<std::string> depthmap_anchor_header(io::Lang lang = io::Lang::En);
-std::string depthmap_tasks_differ(io::Lang lang = io::Lang::En);  // the caveat printed with the anchors
+std::vector<std::string> depthmap_anchor_header(report::Lang lang = report::Lang::En);
+std::string depthmap_tasks_differ(report::Lang lang = report::Lang::En);  // the caveat printed with the anchors
 
 // Writes depthmap.csv, depthmap.md and the figure into options.out.
 void write_depthmap(const DepthMapOptions& options, DepthMapResult& result);

@@ -28,10 +28,10 @@ bool is_fc2(const probe::ParameterGradNorm& p) {
 
 // The init the shown placements ran with: "xavier" when it is one scheme for all of them, else the base
 // scheme and the exceptions ("xavier (deepnorm: DeepNorm, tfixup: T-Fixup)"), as init = auto resolves it.
-std::string init_text(const RunConfig& base, const std::vector<NormPlacement>& placements, io::Lang lang) {
+std::string init_text(const RunConfig& base, const std::vector<NormPlacement>& placements, report::Lang lang) {
   ModelConfig m = base.model;
   const auto name = [lang](InitScheme scheme) {
-    return scheme == InitScheme::Xavier ? io::tr(lang, "xavier") : to_string(scheme);
+    return scheme == InitScheme::Xavier ? report::tr(lang, "xavier") : to_string(scheme);
   };
   const std::string common = name(m.effective_init());
   std::vector<std::string> exceptions;
@@ -52,18 +52,18 @@ std::vector<NormPlacement> placements_of(const Profiles& profiles) {
 
 // "24 blocks x 128, 4 heads, V=64 n=32, batch 16, xavier, emb N(0, 1^2)": the second title line.
 std::string model_line(const RunConfig& base, int batches, const std::vector<NormPlacement>& placements,
-                       io::Lang lang = io::Lang::En) {
+                       report::Lang lang = report::Lang::En) {
   std::ostringstream std_text;
   std_text << base.model.embed_init_std;
-  return io::tr(lang, "{1} blocks x {2}, {3} heads, V={4} n={5}, batch {6}, {7}, emb N(0, {8}^2){9}",
+  return report::tr(lang, "{1} blocks x {2}, {3} heads, V={4} n={5}, batch {6}, {7}, emb N(0, {8}^2){9}",
                 {std::to_string(base.model.layers), std::to_string(base.model.width), std::to_string(base.model.heads),
                  std::to_string(base.model.vocab), std::to_string(base.copy_len), std::to_string(base.batch),
                  init_text(base, placements, lang), std_text.str(),
-                 batches > 1 ? io::tr(lang, ", {1} batches", {std::to_string(batches)}) : std::string()});
+                 batches > 1 ? report::tr(lang, ", {1} batches", {std::to_string(batches)}) : std::string()});
 }
 
 // Ten colours that stay apart on white: Okabe-Ito without its yellow, then three of Paul Tol's.
-// The first two are io::palette's first two: the default post,pre figure keeps its colours.
+// The first two are report::palette's first two: the default post,pre figure keeps its colours.
 // A placement keeps its colour in every figure, whatever the list asked for.
 const std::string& placement_color(NormPlacement placement) {
   static const std::vector<std::string> colors = {"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00",
@@ -116,16 +116,16 @@ std::vector<probe::ParameterGradNorm> gradnorms_at_init(const RunConfig& given, 
   return mean;
 }
 
-io::PlotFigure gradnorm_figure(const std::vector<GradNormProfile>& profiles, const RunConfig& base, int batches,
-                               io::Lang lang) {
-  io::PlotFigure fig;
+report::PlotFigure gradnorm_figure(const std::vector<GradNormProfile>& profiles, const RunConfig& base, int batches,
+                               report::Lang lang) {
+  report::PlotFigure fig;
   fig.width = 1050;
   fig.height = 620;
-  io::PlotPanel panel;
-  panel.title = io::tr(lang, "MLP second-layer weight: gradient norm at initialization") + "\n" +
+  report::PlotPanel panel;
+  panel.title = report::tr(lang, "MLP second-layer weight: gradient norm at initialization") + "\n" +
                 model_line(base, batches, placements_of(profiles), lang);
-  panel.xlabel = io::tr(lang, "block");
-  panel.ylabel = io::tr(lang, "|| grad of blocks.N.mlp.fc2.weight ||  (Frobenius)");
+  panel.xlabel = report::tr(lang, "block");
+  panel.ylabel = report::tr(lang, "|| grad of blocks.N.mlp.fc2.weight ||  (Frobenius)");
   panel.legend = "outside right top";
   double hi = 0;
   for (size_t p = 0; p < profiles.size(); ++p) {
@@ -135,13 +135,13 @@ io::PlotFigure gradnorm_figure(const std::vector<GradNormProfile>& profiles, con
     std::vector<double> blocks;
     for (size_t b = 0; b < prof.mean.size(); ++b) blocks.push_back(static_cast<double>(b + 1));
     for (size_t s = 0; s < prof.per_seed.size(); ++s) {
-      io::PlotSeries ser{blocks, prof.per_seed[s], s == 0 ? label + io::tr(lang, ", each seed") : "", color, 1.0, 1,
+      report::PlotSeries ser{blocks, prof.per_seed[s], s == 0 ? label + report::tr(lang, ", each seed") : "", color, 1.0, 1,
                          false};
       panel.series.push_back(ser);
       for (double v : prof.per_seed[s]) hi = std::max(hi, v);
     }
     const std::string n = std::to_string(prof.per_seed.size());
-    panel.series.push_back({blocks, prof.mean, label + io::tr(lang, ", mean of {1} seeds", {n}), color, 3.5, 1, true});
+    panel.series.push_back({blocks, prof.mean, label + report::tr(lang, ", mean of {1} seeds", {n}), color, 3.5, 1, true});
   }
   panel.x_range = std::make_pair(0.5, profiles.empty() ? 1.5 : profiles[0].mean.size() + 0.5);
   panel.y_range = std::make_pair(0.0, hi * 1.1);
@@ -149,11 +149,11 @@ io::PlotFigure gradnorm_figure(const std::vector<GradNormProfile>& profiles, con
   return fig;
 }
 
-io::PlotFigure gradnorm_family_figure(const GradNormFamily& family, const RunConfig& base, int batches) {
-  io::PlotFigure fig;
+report::PlotFigure gradnorm_family_figure(const GradNormFamily& family, const RunConfig& base, int batches) {
+  report::PlotFigure fig;
   fig.width = 1100;
   fig.height = 620;
-  io::PlotPanel panel;
+  report::PlotPanel panel;
   const size_t seeds = family.profiles.empty() ? 0 : family.profiles[0].per_seed.size();
   panel.title = "blocks.N." + family.name + ": gradient norm at initialization\n" + model_line(base, batches, placements_of(family.profiles)) +
                 "; thin: each seed, thick: mean of " + std::to_string(seeds) + (seeds == 1 ? " seed" : " seeds");
@@ -320,12 +320,12 @@ GradNormResult run_gradnorm(const GradNormOptions& options, const Log& log) {
     }
   io::write_file_atomic(dir + "/gradnorm_fc2.csv", fc2csv.text());
 
-  result.figure = io::render_figure(gradnorm_figure(result.profiles, base, options.batches, options.lang), dir + "/gradnorm");
+  result.figure = report::render_figure(gradnorm_figure(result.profiles, base, options.batches, options.lang), dir + "/gradnorm");
   if (log) log(result.figure.drawn ? "wrote " + dir + "/gradnorm.{csv,png,svg}" : result.figure.message);
 
   for (GradNormFamily& fam : result.families) {
     for (GradNormProfile& prof : fam.profiles) prof.mean = mean_over_seeds(prof.per_seed);
-    fam.figure = io::render_figure(gradnorm_family_figure(fam, base, options.batches), dir + "/gradnorm_" + fam.name);
+    fam.figure = report::render_figure(gradnorm_family_figure(fam, base, options.batches), dir + "/gradnorm_" + fam.name);
   }
   result.summary = gradnorm_summary(result.profiles, base, options.seeds, options.batches);
   io::write_file_atomic(dir + "/gradnorm_summary.md", result.summary);

@@ -30,7 +30,7 @@ struct GradNormOptions {
   std::vector<uint64_t> seeds = {0, 1, 2};
   int batches = 1;  // K
   std::string out;
-  io::Lang lang = io::Lang::En;  // of the fc2 figure's text (numbers and files do not depend on it)
+  report::Lang lang = report::Lang::En;  // of the fc2 figure's text (numbers and files do not depend on it)
 };
 
 struct GradNormProfile {  // blocks.N.mlp.fc2.weight, N = 1..L
@@ -44,12 +44,12 @@ struct GradNormProfile {  // blocks.N.mlp.fc2.weight, N = 1..L
 struct GradNormFamily {
   std::string name;                       // "mlp.fc2.weight", "norm1.weight", "attn_omega", ...
   std::vector<GradNormProfile> profiles;  // the placements that have it, in the order asked
-  io::PlotResult figure;                  // OUT/gradnorm_<name>
+  report::PlotResult figure;                  // OUT/gradnorm_<name>
 };
 
 struct GradNormResult {
   std::vector<GradNormProfile> profiles;  // one per placement, in the order asked
-  io::PlotResult figure;
+  report::PlotResult figure;
   std::vector<GradNormFamily> families;   // in order of first appearance in the parameter tables
   std::string summary;                    // the markdown of gradnorm_summary.md
 };
@@ -62,10 +62,10 @@ std::vector<probe::ParameterGradNorm> gradnorms_at_init(const RunConfig& config,
 GradNormResult run_gradnorm(const GradNormOptions& options, const Log& log = {});
 
 // The figure only (used by run_gradnorm and the report).
-io::PlotFigure gradnorm_figure(const std::vector<GradNormProfile>& profiles, const RunConfig& base, int batches,
-                               io::Lang lang = io::Lang::En);
+report::PlotFigure gradnorm_figure(const std::vector<GradNormProfile>& profiles, const RunConfig& base, int batches,
+                               report::Lang lang = report::Lang::En);
 // One family's figure: seeds thin, mean thick, one colour per placement.
-io::PlotFigure gradnorm_family_figure(const GradNormFamily& family, const RunConfig& base, int batches);
+report::PlotFigure gradnorm_family_figure(const GradNormFamily& family, const RunConfig& base, int batches);
 // The markdown table of last block / first block of the fc2 profiles.
 std::string gradnorm_summary(const std::vector<GradNormProfile>& profiles, const RunConfig& base,
                              const std::vector<uint64_t>& seeds, int batches);

@@ -25,8 +25,8 @@ std::string placement_label(NormPlacement placement) {
   return to_string(placement);
 }
 
-std::string placement_label(NormPlacement placement, io::Lang lang) {
-  return io::trc(lang, "placement", placement_label(placement));  // po/ko.po: msgctxt "placement"
+std::string placement_label(NormPlacement placement, report::Lang lang) {
+  return report::trc(lang, "placement", placement_label(placement));  // po/ko.po: msgctxt "placement"
 }
 
 std::string placement_label(const std::string& value) {

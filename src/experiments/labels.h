@@ -12,7 +12,7 @@ namespace blocklab::experiments {
 std::string placement_label(NormPlacement placement);
 // In Korean, Post-LN and Pre-LN carry the source's names: "뒤 정규화 (Post-LN)", "앞 정규화 (Pre-LN)"; the
 // other placements keep the papers' names in both languages.
-std::string placement_label(NormPlacement placement, io::Lang lang);
+std::string placement_label(NormPlacement placement, report::Lang lang);
 // The same for a norm_placement value as a config holds it ("post", "peri"); any other text as it is.
 std::string placement_label(const std::string& value);
 // Every placement, in the order of docs/placements.md.

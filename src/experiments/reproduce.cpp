@@ -113,11 +113,11 @@ nlohmann::json reproduce_settings(const ReproduceOptions& o) {
 
 // ---- problem 11: the block forms ------------------------------------------------------------------
 
-io::PlotFigure block_forms_figure(io::Lang lang) {
+report::PlotFigure block_forms_figure(report::Lang lang) {
   const auto t = [lang](const char* msgid, std::initializer_list<std::string> args = {}) {
-    return io::tr(lang, msgid, args);
+    return report::tr(lang, msgid, args);
   };
-  io::PlotFigure fig;
+  report::PlotFigure fig;
   fig.rows = 1;
   fig.cols = 2;
   fig.width = 1000;
@@ -127,7 +127,7 @@ io::PlotFigure block_forms_figure(io::Lang lang) {
   // Both diagrams are drawn in a 10 x 12 canvas without axes.
   const std::string attention = t("Multi-head attention"), layernorm = t("LayerNorm");
   auto add_diagram_panel = [&fig](const std::string& title, const std::string& drawing) {
-    io::PlotPanel p;
+    report::PlotPanel p;
     p.title = title;
     p.axes = false;
     p.legend = "off";
@@ -254,8 +254,8 @@ ReproducePlan plan_reproduce(const ReproduceOptions& options) {
   const std::string layers_b = std::to_string(options.train.model.layers), width_b = std::to_string(options.train.model.width),
                     batch_b = std::to_string(options.train.batch), seeds_b = std::to_string(options.seeds.size());
   grid.title =
-      io::tr(options.lang, "Experiment B{1}: copy-task loss, {2} blocks x width {3}, batch {4}, Adam {5}, {6} seeds",
-             {options.quick ? io::tr(options.lang, " (quick version)") : std::string(), layers_b, width_b, batch_b,
+      report::tr(options.lang, "Experiment B{1}: copy-task loss, {2} blocks x width {3}, batch {4}, Adam {5}, {6} seeds",
+             {options.quick ? report::tr(options.lang, " (quick version)") : std::string(), layers_b, width_b, batch_b,
               fmt(options.train.lr, "%g"), seeds_b});
   plan_sweep(grid);
 
@@ -276,9 +276,9 @@ ReproducePlan plan_reproduce(const ReproduceOptions& options) {
       d.lang = options.lang;
       const std::string w = std::to_string(options.warmup);
       d.title = std::string(placement) == "post"
-                    ? io::tr(options.lang, "Depth sweep: Post-LN with {1} warm-up steps", {w})
-                    : io::tr(options.lang, "Depth sweep: Pre-LN without warm-up");
-      d.title += io::tr(options.lang, ", batch ") + std::to_string(d.base.batch) + io::tr(options.lang, ", seed ") +
+                    ? report::tr(options.lang, "Depth sweep: Post-LN with {1} warm-up steps", {w})
+                    : report::tr(options.lang, "Depth sweep: Pre-LN without warm-up");
+      d.title += report::tr(options.lang, ", batch ") + std::to_string(d.base.batch) + report::tr(options.lang, ", seed ") +
                  std::to_string(d.seeds[0]);
       plan_sweep(d);
       plan.depth.push_back(d);
@@ -356,7 +356,7 @@ ReproduceMeasurements measure_reproduce(const ReproduceOptions& options, const R
   m.sweep = run_sweep(plan.grid, log, progress);
   {
     const double ln_v = std::log(static_cast<double>(options.train.model.vocab));
-    const io::PlotResult linear = io::render_figure(
+    const report::PlotResult linear = report::render_figure(
         sweep_figure(plan.grid.grid, m.sweep.runs, ln_v, false, plan.grid.title, options.lang), (out / "sweep" / "loss_linear").string());
     if (!linear.drawn) say(linear.message);
   }
@@ -397,7 +397,7 @@ ReproduceMeasurements measure_reproduce(const ReproduceOptions& options, const R
   m.seconds["problem 10"] = seconds_since(t);
 
   // Problem 11
-  m.block_forms = io::render_figure(block_forms_figure(options.lang), (out / "block_forms").string());
+  m.block_forms = report::render_figure(block_forms_figure(options.lang), (out / "block_forms").string());
   if (!m.block_forms.drawn) say(m.block_forms.message);
   m.total_seconds = seconds_since(t0);
   return m;

@@ -42,7 +42,7 @@ struct ReproduceOptions {
   std::string out;
   int jobs = 0;        // training runs at a time (0 = cores)
   std::string worker;  // the blocklab executable for training runs ("" = the running program)
-  io::Lang lang = io::Lang::En;  // of the report and its figures; not stored in experiment.json (the runs do
+  report::Lang lang = report::Lang::En;  // of the report and its figures; not stored in experiment.json (the runs do
                                  // not depend on it), so a finished directory can be reported in either
 
   // Experiment A
@@ -104,7 +104,7 @@ struct ReproduceMeasurements {
   std::optional<DepthMapResult> depthmap;   // as plan.depthmap
   std::optional<CurvatureGridResult> curvature;  // as plan.curvature
   ResidualResult residual;                  // problem 10
-  io::PlotResult block_forms;               // problem 11
+  report::PlotResult block_forms;               // problem 11
   std::map<std::string, double> seconds;    // wall time per part ("problem 9", "experiment A", ...)
   double total_seconds = 0;                 // this invocation, up to the end of the measurements
 };
@@ -199,6 +199,6 @@ ReproduceResult run_reproduce(const ReproduceOptions& options, const Log& log = 
                               const SweepProgressFn& progress = {});
 
 // Problem 11's figure of the two block forms (Post-LN and Pre-LN), drawn with gnuplot objects.
-io::PlotFigure block_forms_figure(io::Lang lang = io::Lang::En);
+report::PlotFigure block_forms_figure(report::Lang lang = report::Lang::En);
 
 }  // namespace blocklab::experiments

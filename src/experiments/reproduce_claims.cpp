@@ -47,10 +47,10 @@ struct Inputs {
 };
 
 // "(seeds 0.45-0.47)": the spread of the last block's value over the seeds.
-std::string seed_range(const GradNormProfile& p, io::Lang lang) {
+std::string seed_range(const GradNormProfile& p, report::Lang lang) {
   double lo = p.per_seed.front().back(), hi = lo;
   for (const auto& s : p.per_seed) lo = std::min(lo, s.back()), hi = std::max(hi, s.back());
-  return io::tr(lang, " (seeds ") + fmt(lo, "%.2f") + "-" + fmt(hi, "%.2f") + ")";
+  return report::tr(lang, " (seeds ") + fmt(lo, "%.2f") + "-" + fmt(hi, "%.2f") + ")";
 }
 
 std::string first_to_last(const GradNormProfile& p) {
@@ -70,16 +70,16 @@ void set(ClaimRow& row, Verdict verdict, const std::string& text) {
 }
 
 // The verdict as the report prints it: "agrees", ... in the report's language (msgctxt "verdict").
-std::string verdict_word(Verdict v, io::Lang lang) {
+std::string verdict_word(Verdict v, report::Lang lang) {
   switch (v) {
     case Verdict::Agrees:
-      return io::trc(lang, "verdict", "agrees");
+      return report::trc(lang, "verdict", "agrees");
     case Verdict::Partly:
-      return io::trc(lang, "verdict", "partly");
+      return report::trc(lang, "verdict", "partly");
     case Verdict::Differs:
-      return io::trc(lang, "verdict", "differs");
+      return report::trc(lang, "verdict", "differs");
     case Verdict::NotComparable:
-      return io::trc(lang, "verdict", "n/a");
+      return report::trc(lang, "verdict", "n/a");
     case Verdict::None: return "";
   }
   return "";
@@ -89,13 +89,13 @@ std::string verdict_word(Verdict v, io::Lang lang) {
 void set(ClaimRow& row, Verdict verdict) { set(row, verdict, std::string()); }
 
 std::string T(const Inputs& in, const char* msgid, std::initializer_list<std::string> args = {}) {
-  return io::tr(in.options.lang, msgid, args);
+  return report::tr(in.options.lang, msgid, args);
 }
 
 // Step-numbered claims cannot be compared when the quick version trains another model and schedule.
 bool not_comparable_when_quick(const Inputs& in, ClaimRow& row) {
   if (!in.options.quick) return false;
-  set(row, Verdict::NotComparable, io::tr(in.options.lang, "n/a (quick: smaller model, other schedule)"));
+  set(row, Verdict::NotComparable, report::tr(in.options.lang, "n/a (quick: smaller model, other schedule)"));
   return true;
 }
 
@@ -105,11 +105,11 @@ struct ClaimRule {
   std::function<bool(const Inputs&, ClaimRow&)> judge;
 };
 
-std::vector<ClaimRule> claim_rules(io::Lang lang) {
+std::vector<ClaimRule> claim_rules(report::Lang lang) {
   static const SourceNumbers& src = source_numbers();  // static: the rules use it without a capture
   std::vector<ClaimRule> rules;
   const auto t = [lang](const char* msgid, std::initializer_list<std::string> args = {}) {
-    return io::tr(lang, msgid, args);
+    return report::tr(lang, msgid, args);
   };
 
   // ---- Experiment A: gradient norms at initialization ----
@@ -184,7 +184,7 @@ std::vector<ClaimRule> claim_rules(io::Lang lang) {
                      return true;
                    }});
   rules.push_back({"B.post_warmup.outcomes", t("B: Post-LN, warm-up: outcomes"),
-                   io::trc(lang, "source", src.post_warmup_outcomes),  // the source's words, po/ko.po msgctxt "source"
+                   report::trc(lang, "source", src.post_warmup_outcomes),  // the source's words, po/ko.po msgctxt "source"
                    [](const Inputs& in, ClaimRow& row) {
                      row.measured =
                          outcomes_text(in.postw, in.options.lang) + T(in, "; final ") + losses_text(in.postw, -1);

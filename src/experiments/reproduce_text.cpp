@@ -42,13 +42,13 @@ std::string losses_text(const Runs& runs, int step, const char* format) {
   return items.empty() ? "n/a" : join(items, " / ");
 }
 
-std::string outcomes_text(const Runs& runs, io::Lang lang) {
+std::string outcomes_text(const Runs& runs, report::Lang lang) {
   std::map<std::string, int> counts;
   for (const auto* r : runs) ++counts[probe::to_string(r->curve.outcome)];
   std::vector<std::string> items;
   for (const auto& [label, n] : counts)
-    items.push_back(io::trc(lang, "outcome count", "{1} {2}", {std::to_string(n), label}));
-  return items.empty() ? io::tr(lang, "no runs") : join(items, ", ");
+    items.push_back(report::trc(lang, "outcome count", "{1} {2}", {std::to_string(n), label}));
+  return items.empty() ? report::tr(lang, "no runs") : join(items, ", ");
 }
 
 int count_outcome(const Runs& runs, probe::Outcome outcome) {
@@ -70,16 +70,16 @@ std::string pct_diff(double measured, double source) {
   return buf;
 }
 
-std::string first_steps_below_text(const Runs& runs, io::Lang lang) {
+std::string first_steps_below_text(const Runs& runs, report::Lang lang) {
   std::vector<std::string> firsts;
   for (const auto* r : runs)
-    firsts.push_back(r->curve.first_step_below ? std::to_string(*r->curve.first_step_below) : io::tr(lang, "never"));
+    firsts.push_back(r->curve.first_step_below ? std::to_string(*r->curve.first_step_below) : report::tr(lang, "never"));
   return join(firsts, " / ");
 }
 
-std::string outcome_labels_text(io::Lang lang) {
+std::string outcome_labels_text(report::Lang lang) {
   const std::string smooth = std::to_string(probe::kSmoothSteps);
-  return io::tr(
+  return report::tr(
       lang,
       "Outcome labels, checked in this order (the loss read as a mean of {1} steps): `diverged` = a "
       "non-finite loss; `collapsed` = it went below {2} and later came back above ln V - {3}; `blew-up` = "
@@ -91,10 +91,10 @@ std::string outcome_labels_text(io::Lang lang) {
        fmt(probe::kBlewUpAboveLnV, "%g"), fmt(probe::kStartedBelowLnV, "%g"), fmt(probe::kLearnedFractionOfLnV, "%g")});
 }
 
-std::string duration_text(double s, io::Lang lang) {
-  if (s < 60) return io::tr(lang, "{1} s", {fmt(s, "%.0f")});
-  if (s < 3600) return io::tr(lang, "{1} min", {fmt(s / 60, "%.1f")});
-  return io::tr(lang, "{1} h", {fmt(s / 3600, "%.2f")});
+std::string duration_text(double s, report::Lang lang) {
+  if (s < 60) return report::tr(lang, "{1} s", {fmt(s, "%.0f")});
+  if (s < 3600) return report::tr(lang, "{1} min", {fmt(s / 60, "%.1f")});
+  return report::tr(lang, "{1} h", {fmt(s / 3600, "%.2f")});
 }
 
 }  // namespace blocklab::experiments::reproduce_text

@@ -28,18 +28,18 @@ Runs cell_runs(const SweepResult& sweep, const std::string& placement, int warmu
 // "0.0112 / 0.0126": the loss of each run at `step` (the final loss for step < 0); "n/a" for no runs.
 std::string losses_text(const Runs& runs, int step, const char* format = "%.4f");
 // "2 learned, 1 never-started"; "no runs".
-std::string outcomes_text(const Runs& runs, io::Lang lang = io::Lang::En);
+std::string outcomes_text(const Runs& runs, report::Lang lang = report::Lang::En);
 int count_outcome(const Runs& runs, probe::Outcome outcome);
 // The largest loss at `step` over the runs; NaN for no runs.
 double max_loss_at(const Runs& runs, int step);
 // "+12%": measured relative to source; "n/a" when measured is not finite or source is 0.
 std::string pct_diff(double measured, double source);
 // "12 / never / 40": each run's first step below 0.01.
-std::string first_steps_below_text(const Runs& runs, io::Lang lang = io::Lang::En);
+std::string first_steps_below_text(const Runs& runs, report::Lang lang = report::Lang::En);
 std::string join(const std::vector<std::string>& items, const std::string& sep);
 // The outcome labels and their thresholds, as one paragraph for reports.
-std::string outcome_labels_text(io::Lang lang = io::Lang::En);
+std::string outcome_labels_text(report::Lang lang = report::Lang::En);
 // "42 s", "3.5 min", "2.10 h".
-std::string duration_text(double seconds, io::Lang lang = io::Lang::En);
+std::string duration_text(double seconds, report::Lang lang = report::Lang::En);
 
 }  // namespace blocklab::experiments::reproduce_text

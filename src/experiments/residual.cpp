@@ -38,7 +38,7 @@ void random_unit(Rng& rng, std::vector<double>& v) {
 }
 
 // The run's label and whether it is a Pre-LN run, from its config.json.
-std::pair<std::string, bool> run_label(const fs::path& dir, io::Lang lang) {
+std::pair<std::string, bool> run_label(const fs::path& dir, report::Lang lang) {
   std::ifstream in(dir / "config.json");
   if (!in) return {dir.filename().string(), false};
   try {
@@ -51,8 +51,8 @@ std::pair<std::string, bool> run_label(const fs::path& dir, io::Lang lang) {
     } catch (const Error&) {
     }
     const std::string layers = std::to_string(j.value("layers", 0)), seed = std::to_string(j.value("seed", 0));
-    std::string s = name + io::tr(lang, " {1} blocks, seed {2}", {layers, seed});
-    if (warmup > 0) s += io::tr(lang, ", warm-up ") + std::to_string(warmup);
+    std::string s = name + report::tr(lang, " {1} blocks, seed {2}", {layers, seed});
+    if (warmup > 0) s += report::tr(lang, ", warm-up ") + std::to_string(warmup);
     return {s, placement == "pre"};
   } catch (const nlohmann::json::exception&) {
     return {dir.filename().string(), false};
@@ -137,7 +137,7 @@ probe::ResidualNorms residual_norms_at_init(const RunConfig& given) {
   return probe::residual_norms(acts, config.model.width);
 }
 
-RunResidualProbe read_residual_probe(const std::string& run_dir, io::Lang lang) {
+RunResidualProbe read_residual_probe(const std::string& run_dir, report::Lang lang) {
   const fs::path path = fs::path(run_dir) / "residual.csv";
   if (!fs::exists(path))
     throw Error(path.string() + ": not found (train the run with --probe-every N to write it)");
@@ -165,23 +165,23 @@ RunResidualProbe read_residual_probe(const std::string& run_dir, io::Lang lang) 
   return p;
 }
 
-io::PlotFigure walk_figure(const RandomWalkResult& walk, const RandomWalkOptions& options, io::Lang lang) {
-  io::PlotFigure fig;
+report::PlotFigure walk_figure(const RandomWalkResult& walk, const RandomWalkOptions& options, report::Lang lang) {
+  report::PlotFigure fig;
   fig.rows = 1;
   fig.cols = 2;
   fig.width = 1200;
   fig.height = 520;
-  fig.title = io::tr(lang,
+  fig.title = report::tr(lang,
                      "Random-walk residual stream: start length 1, each block adds a random unit "
                      "vector (D={1}, {2} trials)",
                      {std::to_string(options.dim), std::to_string(options.trials)});
   const int max_depth = static_cast<int>(walk.mean_length.size()) - 1;
-  io::PlotPanel len;
-  len.title = io::tr(lang, "stream length after L blocks");
-  len.xlabel = io::tr(lang, "blocks L");
-  len.ylabel = io::tr(lang, "mean |h^(L)|");
+  report::PlotPanel len;
+  len.title = report::tr(lang, "stream length after L blocks");
+  len.xlabel = report::tr(lang, "blocks L");
+  len.ylabel = report::tr(lang, "mean |h^(L)|");
   len.legend = "top left";
-  io::PlotSeries sim, ref, marks;
+  report::PlotSeries sim, ref, marks;
   for (int l = 0; l <= max_depth; ++l) {
     sim.x.push_back(l);
     sim.y.push_back(walk.mean_length[l]);
@@ -192,15 +192,15 @@ io::PlotFigure walk_figure(const RandomWalkResult& walk, const RandomWalkOptions
     marks.x.push_back(d);
     marks.y.push_back(walk.mean_length[d]);
   }
-  sim.title = io::tr(lang, "simulated mean length");
-  sim.color = io::palette(0);
+  sim.title = report::tr(lang, "simulated mean length");
+  sim.color = report::palette(0);
   sim.line_width = 2.5;
   ref.title = "sqrt(L+1)";
   ref.color = "#555555";
   ref.dash = 2;
   ref.line_width = 1.5;
-  marks.title = io::tr(lang, "the table's depths");
-  marks.color = io::palette(1);
+  marks.title = report::tr(lang, "the table's depths");
+  marks.color = report::palette(1);
   marks.points = true;
   marks.no_line = true;
   for (int d : walk.depths) {
@@ -213,20 +213,20 @@ io::PlotFigure walk_figure(const RandomWalkResult& walk, const RandomWalkOptions
   ref.color = "#000000";
   len.series = {sim, ref, marks};
   len.x_range = std::make_pair(0.0, static_cast<double>(max_depth) + 1);
-  io::PlotPanel rel;
-  rel.title = io::tr(lang, "how much block l changes the stream");
-  rel.xlabel = io::tr(lang, "block l");
-  rel.ylabel = io::tr(lang, "mean |added| / |h^(l-1)|");
+  report::PlotPanel rel;
+  rel.title = report::tr(lang, "how much block l changes the stream");
+  rel.xlabel = report::tr(lang, "block l");
+  rel.ylabel = report::tr(lang, "mean |added| / |h^(l-1)|");
   rel.legend = "top right";
-  io::PlotSeries rs, rref;
+  report::PlotSeries rs, rref;
   for (int l = 1; l <= max_depth; ++l) {
     rs.x.push_back(l);
     rs.y.push_back(walk.mean_relative_change[l]);
     rref.x.push_back(l);
     rref.y.push_back(1.0 / std::sqrt(static_cast<double>(l)));
   }
-  rs.title = io::tr(lang, "simulated");
-  rs.color = io::palette(0);
+  rs.title = report::tr(lang, "simulated");
+  rs.color = report::palette(0);
   rs.line_width = 2.5;
   rref.title = "1/sqrt(l)";
   rref.color = "#555555";
@@ -239,29 +239,29 @@ io::PlotFigure walk_figure(const RandomWalkResult& walk, const RandomWalkOptions
   return fig;
 }
 
-io::PlotFigure residual_probe_figure(const std::vector<InitResidualProbe>& init,
+report::PlotFigure residual_probe_figure(const std::vector<InitResidualProbe>& init,
                                      const std::vector<RunResidualProbe>& trained, const std::string& model_text,
-                                     io::Lang lang) {
-  io::PlotFigure fig;
+                                     report::Lang lang) {
+  report::PlotFigure fig;
   fig.rows = 2;
   fig.cols = 1;
   fig.width = 1150;
   fig.height = 1000;
-  fig.title = io::tr(lang, "Residual stream per layer (0 = embeddings, l = after block l)") +
-              (model_text.empty() ? "" : io::tr(lang, "; models at init: ") + model_text);
-  io::PlotPanel rel, vec;
-  rel.title = io::tr(lang, "mean per-token norm, relative to the embeddings");
-  rel.xlabel = io::tr(lang, "layer l");
-  rel.ylabel = io::tr(lang, "mean |h_t^(l)| / mean |h_t^(0)|");
+  fig.title = report::tr(lang, "Residual stream per layer (0 = embeddings, l = after block l)") +
+              (model_text.empty() ? "" : report::tr(lang, "; models at init: ") + model_text);
+  report::PlotPanel rel, vec;
+  rel.title = report::tr(lang, "mean per-token norm, relative to the embeddings");
+  rel.xlabel = report::tr(lang, "layer l");
+  rel.ylabel = report::tr(lang, "mean |h_t^(l)| / mean |h_t^(0)|");
   rel.legend = "at screen 0.63, graph 1 left top";
-  vec.title = io::tr(lang, "norm of the mean token vector");
-  vec.xlabel = io::tr(lang, "layer l");
-  vec.ylabel = io::tr(lang, "| mean_t h_t^(l) |  (log scale)");
+  vec.title = report::tr(lang, "norm of the mean token vector");
+  vec.xlabel = report::tr(lang, "layer l");
+  vec.ylabel = report::tr(lang, "| mean_t h_t^(l) |  (log scale)");
   vec.log_y = true;
   vec.legend = "at screen 0.63, graph 1 left top";
   int max_layer = 1;
   auto add = [&](const probe::ResidualNorms& n, const std::string& label, const std::string& col, int dash, double width) {
-    io::PlotSeries a, b;
+    report::PlotSeries a, b;
     for (size_t l = 0; l < n.mean_token_norm.size(); ++l) {
       a.x.push_back(static_cast<double>(l));
       a.y.push_back(n.mean_token_norm[l] / n.mean_token_norm[0]);
@@ -280,7 +280,7 @@ io::PlotFigure residual_probe_figure(const std::vector<InitResidualProbe>& init,
   for (const auto& p : init)
     add(p.norms,
         placement_label(p.placement, lang) + ", " +
-            io::tr(lang, "{1} blocks, at init", {std::to_string(p.norms.mean_token_norm.size() - 1)}),
+            report::tr(lang, "{1} blocks, at init", {std::to_string(p.norms.mean_token_norm.size() - 1)}),
         p.placement == NormPlacement::Pre ? "#000000" : "#8c8c8c", 1, 3.0);
   size_t run_index = 0;
   for (const auto& run : trained) {
@@ -290,26 +290,26 @@ io::PlotFigure residual_probe_figure(const std::vector<InitResidualProbe>& init,
       const double shade = picks.size() > 1 ? static_cast<double>(k) / (picks.size() - 1) : 1.0;
       // light -> dark: orange for Pre-LN runs, blue for Post-LN runs
       const std::string col = pre ? ramp("#fdae6b", "#a63603", shade) : ramp("#9ecae1", "#08519c", shade);
-      add(run.norms[picks[k]], run.label + io::tr(lang, ", step ") + std::to_string(run.steps[picks[k]]), col, 1,
+      add(run.norms[picks[k]], run.label + report::tr(lang, ", step ") + std::to_string(run.steps[picks[k]]), col, 1,
           1.5 + shade);
     }
     ++run_index;
   }
-  io::PlotSeries ref;
+  report::PlotSeries ref;
   for (int l = 0; l <= max_layer; ++l) {
     ref.x.push_back(l);
     ref.y.push_back(std::sqrt(l + 1.0));
   }
-  ref.title = io::tr(lang, "sqrt(l+1): unit random additions");
+  ref.title = report::tr(lang, "sqrt(l+1): unit random additions");
   ref.color = "#555555";
   ref.dash = 2;
   rel.series.push_back(ref);
-  io::PlotSeries qwen;
+  report::PlotSeries qwen;
   for (const auto& p : qwen_mean_vector_norms()) {
     qwen.x.push_back(p.layer);
     qwen.y.push_back(p.value);
   }
-  qwen.title = io::tr(lang, "Qwen3-VL-4B, trained (source)");
+  qwen.title = report::tr(lang, "Qwen3-VL-4B, trained (source)");
   qwen.color = "#000000";
   qwen.points = true;
   qwen.dash = 3;
@@ -349,7 +349,7 @@ ResidualResult run_residual(const ResidualOptions& options, const Log& log) {
       log("random walk, " + std::to_string(d) + " blocks: mean length " + fmt(result.walk.length_at(d), "%.3f") +
           " (sqrt(" + std::to_string(d + 1) + ") = " + fmt(std::sqrt(d + 1.0), "%.3f") + "); block " +
           std::to_string(d) + " changed the stream by " + fmt(result.walk.mean_relative_change[d], "%.3f"));
-  result.walk_figure = io::render_figure(walk_figure(result.walk, options.walk, options.lang), (dir / "residual_walk").string());
+  result.walk_figure = report::render_figure(walk_figure(result.walk, options.walk, options.lang), (dir / "residual_walk").string());
   if (log && !result.walk_figure.drawn) log(result.walk_figure.message);
 
   if (options.probe_init) {
@@ -373,11 +373,11 @@ ResidualResult run_residual(const ResidualOptions& options, const Log& log) {
     std::string model_text;
     if (options.probe_init) {
       std::ostringstream t;
-      t << io::tr(options.lang, "width ") << base.model.width << io::tr(options.lang, ", batch ") << base.batch;
+      t << report::tr(options.lang, "width ") << base.model.width << report::tr(options.lang, ", batch ") << base.batch;
       model_text = t.str();
     }
     result.probe_figure =
-        io::render_figure(residual_probe_figure(result.init, result.trained, model_text, options.lang), (dir / "residual_probe").string());
+        report::render_figure(residual_probe_figure(result.init, result.trained, model_text, options.lang), (dir / "residual_probe").string());
     if (log && !result.probe_figure.drawn) log(result.probe_figure.message);
   }
   if (log) log("wrote " + options.out + "/residual_*.csv and figures");

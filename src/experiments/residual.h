@@ -57,7 +57,7 @@ struct RunResidualProbe {
 };
 
 // Reads RUN/residual.csv (and RUN/config.json for the label). Throws Error when missing or malformed.
-RunResidualProbe read_residual_probe(const std::string& run_dir, io::Lang lang = io::Lang::En);
+RunResidualProbe read_residual_probe(const std::string& run_dir, report::Lang lang = report::Lang::En);
 
 // The stream norms of a freshly initialised model of `config` (its placement and seed), on the first
 // batch of its data stream. config must be resolve()d.
@@ -71,22 +71,22 @@ struct ResidualOptions {
   std::vector<uint64_t> seeds = {0};
   std::vector<std::string> runs;  // training run directories holding residual.csv
   std::string out;
-  io::Lang lang = io::Lang::En;   // of the figures' text
+  report::Lang lang = report::Lang::En;   // of the figures' text
 };
 
 struct ResidualResult {
   RandomWalkResult walk;
   std::vector<InitResidualProbe> init;
   std::vector<RunResidualProbe> trained;
-  io::PlotResult walk_figure, probe_figure;  // probe_figure: only when there is something to show
+  report::PlotResult walk_figure, probe_figure;  // probe_figure: only when there is something to show
 };
 
 ResidualResult run_residual(const ResidualOptions& options, const Log& log = {});
 
-io::PlotFigure walk_figure(const RandomWalkResult& walk, const RandomWalkOptions& options, io::Lang lang = io::Lang::En);
-io::PlotFigure residual_probe_figure(const std::vector<InitResidualProbe>& init,
+report::PlotFigure walk_figure(const RandomWalkResult& walk, const RandomWalkOptions& options, report::Lang lang = report::Lang::En);
+report::PlotFigure residual_probe_figure(const std::vector<InitResidualProbe>& init,
                                      const std::vector<RunResidualProbe>& trained, const std::string& model_text,
-                                     io::Lang lang = io::Lang::En);
+                                     report::Lang lang = report::Lang::En);
 
 // The source's measurement of a trained model (Qwen3-VL-4B language model): norm of the mean prompt-token
 // vector at layers 1, 20, 35. Shown for reference; blocklab does not run that model.

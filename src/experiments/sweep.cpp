@@ -61,7 +61,7 @@ std::pair<int, double> last_metrics_row(const fs::path& path) {
   return {static_cast<int>(step), std::strtod(row[1].c_str(), nullptr)};
 }
 
-std::string pretty_value(const std::string& key, const std::string& value, io::Lang lang) {
+std::string pretty_value(const std::string& key, const std::string& value, report::Lang lang) {
   if (key == "norm_placement") {
     try {
       return placement_label(parse_norm_placement(value), lang);
@@ -69,8 +69,8 @@ std::string pretty_value(const std::string& key, const std::string& value, io::L
       return value;
     }
   }
-  if (key == "warmup") return value == "0" ? io::tr(lang, "no warm-up") : io::tr(lang, "warm-up ") + value;
-  if (key == "layers") return io::tr(lang, "{1} blocks", {value});
+  if (key == "warmup") return value == "0" ? report::tr(lang, "no warm-up") : report::tr(lang, "warm-up ") + value;
+  if (key == "layers") return report::tr(lang, "{1} blocks", {value});
   if (key == "norm") return value == "rmsnorm" ? "RMSNorm" : value == "layernorm" ? "LayerNorm" : value;
   return key + " " + value;
 }
@@ -224,15 +224,15 @@ SweepRunResult read_run(const SweepRun& run) {
   return r;
 }
 
-std::string cell_title(const std::vector<GridAxis>& grid, const std::vector<std::string>& values, io::Lang lang) {
+std::string cell_title(const std::vector<GridAxis>& grid, const std::vector<std::string>& values, report::Lang lang) {
   std::string title;
   for (size_t a = 0; a < grid.size(); ++a) title += (a ? ", " : "") + pretty_value(grid[a].key, values[a], lang);
-  return title.empty() ? io::tr(lang, "all runs") : title;
+  return title.empty() ? report::tr(lang, "all runs") : title;
 }
 
-io::PlotFigure sweep_figure(const std::vector<GridAxis>& grid, const std::vector<SweepRunResult>& runs, double ln_vocab,
-                            bool log_loss, const std::string& title, io::Lang lang) {
-  io::PlotFigure fig;
+report::PlotFigure sweep_figure(const std::vector<GridAxis>& grid, const std::vector<SweepRunResult>& runs, double ln_vocab,
+                            bool log_loss, const std::string& title, report::Lang lang) {
+  report::PlotFigure fig;
   fig.title = title;
   size_t cells = 1;
   for (const GridAxis& axis : grid) cells *= axis.values.size();
@@ -255,11 +255,11 @@ io::PlotFigure sweep_figure(const std::vector<GridAxis>& grid, const std::vector
       max_step = std::max(max_step, r.steps[i]);
     }
   if (hi <= 0) lo = 1e-3, hi = 5;
-  std::vector<io::PlotPanel> panels(cells);
+  std::vector<report::PlotPanel> panels(cells);
   std::vector<std::vector<std::string>> cell_values(cells);
   for (const auto& r : runs) cell_values[r.run.cell] = r.run.cell_values;
   for (size_t c = 0; c < cells; ++c) {
-    io::PlotPanel& p = panels[c];
+    report::PlotPanel& p = panels[c];
     if (cell_values[c].empty()) {  // no finished run in this cell: derive its values from the index
       std::vector<std::string> values(grid.size());
       size_t rest = c;
@@ -270,8 +270,8 @@ io::PlotFigure sweep_figure(const std::vector<GridAxis>& grid, const std::vector
       cell_values[c] = values;
     }
     p.title = cell_title(grid, cell_values[c], lang);
-    p.xlabel = io::tr(lang, "step");
-    p.ylabel = log_loss ? io::tr(lang, "loss (log scale)") : io::tr(lang, "loss");
+    p.xlabel = report::tr(lang, "step");
+    p.ylabel = log_loss ? report::tr(lang, "loss (log scale)") : report::tr(lang, "loss");
     p.log_y = log_loss;
     p.x_range = std::make_pair(0.0, static_cast<double>(max_step));
     // The legend sits right of the plot area, so it covers no curve and no tick (inside, it hid the curves
@@ -289,27 +289,27 @@ io::PlotFigure sweep_figure(const std::vector<GridAxis>& grid, const std::vector
   for (const auto& r : runs) {
     if (!r.unigram_entropy || entropy_drawn[r.run.cell]) continue;
     char label[96];
-    std::snprintf(label, sizeof label, "%s = %.3f", io::tr(lang, "unigram entropy").c_str(), *r.unigram_entropy);
+    std::snprintf(label, sizeof label, "%s = %.3f", report::tr(lang, "unigram entropy").c_str(), *r.unigram_entropy);
     panels[r.run.cell].hlines.push_back({*r.unigram_entropy, label, "#7f7f7f", 3, 1.5});
     entropy_drawn[r.run.cell] = true;
   }
   std::vector<int> seed_index(cells, 0);
   for (const auto& r : runs) {
-    io::PlotSeries s;
+    report::PlotSeries s;
     for (size_t i = 0; i < r.steps.size(); ++i) {
       s.x.push_back(r.steps[i]);
       s.y.push_back(r.losses[i]);
     }
-    s.title = io::tr(lang, "seed ") + std::to_string(r.run.seed) + " (" + probe::to_string(r.curve.outcome) + ")";
-    s.color = io::palette(seed_index[r.run.cell]++);
+    s.title = report::tr(lang, "seed ") + std::to_string(r.run.seed) + " (" + probe::to_string(r.curve.outcome) + ")";
+    s.color = report::palette(seed_index[r.run.cell]++);
     s.line_width = 1.2;
     const std::string color = s.color;
     panels[r.run.cell].series.push_back(std::move(s));
     if (!r.val_steps.empty()) {  // the validation loss: points on a dashed line, in the training curve's colour
-      io::PlotSeries v;
+      report::PlotSeries v;
       v.x.assign(r.val_steps.begin(), r.val_steps.end());
       v.y = r.val_losses;
-      v.title = io::tr(lang, "seed ") + std::to_string(r.run.seed) + io::tr(lang, " validation");
+      v.title = report::tr(lang, "seed ") + std::to_string(r.run.seed) + report::tr(lang, " validation");
       v.color = color;
       v.line_width = 1.5;
       v.dash = 2;

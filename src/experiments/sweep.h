@@ -52,7 +52,7 @@ struct SweepOptions {
   bool log_loss = true;          // loss axis of the figure
   std::string title;             // figure title ("" = derived from the settings)
   double poll_seconds = 0.25;    // how often running workers are checked
-  io::Lang lang = io::Lang::En;  // of the figure's text (not part of the experiment: results do not depend on it)
+  report::Lang lang = report::Lang::En;  // of the figure's text (not part of the experiment: results do not depend on it)
 };
 
 struct SweepRun {
@@ -97,7 +97,7 @@ struct SweepResult {
   std::vector<SweepRunResult> runs;  // finished runs, in plan order
   std::vector<std::string> failed;   // "name (exit N)" of runs that did not finish
   std::vector<std::string> unfinished;  // merge: "index name (state)" of planned runs not done yet
-  io::PlotResult figure;
+  report::PlotResult figure;
 };
 
 // Thrown after SIGINT/SIGTERM: the workers were asked to stop, wrote their checkpoints and exited;
@@ -190,13 +190,13 @@ std::vector<size_t> parse_run_indices(const std::string& index, const std::strin
 // Reads every finished run of the plan, writes OUT/summary.csv and OUT/loss.{png,svg}, and lists the
 // runs that are not done in result.unfinished. title "" = derived from the settings.
 SweepResult merge_sweep(const SweepPlan& plan, bool log_loss = true, const std::string& title = "",
-                        const Log& log = {}, io::Lang lang = io::Lang::En);
+                        const Log& log = {}, report::Lang lang = report::Lang::En);
 
 // "Post-LN, no warm-up" style title of a grid cell.
 std::string cell_title(const std::vector<GridAxis>& grid, const std::vector<std::string>& values,
-                       io::Lang lang = io::Lang::En);
+                       report::Lang lang = report::Lang::En);
 // Loss curves of finished runs, one panel per cell.
-io::PlotFigure sweep_figure(const std::vector<GridAxis>& grid, const std::vector<SweepRunResult>& runs, double ln_vocab,
-                            bool log_loss, const std::string& title, io::Lang lang = io::Lang::En);
+report::PlotFigure sweep_figure(const std::vector<GridAxis>& grid, const std::vector<SweepRunResult>& runs, double ln_vocab,
+                            bool log_loss, const std::string& title, report::Lang lang = report::Lang::En);
 
 }  // namespace blocklab::experiments

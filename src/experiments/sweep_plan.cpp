@@ -258,7 +258,7 @@ std::vector<size_t> parse_run_indices(const std::string& index, const std::strin
 }
 
 SweepResult merge_sweep(const SweepPlan& plan, bool log_loss, const std::string& title_option, const Log& log,
-                        io::Lang lang) {
+                        report::Lang lang) {
   SweepResult result;
   for (size_t i = 0; i < plan.runs.size(); ++i) {
     if (run_done(plan, i))
@@ -311,7 +311,7 @@ SweepResult merge_sweep(const SweepPlan& plan, bool log_loss, const std::string&
     title = t.str();
   }
   // A text run's losses stay within a decade (ln V down to about 1): a linear axis reads better there.
-  result.figure = io::render_figure(sweep_figure(plan.grid, result.runs, ln_vocab, log_loss && !text, title, lang),
+  result.figure = report::render_figure(sweep_figure(plan.grid, result.runs, ln_vocab, log_loss && !text, title, lang),
                                     (fs::path(plan.out) / "loss").string());
   if (log) log(result.figure.drawn ? "wrote " + plan.out + "/summary.csv and loss.{png,svg}" : result.figure.message);
   return result;

@@ -81,7 +81,7 @@ class Fields {
   std::string where_, prefix_;
 };
 
-void parse_rope(const Fields& f, const json* top_rope_theta, ModelConfig& c) {
+void parse_rope(const Fields& f, const json* top_rope_theta, Config& c) {
   // rope_theta: in the (text) config, or (transformers v5) in rope_parameters, or at the top level.
   const json* params = f.find("rope_parameters");
   const json* scaling = f.find("rope_scaling");
@@ -105,7 +105,7 @@ void parse_rope(const Fields& f, const json* top_rope_theta, ModelConfig& c) {
       throw Error(f.where() + ": field " + f.name("rope_theta") + " must be a positive number");
     theta = theta_value->get<double>();
   }
-  c.rope.theta = theta;
+  c.model.rope_theta = theta;
   if (f.has("partial_rotary_factor")) {
     const double p = f.positive_number_or("partial_rotary_factor", 1.0);
     if (p != 1.0) throw Error(f.where() + ": partial_rotary_factor " + std::to_string(p) + " is not supported");
@@ -114,20 +114,20 @@ void parse_rope(const Fields& f, const json* top_rope_theta, ModelConfig& c) {
 
   const Fields r(*rope, f.where(), params != nullptr ? "rope_parameters." : "rope_scaling.");
   std::string type = r.string_or("rope_type", r.string_or("type", "default"));
-  if (rope->contains("mrope_section")) c.rope.multimodal = true;
-  if (type == "default" || (type == "mrope" && c.rope.multimodal)) return;  // mrope: plain RoPE for text
+  if (rope->contains("mrope_section")) c.multimodal_rope = true;
+  if (type == "default" || (type == "mrope" && c.multimodal_rope)) return;  // mrope: plain RoPE for text
   if (type == "linear") {
-    c.rope.scaling = RopeConfig::Scaling::Linear;
-    c.rope.factor = r.positive_number_or("factor", 1.0);
+    c.rope_scaling.kind = RopeScaling::Kind::Linear;
+    c.rope_scaling.factor = r.positive_number_or("factor", 1.0);
     return;
   }
   if (type == "llama3") {
-    c.rope.scaling = RopeConfig::Scaling::Llama3;
-    c.rope.factor = r.positive_number_or("factor", 8.0);
-    c.rope.low_freq_factor = r.positive_number_or("low_freq_factor", 1.0);
-    c.rope.high_freq_factor = r.positive_number_or("high_freq_factor", 4.0);
-    c.rope.original_max_positions = r.positive_int_or("original_max_position_embeddings", 8192);
-    if (!(c.rope.high_freq_factor > c.rope.low_freq_factor))
+    c.rope_scaling.kind = RopeScaling::Kind::Llama3;
+    c.rope_scaling.factor = r.positive_number_or("factor", 8.0);
+    c.rope_scaling.low_freq_factor = r.positive_number_or("low_freq_factor", 1.0);
+    c.rope_scaling.high_freq_factor = r.positive_number_or("high_freq_factor", 4.0);
+    c.rope_scaling.original_max_positions = r.positive_int_or("original_max_position_embeddings", 8192);
+    if (!(c.rope_scaling.high_freq_factor > c.rope_scaling.low_freq_factor))
       throw Error(f.where() + ": llama3 rope scaling needs high_freq_factor > low_freq_factor");
     return;
   }
@@ -135,21 +135,22 @@ void parse_rope(const Fields& f, const json* top_rope_theta, ModelConfig& c) {
               "\" is not supported (supported: default, linear, llama3)");
 }
 
-void parse_decoder(const Fields& f, const json* top_rope_theta, ModelConfig& c) {
+void parse_decoder(const Fields& f, const json* top_rope_theta, Config& hc) {
+  blocklab::ModelConfig& c = hc.model;
   c.layers = f.positive_int("num_hidden_layers");
-  c.hidden = f.positive_int("hidden_size");
-  c.intermediate = f.positive_int("intermediate_size");
+  c.width = f.positive_int("hidden_size");
+  c.mlp_width = f.positive_int("intermediate_size");
   c.heads = f.positive_int("num_attention_heads");
   c.kv_heads = f.positive_int_or("num_key_value_heads", c.heads);
   c.vocab = f.positive_int("vocab_size");
-  c.max_positions = f.has("max_position_embeddings") ? f.positive_int("max_position_embeddings") : 0;
+  hc.max_positions = f.has("max_position_embeddings") ? f.positive_int("max_position_embeddings") : 0;
   if (f.has("head_dim")) {
     c.head_dim = f.positive_int("head_dim");
   } else {
-    if (c.hidden % c.heads != 0)
-      throw Error(f.where() + ": hidden_size " + std::to_string(c.hidden) + " is not divisible by num_attention_heads " +
+    if (c.width % c.heads != 0)
+      throw Error(f.where() + ": hidden_size " + std::to_string(c.width) + " is not divisible by num_attention_heads " +
                   std::to_string(c.heads) + " and there is no head_dim");
-    c.head_dim = c.hidden / c.heads;
+    c.head_dim = c.width / c.heads;
   }
   if (c.head_dim % 2 != 0)
     throw Error(f.where() + ": head_dim " + std::to_string(c.head_dim) + " must be even for rotary embeddings");
@@ -161,32 +162,35 @@ void parse_decoder(const Fields& f, const json* top_rope_theta, ModelConfig& c) 
   const std::string act = f.string_or("hidden_act", "silu");
   if (act != "silu" && act != "swish")
     throw Error(f.where() + ": hidden_act \"" + act + "\" is not supported (this block family uses silu)");
-  c.activation = Activation::SiLU;
+  c.mlp = MlpKind::SwiGLU;
   if (f.boolean_or("use_sliding_window", false))
     throw Error(f.where() + ": use_sliding_window is true; sliding-window attention is not supported");
-  parse_rope(f, top_rope_theta, c);
+  c.qkv = QkvLayout::Separate;
+  c.positions = Positions::RoPE;
+  parse_rope(f, top_rope_theta, hc);
 }
 
-void parse_gpt2(const Fields& f, ModelConfig& c) {
-  c.family = Family::GPT2;
+void parse_gpt2(const Fields& f, Config& hc) {
+  hc.family = Family::GPT2;
+  blocklab::ModelConfig& c = hc.model;
   c.layers = f.positive_int("n_layer");
-  c.hidden = f.positive_int("n_embd");
+  c.width = f.positive_int("n_embd");
   c.heads = f.positive_int("n_head");
   c.kv_heads = c.heads;
-  if (c.hidden % c.heads != 0)
-    throw Error(f.where() + ": n_embd " + std::to_string(c.hidden) + " is not divisible by n_head " +
+  if (c.width % c.heads != 0)
+    throw Error(f.where() + ": n_embd " + std::to_string(c.width) + " is not divisible by n_head " +
                 std::to_string(c.heads));
-  c.head_dim = c.hidden / c.heads;
-  c.intermediate = f.positive_int_or("n_inner", 4 * c.hidden);
+  c.head_dim = c.width / c.heads;
+  c.mlp_width = f.positive_int_or("n_inner", 4 * c.width);
   c.vocab = f.positive_int("vocab_size");
-  c.max_positions = f.positive_int("n_positions");
+  hc.max_positions = f.positive_int("n_positions");
   c.norm = NormKind::LayerNorm;
   c.norm_eps = f.positive_number_or("layer_norm_epsilon", 1e-5);
   const std::string act = f.string_or("activation_function", "gelu_new");
   if (act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu_fast") {
-    c.activation = Activation::GeluTanh;
+    c.mlp = MlpKind::GeluTanh;
   } else if (act == "gelu") {
-    c.activation = Activation::GeluErf;
+    c.mlp = MlpKind::Gelu;
   } else {
     throw Error(f.where() + ": activation_function \"" + act +
                 "\" is not supported (supported: gelu_new, gelu_pytorch_tanh, gelu_fast, gelu)");
@@ -194,8 +198,10 @@ void parse_gpt2(const Fields& f, ModelConfig& c) {
   if (f.boolean_or("scale_attn_by_inverse_layer_idx", false))
     throw Error(f.where() + ": scale_attn_by_inverse_layer_idx is not supported");
   if (!f.boolean_or("scale_attn_weights", true)) throw Error(f.where() + ": scale_attn_weights false is not supported");
-  c.qkv_bias = c.o_bias = c.mlp_bias = true;
-  c.tie_word_embeddings = f.boolean_or("tie_word_embeddings", true);
+  c.qkv = QkvLayout::Fused;
+  c.positions = Positions::Learned;
+  c.qkv_bias = c.proj_bias = c.mlp_bias = true;
+  c.tie_head = f.boolean_or("tie_word_embeddings", true);
 }
 
 }  // namespace
@@ -209,21 +215,12 @@ const char* family_name(Family f) {
   }
   return "?";
 }
-const char* norm_name(NormKind n) { return n == NormKind::RMSNorm ? "rmsnorm" : "layernorm"; }
-const char* activation_name(Activation a) {
-  switch (a) {
-    case Activation::SiLU: return "swiglu";
-    case Activation::GeluTanh: return "gelu_tanh";
-    case Activation::GeluErf: return "gelu";
-  }
-  return "?";
-}
-
-int64_t ModelConfig::parameter_count() const {
-  const int64_t C = hidden, I = intermediate, V = vocab;
+int64_t Config::parameter_count() const {
+  const blocklab::ModelConfig& c = model;
+  const int64_t C = c.width, I = c.mlp_hidden(), V = c.vocab;
   int64_t per_layer = 0;
-  int64_t total = V * C;                      // token embedding
-  if (!tie_word_embeddings) total += V * C;   // lm_head
+  int64_t total = V * C;               // token embedding
+  if (!c.tie_head) total += V * C;     // lm_head
   if (family == Family::GPT2) {
     total += static_cast<int64_t>(max_positions) * C + 2 * C;  // wpe, ln_f
     per_layer = 2 * 2 * C                   // ln_1, ln_2
@@ -232,34 +229,37 @@ int64_t ModelConfig::parameter_count() const {
                 + C * I + I                 // c_fc
                 + I * C + C;                // mlp.c_proj
   } else {
-    const int64_t Q = q_dim(), K = kv_dim();
+    const int64_t Q = c.q_dim(), K = c.kv_dim();
     total += C;  // final norm
     per_layer = 2 * C                                  // input_layernorm, post_attention_layernorm
                 + C * Q + 2 * C * K + Q * C            // q, k, v, o
-                + (qkv_bias ? Q + 2 * K : 0) + (o_bias ? C : 0)
-                + (qk_norm ? 2 * static_cast<int64_t>(head_dim) : 0)
-                + 3 * C * I + (mlp_bias ? 2 * I + C : 0);
+                + (c.qkv_bias ? Q + 2 * K : 0) + (c.proj_bias ? C : 0)
+                + (c.qk_norm ? 2 * static_cast<int64_t>(c.head_size()) : 0)
+                + 3 * C * I + (c.mlp_bias ? 2 * I + C : 0);
   }
-  return total + per_layer * layers;
+  return total + per_layer * c.layers;
 }
 
-ModelConfig parse_config(std::string_view text, const std::string& where) {
+Config parse_config(std::string_view text, const std::string& where) {
   const json j = io::parse_json_object(text, where);
   const Fields top(j, where, "");
   if (!top.has("model_type"))
     throw Error(where + ": missing \"model_type\" (supported: qwen3, qwen3_vl, qwen2, llama, gpt2)");
-  ModelConfig c;
+  Config c;
   c.model_type = top.string_or("model_type", "");
   const std::string& mt = c.model_type;
 
+  c.model.norm_placement = NormPlacement::Pre;
+  c.model.seq_len = 1;
   if (mt == "gpt2") {
     parse_gpt2(top, c);
+    c.model.block = family_name(c.family);
     return c;
   }
   if (mt == "qwen3" || mt == "qwen2" || mt == "llama") {
     c.family = mt == "qwen3" ? Family::Qwen3 : mt == "qwen2" ? Family::Qwen2 : Family::Llama;
     parse_decoder(top, nullptr, c);
-    c.tie_word_embeddings = top.boolean_or("tie_word_embeddings", false);
+    c.model.tie_head = top.boolean_or("tie_word_embeddings", false);
   } else if (mt == "qwen3_vl") {
     const json* text_config = top.find("text_config");
     if (text_config == nullptr) throw Error(where + ": model_type qwen3_vl needs a \"text_config\" object");
@@ -272,7 +272,7 @@ ModelConfig parse_config(std::string_view text, const std::string& where) {
     c.multimodal_wrapper = true;
     parse_decoder(tf, top.find("rope_theta"), c);
     // The language model reads its own flag; the top-level one applies when text_config has none.
-    c.tie_word_embeddings = tf.boolean_or("tie_word_embeddings", top.boolean_or("tie_word_embeddings", false));
+    c.model.tie_head = tf.boolean_or("tie_word_embeddings", top.boolean_or("tie_word_embeddings", false));
   } else {
     throw Error(where + ": model_type \"" + mt + "\" is not supported (supported: qwen3, qwen3_vl, qwen2, llama, gpt2)");
   }
@@ -280,21 +280,15 @@ ModelConfig parse_config(std::string_view text, const std::string& where) {
   // Family-specific projections.
   const json& src = c.multimodal_wrapper ? j["text_config"] : j;
   const Fields fields(src, where, c.multimodal_wrapper ? "text_config." : "");
-  switch (c.family) {
-    case Family::Qwen3:
-      c.qk_norm = true;
-      c.qkv_bias = c.o_bias = fields.boolean_or("attention_bias", false);
-      break;
-    case Family::Qwen2:
-      c.qkv_bias = true;  // Qwen2 always has q/k/v biases and none on o_proj
-      c.o_bias = false;
-      break;
-    case Family::Llama:
-      c.qkv_bias = c.o_bias = fields.boolean_or("attention_bias", false);
-      c.mlp_bias = fields.boolean_or("mlp_bias", false);
-      break;
-    case Family::GPT2:
-      break;
+  blocklab::ModelConfig& m = c.model;
+  m.block = family_name(c.family);
+  m.qk_norm = c.family == Family::Qwen3;
+  m.mlp_bias = c.family == Family::Llama && fields.boolean_or("mlp_bias", false);
+  if (c.family == Family::Qwen2) {
+    m.qkv_bias = true;  // Qwen2 always has q/k/v biases and none on o_proj
+    m.proj_bias = false;
+  } else {
+    m.qkv_bias = m.proj_bias = fields.boolean_or("attention_bias", false);
   }
   return c;
 }
@@ -305,7 +299,7 @@ std::filesystem::path config_path(const std::filesystem::path& path) {
   return path;
 }
 
-ModelConfig load_config(const std::filesystem::path& path) {
+Config load_config(const std::filesystem::path& path) {
   const std::filesystem::path file = config_path(path);
   std::error_code ec;
   if (!std::filesystem::exists(file, ec))

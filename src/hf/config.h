@@ -16,61 +16,41 @@
 #include <string>
 #include <string_view>
 
+#include "model/config.h"
+#include "model/rope_scaling.h"
+
 namespace blocklab::hf {
 
 enum class Family { Qwen3, Qwen2, Llama, GPT2 };
-enum class NormKind { RMSNorm, LayerNorm };
-enum class Activation { SiLU, GeluTanh, GeluErf };  // SiLU means the gated SwiGLU MLP
 
-struct RopeConfig {
-  enum class Scaling { None, Linear, Llama3 };
-  double theta = 10000.0;
-  Scaling scaling = Scaling::None;
-  double factor = 1.0;                 // Linear and Llama3
-  double low_freq_factor = 1.0;        // Llama3
-  double high_freq_factor = 4.0;       // Llama3
-  int original_max_positions = 8192;   // Llama3
-  // Qwen3-VL's multimodal RoPE (mrope_section): for text-only input its three position streams are
-  // equal, and it reduces to ordinary RoPE. Recorded for display only.
-  bool multimodal = false;
-};
-
-struct ModelConfig {
+// A Hugging Face config.json: the architecture in the block engine's own vocabulary, and what only the
+// Hugging Face format has (its model_type and family, which name the tensors; the position count).
+struct Config {
   std::string model_type;  // top-level model_type as written ("qwen3_vl")
   Family family = Family::Qwen3;
   bool multimodal_wrapper = false;  // fields came from text_config (qwen3_vl)
-  int layers = 0;
-  int hidden = 0;
-  int intermediate = 0;
-  int heads = 0;
-  int kv_heads = 0;
-  int head_dim = 0;
-  int vocab = 0;
   int max_positions = 0;  // GPT-2: size of the learned position table; others: informational
-  double norm_eps = 1e-6;
-  NormKind norm = NormKind::RMSNorm;
-  Activation activation = Activation::SiLU;
-  RopeConfig rope;           // unused for GPT-2
-  bool tie_word_embeddings = false;
-  bool qk_norm = false;      // Qwen3: RMSNorm over head_dim on every q and k head, before RoPE
-  bool qkv_bias = false;     // biases on the q, k, v projections
-  bool o_bias = false;       // bias on the attention output projection
-  bool mlp_bias = false;     // biases on the MLP projections
+  RopeScaling rope_scaling;  // of the rope_theta frequencies; unused for GPT-2
+  // Qwen3-VL's multimodal RoPE (mrope_section): for text-only input its three position streams are equal, and
+  // it reduces to ordinary RoPE. Recorded for display only.
+  bool multimodal_rope = false;
+  // Every family is a Pre-LN block: block = the family's name, layers, width (hidden_size), heads, kv_heads,
+  // head_dim, mlp_width (intermediate_size), vocab, norm (rmsnorm, or layernorm for GPT-2) and norm_eps, mlp
+  // (swiglu, gelu_tanh or gelu), qk_norm, qkv_bias / proj_bias / mlp_bias, qkv (fused for GPT-2's c_attn),
+  // positions (learned for GPT-2, else rope with rope_theta), tie_head (tie_word_embeddings). seq_len is 1:
+  // positions are the caller's (embeddings, RoPE tables); shapes come per forward.
+  blocklab::ModelConfig model;
 
-  int q_dim() const { return heads * head_dim; }
-  int kv_dim() const { return kv_heads * head_dim; }
   // Parameters of the language model (token embedding counted once when tied), from the config alone.
   int64_t parameter_count() const;
 };
 
-const char* family_name(Family);         // "qwen3", "qwen2", "llama", "gpt2"
-const char* norm_name(NormKind);         // "rmsnorm", "layernorm"
-const char* activation_name(Activation); // "swiglu", "gelu_tanh", "gelu"
+const char* family_name(Family);  // "qwen3", "qwen2", "llama", "gpt2"
 
 // Parses config.json text; `where` (a path) prefixes every error message.
-ModelConfig parse_config(std::string_view json_text, const std::string& where);
+Config parse_config(std::string_view json_text, const std::string& where);
 // `path` is a model directory (reads DIR/config.json) or a config file.
-ModelConfig load_config(const std::filesystem::path& path);
+Config load_config(const std::filesystem::path& path);
 // The config file for a model directory or file path (DIR/config.json, or path itself).
 std::filesystem::path config_path(const std::filesystem::path& path);
 

@@ -28,16 +28,9 @@
 #include "hf/config.h"
 #include "hf/weights.h"
 #include "model/config.h"
+#include "model/parameters.h"
 
 namespace blocklab::hf {
-
-// A linear layer's weight as stored: logically (out, in) as nn.Linear; `transposed` when stored
-// (in, out) (GPT-2's Conv1D).
-struct StoredMatrix {
-  WeightRef weight;
-  int out = 0, in = 0;
-  bool transposed = false;
-};
 
 // What one block reads: norm weights and biases converted to float once, linear weights read in place
 // through LinearSource views; `tensors` points into both (the block engine's view of them).
@@ -71,10 +64,10 @@ class Model {
   Model& operator=(Model&&) noexcept;
   ~Model();
 
-  const ModelConfig& config() const { return config_; }
+  const Config& config() const { return config_; }
   const WeightStore& weights() const { return weights_; }
-  // The block engine's architecture for this model (sizes, norm, attention and MLP kinds).
-  const blocklab::ModelConfig& block_config() const { return block_config_; }
+  // The block engine's architecture for this model (sizes, norm, attention and MLP kinds): config().model.
+  const blocklab::ModelConfig& block_config() const { return config_.model; }
 
   ForwardResult forward(std::span<const int32_t> tokens, const ForwardOptions& options = {}) const;
   // Bytes forward() allocates for `tokens` tokens, the memory-mapped weights aside: one block's activations
@@ -93,29 +86,18 @@ class Model {
   const std::string& lm_head_name() const { return lm_head_.name; }
 
  private:
-  Model(ModelConfig config, WeightStore weights);
+  Model(Config config, WeightStore weights);
   void resolve();  // finds and checks every tensor
 
-  ModelConfig config_;
+  Config config_;
   WeightStore weights_;
   WeightRef embed_, positions_, lm_head_;  // positions_: GPT-2 wpe
   std::vector<float> final_norm_weight_, final_norm_bias_;
-  blocklab::ModelConfig block_config_;
+  NormTensors<float> final_norm_;  // views of the two above
   std::vector<std::unique_ptr<BlockWeights>> blocks_;
   int64_t parameter_count_ = 0;
   std::vector<std::string> unused_;
   std::vector<std::string> used_dtypes_;
 };
-
-// RoPE inverse frequencies (head_dim / 2 of them) with the config's scaling applied.
-std::vector<double> rope_inv_freq(const ModelConfig& config);
-
-// out (N, m.out) = inp (N, m.in) @ W^T (+ bias) for a weight in its stored dtype. F32 weights that are
-// 4-byte aligned are used in place; BF16 weights with at most 16 rows go through a fused
-// convert-and-dot kernel; otherwise row blocks are converted to float in `scratch` (grown as needed)
-// and multiplied by GEMM, in parallel tiles. block_floats > 0 forces the plain serial row-block path
-// with blocks of at most that many values (for tests).
-void stored_linear(float* out, const float* inp, const StoredMatrix& m, const float* bias, int N,
-                   std::vector<float>& scratch, int64_t block_floats = 0);
 
 }  // namespace blocklab::hf

@@ -17,18 +17,18 @@ namespace fs = std::filesystem;
 
 ResidualProbeResult probe_residual(const Model& model, std::span<const int32_t> tokens,
                                    const ResidualProbeOptions& options) {
-  const ModelConfig& c = model.config();
+  const blocklab::ModelConfig& c = model.config().model;
   const int T = static_cast<int>(tokens.size());
-  const double hidden_bytes = options.save_hidden ? 4.0 * (c.layers + 1) * T * c.hidden : 0.0;
+  const double hidden_bytes = options.save_hidden ? 4.0 * (c.layers + 1) * T * c.width : 0.0;
   const double forward_bytes = model.forward_bytes(T, LogitsFor::None);
   require_memory("probe residual", forward_bytes + hidden_bytes,
                  "activations and work space " + format_bytes(forward_bytes) +
                      (options.save_hidden ? ", saved hidden states " + format_bytes(hidden_bytes) : "") +
                      "; the mapped weights aside",
                  options.save_hidden ? "; use fewer tokens or drop --save-hidden" : "; use fewer tokens");
-  ResidualProbe probe(T, c.hidden);
+  ResidualProbe probe(T, c.width);
   ResidualProbeResult result;
-  if (options.save_hidden) result.hidden.reserve(static_cast<std::size_t>(c.layers + 1) * T * c.hidden);
+  if (options.save_hidden) result.hidden.reserve(static_cast<std::size_t>(c.layers + 1) * T * c.width);
   ForwardOptions opt;
   opt.logits = LogitsFor::None;
   opt.stream_weights = true;
@@ -47,15 +47,15 @@ ResidualProbeResult probe_residual(const Model& model, std::span<const int32_t> 
 
 WrittenFiles write_residual_probe(const fs::path& dir, const Model& model, const ResidualProbeRun& run,
                                   const ResidualProbeResult& result) {
-  const ModelConfig& c = model.config();
+  const blocklab::ModelConfig& c = model.config().model;
   const int T = static_cast<int>(run.tokens.size());
   WrittenFiles written;
   write_residual_csv(dir / "residual.csv", result.layers);
   nlohmann::ordered_json summary;
   summary["model"] = run.model_dir;
-  summary["model_type"] = c.model_type;
+  summary["model_type"] = model.config().model_type;
   summary["layers"] = c.layers;
-  summary["hidden_size"] = c.hidden;
+  summary["hidden_size"] = c.width;
   summary["parameters"] = model.parameter_count();
   summary["weight_dtype"] = model.dtype_summary();
   if (run.text) summary["text"] = *run.text;
@@ -68,7 +68,7 @@ WrittenFiles write_residual_probe(const fs::path& dir, const Model& model, const
   if (!result.hidden.empty()) {
     const std::vector<int64_t> tokens(run.tokens.begin(), run.tokens.end());
     io::write_safetensors((dir / "hidden_states.safetensors").string(),
-                          {io::tensor_view("hidden_states", {c.layers + 1, T, c.hidden}, std::span<const float>(result.hidden)),
+                          {io::tensor_view("hidden_states", {c.layers + 1, T, c.width}, std::span<const float>(result.hidden)),
                            io::tensor_view("tokens", {T}, std::span<const int64_t>(tokens))});
     written.names.push_back("hidden_states.safetensors");
   }

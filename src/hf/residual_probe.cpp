@@ -20,17 +20,13 @@ void ResidualProbe::observe(int layer, std::span<const float> h) {
     throw Error("residual probe: layer " + std::to_string(layer) + " out of order");
   ResidualLayerStats s;
   s.layer = layer;
-  std::vector<double> mean(static_cast<std::size_t>(width_), 0.0);
-  double token_norms = 0, updates = 0;
-  for (int t = 0; t < tokens_; ++t) {
-    const float* x = h.data() + static_cast<long>(t) * width_;
-    double sq = 0;
-    for (int c = 0; c < width_; ++c) {
-      mean[c] += x[c];
-      sq += static_cast<double>(x[c]) * x[c];
-    }
-    token_norms += std::sqrt(sq);
-    if (layer > 0) {
+  const StreamNorms norms = stream_norms(h.data(), 1, tokens_, width_);
+  s.mean_vector_norm = norms.mean_vector_norm;
+  s.mean_token_norm = norms.mean_token_norm;
+  double updates = 0;
+  if (layer > 0)
+    for (int t = 0; t < tokens_; ++t) {
+      const float* x = h.data() + static_cast<long>(t) * width_;
       const float* p = previous_.data() + static_cast<long>(t) * width_;
       double dsq = 0, psq = 0;
       for (int c = 0; c < width_; ++c) {
@@ -40,11 +36,6 @@ void ResidualProbe::observe(int layer, std::span<const float> h) {
       }
       updates += psq > 0 ? std::sqrt(dsq / psq) : 0.0;
     }
-  }
-  double msq = 0;
-  for (double m : mean) msq += (m / tokens_) * (m / tokens_);
-  s.mean_vector_norm = std::sqrt(msq);
-  s.mean_token_norm = token_norms / tokens_;
   s.relative_update = updates / tokens_;
   s.rms = s.mean_token_norm / std::sqrt(static_cast<double>(width_));
   const StreamPeak peak = stream_peak(h.data(), tokens_, width_);

@@ -5,7 +5,7 @@
 //
 // Per layer l (0 = embeddings, l = output of block l), over the T prompt tokens:
 //   mean_vector_norm  || (1/T) sum_t h_l[t] ||          (the source's "norm of the mean prompt-token vector")
-//   mean_token_norm   (1/T) sum_t || h_l[t] ||
+//   mean_token_norm   (1/T) sum_t || h_l[t] ||      (both model/stream_stats.h stream_norms, as in training runs)
 //   relative_update   (1/T) sum_t || h_l[t] - h_{l-1}[t] || / || h_{l-1}[t] ||   (0 at l = 0)
 // and the stream statistics that `blocklab train --stream-every N` records (probe/stream_probe.h), so that a
 // trained toy stack and a real model read side by side:

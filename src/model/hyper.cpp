@@ -4,17 +4,30 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/isa.h"
+#include "kernels/lane_reduce.h"
 #include "util/error.h"
 
+// Every loop over the tokens runs in parallel (each token's mixing is its own), the sums over the tokens (the
+// weights' gradients) run in token order, and the dot products over the width in kernels::lane_dot's fixed
+// order: the results do not depend on the thread count. Each token's work is compiled for every instruction-set
+// level and runs at the CPU's (kernels::on_isa), as the kernels do.
 namespace blocklab {
 
 namespace {
 
 template <typename T>
 T dot(const T* x, const T* y, int C) {
-  T s = 0;
-  for (int c = 0; c < C; ++c) s += x[c] * y[c];
-  return s;
+  return kernels::lane_dot(x, y, C);
+}
+
+// y = a x (first) or y += a x
+template <typename T>
+void scaled_add(T* y, T a, const T* x, int C, bool first) {
+  if (first)
+    for (int k = 0; k < C; ++k) y[k] = a * x[k];
+  else
+    for (int k = 0; k < C; ++k) y[k] += a * x[k];
 }
 
 template <typename T>
@@ -24,31 +37,37 @@ T sigmoid(T x) {
 
 }  // namespace
 
-// M0 = exp(P - column max); then 20 x (columns to sum 1, rows to sum 1). The iterates are kept for the backward.
+// M0 = exp(P - column max); then 20 x (columns to sum 1, rows to sum 1), each a multiplication by the sum's
+// reciprocal (within an ulp of the division, at a fraction of its cost). The iterates are kept for the backward.
+// Column sums run over the rows in order with the columns side by side (contiguous, so they vectorise).
 template <typename T>
 static void sinkhorn_iterates(std::vector<T>& m, const T* P, int n) {
   const int nn = n * n, steps = 2 * kSinkhornIterations;
-  m.resize(static_cast<size_t>(steps + 1) * nn);
+  m.resize(static_cast<size_t>(steps + 1) * nn + 2 * static_cast<size_t>(n));
   T* m0 = m.data();
-  for (int j = 0; j < n; ++j) {
-    T top = P[j];
-    for (int i = 1; i < n; ++i) top = std::max(top, P[i * n + j]);
-    for (int i = 0; i < n; ++i) m0[i * n + j] = std::exp(P[i * n + j] - top);
-  }
+  T* sum = m.data() + static_cast<size_t>(steps + 1) * nn;  // n sums, then n reciprocals
+  T* inv = sum + n;
+  for (int j = 0; j < n; ++j) sum[j] = P[j];
+  for (int i = 1; i < n; ++i)
+    for (int j = 0; j < n; ++j) sum[j] = std::max(sum[j], P[i * n + j]);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) m0[i * n + j] = std::exp(P[i * n + j] - sum[j]);
   for (int step = 0; step < steps; ++step) {
     const T* x = m.data() + static_cast<size_t>(step) * nn;
     T* y = m.data() + static_cast<size_t>(step + 1) * nn;
     if (step % 2 == 0) {  // columns
-      for (int j = 0; j < n; ++j) {
-        T sum = 0;
-        for (int i = 0; i < n; ++i) sum += x[i * n + j];
-        for (int i = 0; i < n; ++i) y[i * n + j] = x[i * n + j] / sum;
-      }
+      for (int j = 0; j < n; ++j) sum[j] = 0;
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j) sum[j] += x[i * n + j];
+      for (int j = 0; j < n; ++j) inv[j] = T(1) / sum[j];
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j) y[i * n + j] = x[i * n + j] * inv[j];
     } else {  // rows
       for (int i = 0; i < n; ++i) {
-        T sum = 0;
-        for (int j = 0; j < n; ++j) sum += x[i * n + j];
-        for (int j = 0; j < n; ++j) y[i * n + j] = x[i * n + j] / sum;
+        T s = 0;
+        for (int j = 0; j < n; ++j) s += x[i * n + j];
+        const T r = T(1) / s;
+        for (int j = 0; j < n; ++j) y[i * n + j] = x[i * n + j] * r;
       }
     }
   }
@@ -67,17 +86,29 @@ void sinkhorn_backward(T* dP, const T* dM, const T* P, int n) {
   thread_local std::vector<T> d;
   sinkhorn_iterates(m, P, n);
   const int nn = n * n;
-  d.assign(dM, dM + nn);
+  d.resize(static_cast<size_t>(nn) + 3 * static_cast<size_t>(n));
+  std::copy_n(dM, nn, d.data());
+  T* sum = d.data() + nn;  // per group: sum(x), sum(dy * y), 1 / sum(x)
+  T* dot = sum + n;
+  T* inv = dot + n;
   // y = x / sum(x over the group):  dx = (dy - sum(dy * y)) / sum(x)
   for (int step = 2 * kSinkhornIterations - 1; step >= 0; --step) {
     const T* x = m.data() + static_cast<size_t>(step) * nn;
     const T* y = m.data() + static_cast<size_t>(step + 1) * nn;
-    for (int g = 0; g < n; ++g) {
-      // the group: column g (even steps) or row g (odd steps)
-      auto at = [&](int k) { return step % 2 == 0 ? k * n + g : g * n + k; };
-      T sum = 0, dot_dy_y = 0;
-      for (int k = 0; k < n; ++k) sum += x[at(k)], dot_dy_y += d[at(k)] * y[at(k)];
-      for (int k = 0; k < n; ++k) d[at(k)] = (d[at(k)] - dot_dy_y) / sum;
+    if (step % 2 == 0) {  // the groups are the columns
+      for (int j = 0; j < n; ++j) sum[j] = 0, dot[j] = 0;
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j) sum[j] += x[i * n + j], dot[j] += d[i * n + j] * y[i * n + j];
+      for (int j = 0; j < n; ++j) inv[j] = T(1) / sum[j];
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j) d[i * n + j] = (d[i * n + j] - dot[j]) * inv[j];
+    } else {  // the rows
+      for (int i = 0; i < n; ++i) {
+        T s = 0, dy_y = 0;
+        for (int j = 0; j < n; ++j) s += x[i * n + j], dy_y += d[i * n + j] * y[i * n + j];
+        const T r = T(1) / s;
+        for (int j = 0; j < n; ++j) d[i * n + j] = (d[i * n + j] - dy_y) * r;
+      }
     }
   }
   // M0 = exp(P - max): the max shifts whole columns, which the first normalisation undoes
@@ -116,61 +147,57 @@ long carve_hyper_scratch(HyperScratch<T>& s, T* base, const ModelConfig& c, long
 template <typename T>
 void hyper_input_forward(HyperActs<T>& a, const T* H, const HyperTensors<T>& w, const ModelConfig& c, long N) {
   const int n = c.residual_streams, C = c.width;
-  const long NC = N * C;
+  const long NC = N * C, nn = static_cast<long>(n) * n;
   const bool mhc = c.norm_placement == NormPlacement::Mhc;
   if (c.hc_dynamic) norm_forward(a.norm, H, w.norm, c, n * N);
   const T s_in = c.hc_dynamic ? w.scale_alpha[0] : T(0), s_res = c.hc_dynamic ? w.scale_alpha[mhc ? 1 : 0] : T(0);
   const T s_b = c.hc_dynamic ? w.scale_beta[0] : T(0);
   auto f = [mhc](T z) { return mhc ? z : std::tanh(z); };
-  for (long t = 0; t < N; ++t) {
-    for (int i = 0; i < n; ++i) {
-      T* a_res = a.a_res + (t * n + i) * n;
-      if (!c.hc_dynamic) {
-        a.a_in[t * n + i] = w.alpha_in[i];
-        for (int j = 0; j < n; ++j) a_res[j] = w.alpha_res[i * n + j];
-        a.b[t * n + i] = w.beta[i];
-        continue;
-      }
-      // Hn_i . W: the input weight, the row i of the residual mix, and stream i's output weight
-      const T* hn = a.norm.out + (i * N + t) * C;
-      const T f_in = f(dot(hn, w.w_in, C));
-      a.f_in[t * n + i] = f_in;
-      a.a_in[t * n + i] = w.alpha_in[i] + s_in * f_in;
-      T* f_res = a.f_res + (t * n + i) * n;
-      for (int j = 0; j < n; ++j) {
-        T z = 0;
-        for (int k = 0; k < C; ++k) z += hn[k] * w.w_res[k * n + j];
-        f_res[j] = f(z);
-        a_res[j] = w.alpha_res[i * n + j] + s_res * f_res[j];
-      }
-      const T f_b = f(dot(hn, w.w_beta, C));
-      a.f_b[t * n + i] = f_b;
-      a.b[t * n + i] = w.beta[i] + s_b * f_b;
-    }
+  // W_r's columns, contiguous for the dot products
+  thread_local std::vector<T> w_res_t;
+  if (c.hc_dynamic) {
+    w_res_t.resize(static_cast<size_t>(n) * C);
+    for (int j = 0; j < n; ++j)
+      for (int k = 0; k < C; ++k) w_res_t[static_cast<size_t>(j) * C + k] = w.w_res[k * n + j];
   }
-  if (mhc) {
-    // A_m(H) = sigmoid(.), B(H) = 2 sigmoid(.), A_r(H) = Sinkhorn(.), per token
-    const long nn = static_cast<long>(n) * n;
-    for (long t = 0; t < N; ++t) {
+  const T* w_res_cols = w_res_t.data();
+#pragma omp parallel for schedule(static)
+  for (long t = 0; t < N; ++t) {
+    kernels::on_isa([&](auto) {
       for (int i = 0; i < n; ++i) {
-        a.a_in[t * n + i] = sigmoid(a.a_in[t * n + i]);
-        a.b[t * n + i] = T(2) * sigmoid(a.b[t * n + i]);
+        T* a_res = a.a_res + (t * n + i) * n;
+        if (!c.hc_dynamic) {
+          a.a_in[t * n + i] = w.alpha_in[i];
+          for (int j = 0; j < n; ++j) a_res[j] = w.alpha_res[i * n + j];
+          a.b[t * n + i] = w.beta[i];
+          continue;
+        }
+        // Hn_i . W: the input weight, the row i of the residual mix, and stream i's output weight
+        const T* hn = a.norm.out + (i * N + t) * C;
+        const T f_in = f(dot(hn, w.w_in, C));
+        a.f_in[t * n + i] = f_in;
+        a.a_in[t * n + i] = w.alpha_in[i] + s_in * f_in;
+        T* f_res = a.f_res + (t * n + i) * n;
+        for (int j = 0; j < n; ++j) {
+          f_res[j] = f(dot(hn, w_res_cols + static_cast<long>(j) * C, C));
+          a_res[j] = w.alpha_res[i * n + j] + s_res * f_res[j];
+        }
+        const T f_b = f(dot(hn, w.w_beta, C));
+        a.f_b[t * n + i] = f_b;
+        a.b[t * n + i] = w.beta[i] + s_b * f_b;
       }
-      std::copy_n(a.a_res + t * nn, nn, a.pre_res + t * nn);
-      sinkhorn_forward(a.a_res + t * nn, static_cast<const T*>(a.pre_res + t * nn), n);
-    }
-  }
-  // h[t] = sum_i A_m(H)[t, i] H_i[t]
-  for (long t = 0; t < N; ++t) {
-    T* h = a.h + t * C;
-    for (int i = 0; i < n; ++i) {
-      const T a_in = a.a_in[t * n + i];
-      const T* x = H + i * NC + t * C;
-      if (i == 0)
-        for (int k = 0; k < C; ++k) h[k] = a_in * x[k];
-      else
-        for (int k = 0; k < C; ++k) h[k] += a_in * x[k];
-    }
+      if (mhc) {
+        // A_m(H) = sigmoid(.), B(H) = 2 sigmoid(.), A_r(H) = Sinkhorn(.)
+        for (int i = 0; i < n; ++i) {
+          a.a_in[t * n + i] = sigmoid(a.a_in[t * n + i]);
+          a.b[t * n + i] = T(2) * sigmoid(a.b[t * n + i]);
+        }
+        std::copy_n(a.a_res + t * nn, nn, a.pre_res + t * nn);
+        sinkhorn_forward(a.a_res + t * nn, static_cast<const T*>(a.pre_res + t * nn), n);
+      }
+      // h[t] = sum_i A_m(H)[t, i] H_i[t]
+      for (int i = 0; i < n; ++i) scaled_add(a.h + t * C, a.a_in[t * n + i], H + i * NC + t * C, C, i == 0);
+    });
   }
 }
 
@@ -179,25 +206,21 @@ void hyper_output_forward(HyperActs<T>& a, const T* H, const T* branch, const Mo
   const int n = c.residual_streams, C = c.width;
   const long NC = N * C;
   // out_j[t] = sum_i A_r(H)[t, i, j] H_i[t] + B(H)[t, j] T(h)[t]
-  for (int j = 0; j < n; ++j)
-    for (long t = 0; t < N; ++t) {
-      T* y = a.out + j * NC + t * C;
-      for (int i = 0; i < n; ++i) {
-        const T r = a.a_res[(t * n + i) * n + j];
-        const T* x = H + i * NC + t * C;
-        if (i == 0)
-          for (int k = 0; k < C; ++k) y[k] = r * x[k];
-        else
-          for (int k = 0; k < C; ++k) y[k] += r * x[k];
+#pragma omp parallel for schedule(static)
+  for (long t = 0; t < N; ++t) {
+    kernels::on_isa([&](auto) {
+      for (int j = 0; j < n; ++j) {
+        T* y = a.out + j * NC + t * C;
+        for (int i = 0; i < n; ++i) scaled_add(y, a.a_res[(t * n + i) * n + j], H + i * NC + t * C, C, i == 0);
+        scaled_add(y, a.b[t * n + j], branch + t * C, C, false);
       }
-      const T b = a.b[t * n + j];
-      const T* f = branch + t * C;
-      for (int k = 0; k < C; ++k) y[k] += b * f[k];
-    }
-  if (a.sum != nullptr) {
-    std::copy_n(a.out, NC, a.sum);
-    for (int j = 1; j < n; ++j)
-      for (long k = 0; k < NC; ++k) a.sum[k] += a.out[j * NC + k];
+      if (a.sum != nullptr) {
+        T* sum = a.sum + t * C;
+        std::copy_n(a.out + t * C, C, sum);
+        for (int j = 1; j < n; ++j)
+          for (int k = 0; k < C; ++k) sum[k] += a.out[j * NC + t * C + k];
+      }
+    });
   }
 }
 
@@ -206,33 +229,26 @@ void hyper_output_backward(T* dH, HyperScratch<T>& s, const T* d_out, const Hype
                            const T* branch, const ModelConfig& c, long N) {
   const int n = c.residual_streams, C = c.width;
   const long NC = N * C;
+#pragma omp parallel for schedule(static)
   for (long t = 0; t < N; ++t) {
-    const T* f = branch + t * C;
-    T* d_branch = s.d_branch + t * C;
-    for (int j = 0; j < n; ++j) {
-      // d T(h) = sum_j B[j] d out_j;  d B[j] = <d out_j, T(h)>
-      const T* dy = d_out + j * NC + t * C;
-      const T b = a.b[t * n + j];
-      if (j == 0)
-        for (int k = 0; k < C; ++k) d_branch[k] = b * dy[k];
-      else
-        for (int k = 0; k < C; ++k) d_branch[k] += b * dy[k];
-      s.d_b[t * n + j] = dot(dy, f, C);
-    }
-    for (int i = 0; i < n; ++i) {
-      // d A_r[i][j] = <d out_j, H_i>;  d H_i = sum_j A_r[i][j] d out_j
-      const T* x = H + i * NC + t * C;
-      T* dx = dH + i * NC + t * C;
+    kernels::on_isa([&](auto) {
+      const T* f = branch + t * C;
       for (int j = 0; j < n; ++j) {
+        // d T(h) = sum_j B[j] d out_j;  d B[j] = <d out_j, T(h)>
         const T* dy = d_out + j * NC + t * C;
-        const T r = a.a_res[(t * n + i) * n + j];
-        s.d_res[(t * n + i) * n + j] = dot(dy, x, C);
-        if (j == 0)
-          for (int k = 0; k < C; ++k) dx[k] = r * dy[k];
-        else
-          for (int k = 0; k < C; ++k) dx[k] += r * dy[k];
+        scaled_add(s.d_branch + t * C, a.b[t * n + j], dy, C, j == 0);
+        s.d_b[t * n + j] = dot(dy, f, C);
       }
-    }
+      for (int i = 0; i < n; ++i) {
+        // d A_r[i][j] = <d out_j, H_i>;  d H_i = sum_j A_r[i][j] d out_j
+        const T* x = H + i * NC + t * C;
+        for (int j = 0; j < n; ++j) {
+          const T* dy = d_out + j * NC + t * C;
+          s.d_res[(t * n + i) * n + j] = dot(dy, x, C);
+          scaled_add(dH + i * NC + t * C, a.a_res[(t * n + i) * n + j], dy, C, j == 0);
+        }
+      }
+    });
   }
 }
 
@@ -240,33 +256,30 @@ template <typename T>
 void hyper_input_backward(T* dH, HyperScratch<T>& s, const HyperTensors<T>& g, const HyperActs<T>& a, const T* H,
                           const HyperTensors<T>& w, const ModelConfig& c, long N, bool dh_in_dH) {
   const int n = c.residual_streams, C = c.width;
-  const long NC = N * C;
-  // h = sum_i A_m[i] H_i:  d A_m[i] = <dh, H_i>;  d H_i += A_m[i] dh
-  for (long t = 0; t < N; ++t)
-    for (int i = 0; i < n; ++i) {
-      const T* x = H + i * NC + t * C;
-      const T* dh = s.dh + t * C;
-      s.d_in[t * n + i] = dot(dh, x, C);
-      if (dh_in_dH) continue;
-      const T a_in = a.a_in[t * n + i];
-      T* dx = dH + i * NC + t * C;
-      for (int k = 0; k < C; ++k) dx[k] += a_in * dh[k];
-    }
+  const long NC = N * C, nn = static_cast<long>(n) * n;
   const bool mhc = c.norm_placement == NormPlacement::Mhc;
-  if (mhc) {
-    // back through sigmoid, 2 sigmoid and Sinkhorn: the gradients of the pre-activations, in place
-    const long nn = static_cast<long>(n) * n;
-    std::vector<T> d_res(nn);
-    for (long t = 0; t < N; ++t) {
+  // h = sum_i A_m[i] H_i:  d A_m[i] = <dh, H_i>;  d H_i += A_m[i] dh. mhc: then back through sigmoid,
+  // 2 sigmoid and Sinkhorn, the gradients of the pre-activations in place.
+#pragma omp parallel for schedule(static)
+  for (long t = 0; t < N; ++t) {
+    kernels::on_isa([&](auto) {
+      const T* dh = s.dh + t * C;
       for (int i = 0; i < n; ++i) {
-        const T a_in = a.a_in[t * n + i], b = a.b[t * n + i];
-        s.d_in[t * n + i] *= a_in * (T(1) - a_in);
-        s.d_b[t * n + i] *= b * (T(1) - b / 2);
+        s.d_in[t * n + i] = dot(dh, H + i * NC + t * C, C);
+        if (!dh_in_dH) scaled_add(dH + i * NC + t * C, a.a_in[t * n + i], dh, C, false);
       }
-      std::copy_n(s.d_res + t * nn, nn, d_res.data());
-      sinkhorn_backward(s.d_res + t * nn, static_cast<const T*>(d_res.data()), static_cast<const T*>(a.pre_res + t * nn),
-                        n);
-    }
+      if (mhc) {
+        for (int i = 0; i < n; ++i) {
+          const T a_in = a.a_in[t * n + i], b = a.b[t * n + i];
+          s.d_in[t * n + i] *= a_in * (T(1) - a_in);
+          s.d_b[t * n + i] *= b * (T(1) - b / 2);
+        }
+        thread_local std::vector<T> d_res;
+        d_res.assign(s.d_res + t * nn, s.d_res + (t + 1) * nn);
+        sinkhorn_backward(s.d_res + t * nn, static_cast<const T*>(d_res.data()),
+                          static_cast<const T*>(a.pre_res + t * nn), n);
+      }
+    });
   }
   // The static weights: sums over the tokens, in row order.
   for (int i = 0; i < n; ++i) {
@@ -281,32 +294,16 @@ void hyper_input_backward(T* dH, HyperScratch<T>& s, const HyperTensors<T>& g, c
     }
   }
   if (!c.hc_dynamic) return;
-  // A(H) = A + s f(z), f = tanh (mhc: identity), z = Hn . W:  d s += sum d A(H) f;  dz = d A(H) s f'(z)
+  // A(H) = A + s f(z), f = tanh (mhc: identity), z = Hn . W:  d s += sum d A(H) f;  dz = d A(H) s f'(z).
+  // The scales' gradients in token order; then s.d_in, s.d_res, s.d_b become dz in place.
   const T s_in = w.scale_alpha[0], s_res = w.scale_alpha[mhc ? 1 : 0], s_b = w.scale_beta[0];
   auto slope = [mhc](T f) { return mhc ? T(1) : T(1) - f * f; };
   T d_s_in = 0, d_s_res = 0, d_s_beta = 0;
-  std::fill(s.d_norm, s.d_norm + n * NC, T(0));
   for (long t = 0; t < N; ++t)
     for (int i = 0; i < n; ++i) {
-      const T* hn = a.norm.out + (i * N + t) * C;
-      T* d_hn = s.d_norm + (i * N + t) * C;
-      // the input weight
-      const T f_in = a.f_in[t * n + i], d_a_in = s.d_in[t * n + i];
-      d_s_in += d_a_in * f_in;
-      const T z_in = d_a_in * s_in * slope(f_in);
-      for (int k = 0; k < C; ++k) g.w_in[k] += z_in * hn[k], d_hn[k] += z_in * w.w_in[k];
-      // row i of the residual mix
-      for (int j = 0; j < n; ++j) {
-        const T f = a.f_res[(t * n + i) * n + j], d_a = s.d_res[(t * n + i) * n + j];
-        d_s_res += d_a * f;
-        const T z = d_a * s_res * slope(f);
-        for (int k = 0; k < C; ++k) g.w_res[k * n + j] += z * hn[k], d_hn[k] += z * w.w_res[k * n + j];
-      }
-      // stream i's output weight
-      const T f_b = a.f_b[t * n + i], d_b = s.d_b[t * n + i];
-      d_s_beta += d_b * f_b;
-      const T z_b = d_b * s_b * slope(f_b);
-      for (int k = 0; k < C; ++k) g.w_beta[k] += z_b * hn[k], d_hn[k] += z_b * w.w_beta[k];
+      d_s_in += s.d_in[t * n + i] * a.f_in[t * n + i];
+      for (int j = 0; j < n; ++j) d_s_res += s.d_res[(t * n + i) * n + j] * a.f_res[(t * n + i) * n + j];
+      d_s_beta += s.d_b[t * n + i] * a.f_b[t * n + i];
     }
   if (mhc) {
     g.scale_alpha[0] += d_s_in;
@@ -315,20 +312,68 @@ void hyper_input_backward(T* dH, HyperScratch<T>& s, const HyperTensors<T>& g, c
     g.scale_alpha[0] += d_s_in + d_s_res;
   }
   g.scale_beta[0] += d_s_beta;
+  T* z_in = s.d_in;
+  T* z_res = s.d_res;
+  T* z_b = s.d_b;
+  // W_r and its gradient by columns (n, C), contiguous for the loops below; the gradient is copied back after
+  thread_local std::vector<T> w_res_t, g_res_t;
+  w_res_t.resize(static_cast<size_t>(n) * C), g_res_t.resize(static_cast<size_t>(n) * C);
+  for (int j = 0; j < n; ++j)
+    for (int k = 0; k < C; ++k)
+      w_res_t[static_cast<size_t>(j) * C + k] = w.w_res[k * n + j],
+                                           g_res_t[static_cast<size_t>(j) * C + k] = g.w_res[k * n + j];
+  const T* w_res_cols = w_res_t.data();
+  T* g_res_cols = g_res_t.data();
+  // d Hn_i[t] = z_in W_m + sum_j z_res[j] W_r[:, j] + z_b W_b, per token
+#pragma omp parallel for schedule(static)
+  for (long t = 0; t < N; ++t)
+    kernels::on_isa([&](auto) {
+      for (int i = 0; i < n; ++i) {
+        const long ti = t * n + i;
+        z_in[ti] = z_in[ti] * s_in * slope(a.f_in[ti]);
+        z_b[ti] = z_b[ti] * s_b * slope(a.f_b[ti]);
+        for (int j = 0; j < n; ++j) z_res[ti * n + j] = z_res[ti * n + j] * s_res * slope(a.f_res[ti * n + j]);
+        T* d_hn = s.d_norm + (i * N + t) * C;
+        scaled_add(d_hn, z_in[ti], w.w_in, C, true);
+        for (int j = 0; j < n; ++j)
+          scaled_add(d_hn, z_res[ti * n + j], w_res_cols + static_cast<long>(j) * C, C, false);
+        scaled_add(d_hn, z_b[ti], w.w_beta, C, false);
+      }
+    });
+  // W's gradients: sum over the tokens (in token order, then stream) of dz Hn; the channels in parallel
+  constexpr int kChunk = 16;
+  const int chunks = (C + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static)
+  for (int chunk = 0; chunk < chunks; ++chunk) {
+    kernels::on_isa([&](auto) {
+      const int k0 = chunk * kChunk, len = std::min(C, k0 + kChunk) - k0;
+      for (long t = 0; t < N; ++t)
+        for (int i = 0; i < n; ++i) {
+          const long ti = t * n + i;
+          const T* hn = a.norm.out + (i * N + t) * C + k0;
+          scaled_add(g.w_in + k0, z_in[ti], hn, len, false);
+          for (int j = 0; j < n; ++j)
+            scaled_add(g_res_cols + static_cast<long>(j) * C + k0, z_res[ti * n + j], hn, len, false);
+          scaled_add(g.w_beta + k0, z_b[ti], hn, len, false);
+        }
+    });
+  }
+  for (int j = 0; j < n; ++j)
+    for (int k = 0; k < C; ++k) g.w_res[k * n + j] = g_res_cols[static_cast<size_t>(j) * C + k];
   // Hn = Norm(H), n*N rows
   norm_backward(dH, g.norm, static_cast<const T*>(s.d_norm), H, w.norm, a.norm, c, n * N);
 }
 
-#define BLOCKLAB_INSTANTIATE(T)                                                                                  \
-  template long carve_hyper_acts<T>(HyperActs<T>&, T*, const ModelConfig&, long, bool);                          \
-  template long carve_hyper_scratch<T>(HyperScratch<T>&, T*, const ModelConfig&, long);                          \
-  template void hyper_input_forward<T>(HyperActs<T>&, const T*, const HyperTensors<T>&, const ModelConfig&, long); \
-  template void hyper_output_forward<T>(HyperActs<T>&, const T*, const T*, const ModelConfig&, long);            \
-  template void hyper_output_backward<T>(T*, HyperScratch<T>&, const T*, const HyperActs<T>&, const T*, const T*,  \
-                                         const ModelConfig&, long);                                                \
-  template void hyper_input_backward<T>(T*, HyperScratch<T>&, const HyperTensors<T>&, const HyperActs<T>&,        \
-                                        const T*, const HyperTensors<T>&, const ModelConfig&, long, bool);        \
-  template void sinkhorn_forward<T>(T*, const T*, int);                                                       \
+#define BLOCKLAB_INSTANTIATE(T)                                                                                      \
+  template long carve_hyper_acts<T>(HyperActs<T>&, T*, const ModelConfig&, long, bool);                              \
+  template long carve_hyper_scratch<T>(HyperScratch<T>&, T*, const ModelConfig&, long);                              \
+  template void hyper_input_forward<T>(HyperActs<T>&, const T*, const HyperTensors<T>&, const ModelConfig&, long);   \
+  template void hyper_output_forward<T>(HyperActs<T>&, const T*, const T*, const ModelConfig&, long);                \
+  template void hyper_output_backward<T>(T*, HyperScratch<T>&, const T*, const HyperActs<T>&, const T*, const T*,    \
+                                         const ModelConfig&, long);                                                  \
+  template void hyper_input_backward<T>(T*, HyperScratch<T>&, const HyperTensors<T>&, const HyperActs<T>&, const T*, \
+                                        const HyperTensors<T>&, const ModelConfig&, long, bool);                     \
+  template void sinkhorn_forward<T>(T*, const T*, int);                                                              \
   template void sinkhorn_backward<T>(T*, const T*, const T*, int);
 BLOCKLAB_INSTANTIATE(float)
 BLOCKLAB_INSTANTIATE(double)

@@ -1,9 +1,33 @@
 #include "model/stream_stats.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 namespace blocklab {
+
+template <typename T>
+StreamNorms stream_norms(const T* h, int B, int Tn, int C) {
+  std::vector<double> mean(static_cast<std::size_t>(C));
+  double vector_norms = 0, token_norms = 0;
+  for (int b = 0; b < B; ++b) {
+    std::fill(mean.begin(), mean.end(), 0.0);
+    for (int t = 0; t < Tn; ++t) {
+      const T* x = h + (static_cast<long>(b) * Tn + t) * C;
+      double sq = 0;
+      for (int c = 0; c < C; ++c) {
+        mean[c] += x[c];
+        sq += static_cast<double>(x[c]) * x[c];
+      }
+      token_norms += std::sqrt(sq);
+    }
+    double sq = 0;
+    for (int c = 0; c < C; ++c) sq += (mean[c] / Tn) * (mean[c] / Tn);
+    vector_norms += std::sqrt(sq);
+  }
+  return {vector_norms / B, token_norms / (static_cast<double>(B) * Tn)};
+}
 
 template <typename T>
 StreamPeak stream_peak(const T* h, long rows, int C) {
@@ -28,6 +52,8 @@ double sink_share(const T* att, int B, int H, int Tq, int Tk) {
   return sum / (static_cast<double>(B) * H * (Tq - 1));
 }
 
+template StreamNorms stream_norms(const float*, int, int, int);
+template StreamNorms stream_norms(const double*, int, int, int);
 template StreamPeak stream_peak(const float*, long, int);
 template StreamPeak stream_peak(const double*, long, int);
 template double sink_share(const float*, int, int, int, int);

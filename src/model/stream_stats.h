@@ -1,7 +1,11 @@
 #pragma once
-// Two statistics of a forward pass that the stream probes report (probe/stream_probe.h for a training run,
-// hf/residual_probe.h for a Hugging Face model), written once for both:
+// Statistics of a forward pass that the stream probes report (probe/stream_probe.h and probe/residual_norms.h
+// for a training run, hf/residual_probe.h for a Hugging Face model), written once for all of them:
 //
+//   stream_norms(h, B, T, C)  over B sequences of T token vectors h[b][t] (C wide):
+//                               mean_vector_norm  (1/B) sum_b || (1/T) sum_t h[b][t] ||   (the mean token vector)
+//                               mean_token_norm   (1/(B T)) sum_{b,t} || h[b][t] ||        (the mean token norm)
+//                             summed in double, in index order.
 //   stream_peak(h, rows, C)   the largest |h[n][c]| over rows n < rows and channels c < C, and its channel c.
 //                             Ties keep the first in row-major order; a NaN wins (the first one) and is reported
 //                             as max_abs = NaN, so a diverged stream never looks tame.
@@ -15,6 +19,14 @@
 #include <cstdint>
 
 namespace blocklab {
+
+struct StreamNorms {
+  double mean_vector_norm = 0;
+  double mean_token_norm = 0;
+};
+
+template <typename T>
+StreamNorms stream_norms(const T* h, int B, int Tn, int C);
 
 struct StreamPeak {
   double max_abs = 0;

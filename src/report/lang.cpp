@@ -4,7 +4,7 @@
 
 #include "util/error.h"
 
-namespace blocklab::io {
+namespace blocklab::report {
 
 extern const char* const kKoreanCatalogPo;  // po/ko.po, compiled into the library by CMake (generated source)
 
@@ -37,21 +37,26 @@ std::string format_message(std::string_view pattern, std::initializer_list<std::
   return out;
 }
 
-std::string tr(Lang lang, std::string_view msgid, std::initializer_list<std::string> args) {
+namespace {
+
+// The catalogue entry `key` (msgid, or msgctxt "\x04" msgid) in `lang` with its placeholders filled; without one,
+// the English `msgid`.
+std::string translate(Lang lang, std::string_view key, std::string_view msgid, std::initializer_list<std::string> args) {
   if (lang == Lang::Ko) {
     const auto& catalog = korean_catalog();
-    if (const auto it = catalog.find(msgid); it != catalog.end()) return format_message(it->second, args);
+    if (const auto it = catalog.find(key); it != catalog.end()) return format_message(it->second, args);
   }
   return format_message(msgid, args);
 }
 
+}  // namespace
+
+std::string tr(Lang lang, std::string_view msgid, std::initializer_list<std::string> args) {
+  return translate(lang, msgid, msgid, args);
+}
+
 std::string trc(Lang lang, std::string_view context, std::string_view msgid, std::initializer_list<std::string> args) {
-  if (lang == Lang::Ko) {
-    const auto& catalog = korean_catalog();
-    if (const auto it = catalog.find(std::string(context) + '\x04' + std::string(msgid)); it != catalog.end())
-      return format_message(it->second, args);
-  }
-  return format_message(msgid, args);
+  return translate(lang, std::string(context) + '\x04' + std::string(msgid), msgid, args);
 }
 
 namespace {
@@ -157,4 +162,4 @@ const std::map<std::string, std::string, std::less<>>& korean_catalog() {
   return catalog;
 }
 
-}  // namespace blocklab::io
+}  // namespace blocklab::report

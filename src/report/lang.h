@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-namespace blocklab::io {
+namespace blocklab::report {
 
 enum class Lang { En, Ko };
 
@@ -42,4 +42,4 @@ std::map<std::string, std::string, std::less<>> parse_po(std::string_view text, 
 // po/ko.po as compiled into the library.
 const std::map<std::string, std::string, std::less<>>& korean_catalog();
 
-}  // namespace blocklab::io
+}  // namespace blocklab::report

@@ -11,7 +11,7 @@
 #include "util/error.h"
 #include "util/process.h"
 
-namespace blocklab::io {
+namespace blocklab::report {
 
 namespace fs = std::filesystem;
 
@@ -149,7 +149,7 @@ PlotResult render_figure(const PlotFigure& fig, const std::string& base_path) {
   const fs::path dir = base.has_parent_path() ? base.parent_path() : fs::path(".");
   PlotResult result;
   result.script = base_path + ".gp";
-  write_file_atomic(result.script, gnuplot_script(fig, name));
+  io::write_file_atomic(result.script, gnuplot_script(fig, name));
   const std::string program = gnuplot_program();
   if (program.empty()) {
     result.message = "gnuplot not found (install it with: apt-get install gnuplot-nox); wrote " + result.script +
@@ -174,4 +174,4 @@ PlotResult render_figure(const PlotFigure& fig, const std::string& base_path) {
   return result;
 }
 
-}  // namespace blocklab::io
+}  // namespace blocklab::report

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-namespace blocklab::io {
+namespace blocklab::report {
 
 struct PlotSeries {
   std::vector<double> x, y;  // non-finite y values are drawn as gaps
@@ -71,4 +71,4 @@ PlotResult render_figure(const PlotFigure& fig, const std::string& base_path);
 // Colours that stay distinct for colour-blind readers (Okabe-Ito), by index.
 const std::string& palette(size_t index);
 
-}  // namespace blocklab::io
+}  // namespace blocklab::report

@@ -8,7 +8,7 @@
 #include "io/read_file.h"
 #include "util/error.h"
 
-namespace blocklab::io {
+namespace blocklab::report {
 
 namespace fs = std::filesystem;
 
@@ -187,4 +187,4 @@ std::string ReportDocument::html(const std::string& report_dir, const std::strin
   return h.str();
 }
 
-}  // namespace blocklab::io
+}  // namespace blocklab::report

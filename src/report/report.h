@@ -9,7 +9,7 @@
 
 #include "report/lang.h"
 
-namespace blocklab::io {
+namespace blocklab::report {
 
 class ReportDocument {
  public:
@@ -41,4 +41,4 @@ class ReportDocument {
 std::string base64_encode(const std::string& bytes);
 std::string html_escape(const std::string& text);
 
-}  // namespace blocklab::io
+}  // namespace blocklab::report

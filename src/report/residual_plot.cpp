@@ -11,7 +11,7 @@ namespace blocklab::report {
 PlotOutcome plot_residual(const std::filesystem::path& dir, const std::vector<hf::ResidualLayerStats>& layers,
                           const std::string& title) {
   if (layers.empty()) throw Error("residual plot: no layers");
-  io::PlotPanel panel;
+  report::PlotPanel panel;
   panel.title = title;
   panel.xlabel = "layer l (0 = embeddings, l = output of block l)";
   panel.ylabel = "norm (log scale)";
@@ -23,7 +23,7 @@ PlotOutcome plot_residual(const std::filesystem::path& dir, const std::vector<hf
   if (last <= 12) panel.raw += "set xtics 1";
   else if (last <= 48) panel.raw += "set xtics 4\nset mxtics 4";
   const double v0 = layers.front().mean_vector_norm, n0 = layers.front().mean_token_norm;
-  io::PlotSeries mean_vector, mean_token, walk_vector, walk_token;
+  report::PlotSeries mean_vector, mean_token, walk_vector, walk_token;
   for (const hf::ResidualLayerStats& s : layers) {
     const double l = s.layer, walk = std::sqrt(l + 1.0);
     mean_vector.x.push_back(l);
@@ -38,17 +38,17 @@ PlotOutcome plot_residual(const std::filesystem::path& dir, const std::vector<hf
   mean_vector.title = "|mean of the token vectors|";
   mean_token.title = "mean of the token norms";
   walk_vector.title = "random walk: layer-0 value x sqrt(l+1)";
-  mean_vector.color = walk_vector.color = io::palette(0);
-  mean_token.color = walk_token.color = io::palette(1);
+  mean_vector.color = walk_vector.color = report::palette(0);
+  mean_token.color = walk_token.color = report::palette(1);
   mean_vector.points = mean_token.points = true;
   mean_vector.line_width = mean_token.line_width = 2;
   walk_vector.dash = walk_token.dash = 2;
   panel.series = {mean_vector, mean_token, walk_vector, walk_token};
-  io::PlotFigure figure;
+  report::PlotFigure figure;
   figure.width = 960;
   figure.height = 640;
   figure.panels.push_back(std::move(panel));
-  const io::PlotResult r = io::render_figure(figure, (dir / "residual").string());
+  const report::PlotResult r = report::render_figure(figure, (dir / "residual").string());
   return {r.drawn, r.message};
 }
 

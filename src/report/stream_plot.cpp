@@ -7,8 +7,8 @@
 
 namespace blocklab::report {
 
-io::PlotPanel stream_panel(const std::vector<StreamCurve>& curves, const std::string& title) {
-  io::PlotPanel panel;
+report::PlotPanel stream_panel(const std::vector<StreamCurve>& curves, const std::string& title) {
+  report::PlotPanel panel;
   panel.title = title;
   panel.xlabel = "block l (0 = embeddings, l = output of block l)";
   panel.ylabel = "stream RMS, mean_t ||h_t|| / sqrt(C) (log scale)";
@@ -18,7 +18,7 @@ io::PlotPanel stream_panel(const std::vector<StreamCurve>& curves, const std::st
   for (size_t i = 0; i < curves.size(); ++i) {
     const probe::StreamSummary& s = curves[i].summary;
     last = std::max({last, s.rms_first.size() - (s.rms_first.empty() ? 0 : 1), s.rms_last.size() - (s.rms_last.empty() ? 0 : 1)});
-    io::PlotSeries init, end;
+    report::PlotSeries init, end;
     for (size_t l = 0; l < s.rms_first.size(); ++l) {
       init.x.push_back(static_cast<double>(l));
       init.y.push_back(s.rms_first[l] > 0 ? s.rms_first[l] : std::nan(""));  // log scale: no zeros
@@ -28,7 +28,7 @@ io::PlotPanel stream_panel(const std::vector<StreamCurve>& curves, const std::st
       end.y.push_back(s.rms_last[l] > 0 ? s.rms_last[l] : std::nan(""));
     }
     end.title = curves[i].label + " (step " + std::to_string(s.last_step) + ")";
-    init.color = end.color = io::palette(i);
+    init.color = end.color = report::palette(i);
     init.dash = 2;
     end.line_width = 2;
     end.points = true;
@@ -42,15 +42,15 @@ io::PlotPanel stream_panel(const std::vector<StreamCurve>& curves, const std::st
   return panel;
 }
 
-io::PlotResult plot_run_stream(const std::filesystem::path& dir, const std::string& label) {
+report::PlotResult plot_run_stream(const std::filesystem::path& dir, const std::string& label) {
   const std::vector<probe::StreamRow> rows = probe::read_stream_csv((dir / "stream.csv").string());
   if (rows.empty()) throw Error((dir / "stream.csv").string() + ": no rows");
-  io::PlotFigure figure;
+  report::PlotFigure figure;
   figure.width = 1000;
   figure.height = 600;
   figure.panels.push_back(stream_panel({{label, probe::summarize_stream(rows)}},
                                        "Residual stream RMS by depth: " + dir.filename().string()));
-  return io::render_figure(figure, (dir / "stream").string());
+  return report::render_figure(figure, (dir / "stream").string());
 }
 
 }  // namespace blocklab::report

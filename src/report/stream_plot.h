@@ -17,10 +17,10 @@ struct StreamCurve {
 };
 
 // One panel: two series per curve (init dashed, end solid), in the curves' order.
-io::PlotPanel stream_panel(const std::vector<StreamCurve>& curves, const std::string& title);
+report::PlotPanel stream_panel(const std::vector<StreamCurve>& curves, const std::string& title);
 
 // DIR/stream.{gp,png,svg} for one run from DIR/stream.csv, labelled `label`. Throws Error when stream.csv
 // cannot be read; a missing gnuplot is reported in the result.
-io::PlotResult plot_run_stream(const std::filesystem::path& dir, const std::string& label);
+report::PlotResult plot_run_stream(const std::filesystem::path& dir, const std::string& label);
 
 }  // namespace blocklab::report
