@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "experiments/labels.h"
 #include "kernels/bf16_gemm.h"
 #include "kernels/gemm.h"
 #include "kernels/isa.h"
@@ -98,9 +99,9 @@ void register_bench(CLI::App& root, std::vector<Command>& commands) {
                         const int T = config.model.seq_len;  // resolved: 2n-1 for the copy task
                         const Precision precision = config.model.precision;
                         const bool bf16 = precision == Precision::Bf16;
-                        std::printf("%s-LN %s, %d blocks x width %d, %d heads, V %d, T %d, batch %d (%d tokens/step), "
+                        std::printf("%s %s, %d blocks x width %d, %d heads, V %d, T %d, batch %d (%d tokens/step), "
                                     "threads %d, gemm %s\n",
-                                    to_string(config.model.norm_placement).c_str(), to_string(config.model.norm).c_str(),
+                                    experiments::placement_label(config.model.norm_placement).c_str(), to_string(config.model.norm).c_str(),
                                     config.model.layers, config.model.width, config.model.heads, config.model.vocab, T,
                                     config.batch, config.batch * T, threads,
                                     kernels::sgemm_isa_name(kernels::sgemm_isa()));

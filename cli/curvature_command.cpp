@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "experiments/labels.h"
 #include "io/npy.h"
 #include "probe/curvature.h"
 #include "probe/curvature_run.h"
@@ -178,8 +179,8 @@ void register_curvature(CLI::App& root, std::vector<Command>& commands) {
                           std::printf("%s\n", j.dump().c_str());
                           return 0;
                         }
-                        std::printf("%s-LN, %d blocks x width %d, step %d (%s), loss %.6f on the batch\n",
-                                    to_string(config.model.norm_placement).c_str(), config.model.layers,
+                        std::printf("%s, %d blocks x width %d, step %d (%s), loss %.6f on the batch\n",
+                                    experiments::placement_label(config.model.norm_placement).c_str(), config.model.layers,
                                     config.model.width, w.step, w.source.c_str(), r.loss);
                         std::printf("method: %s\n", r.method.c_str());
                         std::printf("sharpness lambda_max(H):            %.6g   (2/lr = %.6g, lr %.3g)%s\n", r.top[0], edge_gd, lr,

@@ -131,9 +131,9 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
                         else
                           std::snprintf(task, sizeof task, "%s task V=%d n=%d", config.task.c_str(), config.model.vocab,
                                         config.copy_len);
-                        std::printf("training %s-LN %s, %d blocks x width %d, %d heads, %s, batch %d, "
+                        std::printf("training %s %s, %d blocks x width %d, %d heads, %s, batch %d, "
                                     "%d steps, lr %g, warm-up %d, seed %llu -> %s\n",
-                                    to_string(config.model.norm_placement).c_str(), to_string(config.model.norm).c_str(),
+                                    experiments::placement_label(config.model.norm_placement).c_str(), to_string(config.model.norm).c_str(),
                                     config.model.layers, config.model.width, config.model.heads, task, config.batch,
                                     config.steps, config.lr, config.warmup, static_cast<unsigned long long>(config.seed),
                                     config.out.c_str());
