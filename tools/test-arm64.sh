@@ -274,7 +274,8 @@ PY
   rm -rf "$smoke"
   # pytest's own temporary directories; the deselections are described above
   local t0=$SECONDS
-  (cd python/tests && QEMU_CPU=max "${py[@]}" -m pytest -q -rs -p no:cacheprovider \
+  # a hang under the emulator fails the target after 10 minutes instead of holding it forever
+  (cd python/tests && QEMU_CPU=max timeout 600 "${py[@]}" -m pytest -q -rs -p no:cacheprovider \
      test_model.py test_train.py test_curvature.py -k "not cli and not sweep and not ($PY_SLOW_UNDER_EMULATION)") > "$pydir/pytest.log" 2>&1 ||
     { cat "$pydir/pytest.log"; echo "test-arm64: Python package: pytest under QEMU FAILED"; status=1; }
   grep -E '^SKIPPED' "$pydir/pytest.log" || true
