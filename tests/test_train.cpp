@@ -196,6 +196,30 @@ TEST(Trainer, LossesAreBitIdenticalAcrossThreadCountsAndRepeats) {
   EXPECT_EQ(one, step_losses(c, c.steps, 1));
 }
 
+namespace {
+// How nGPT's renormalisation treats a parameter of the seed block: each row or each column made unit, or none.
+enum class UnitAxis { None, Rows, Columns };
+UnitAxis ngpt_unit_axis(const std::string& name) {
+  if (name == "tok_emb.weight" || name == "head.weight" || name.ends_with(".attn.qkv.weight") ||
+      name.ends_with(".mlp.fc1.weight"))
+    return UnitAxis::Rows;
+  if (name.ends_with(".attn.proj.weight") || name.ends_with(".mlp.fc2.weight")) return UnitAxis::Columns;
+  return UnitAxis::None;
+}
+long unit_vectors(const ParamSpec& s, UnitAxis axis) { return axis == UnitAxis::Rows ? s.shape[0] : s.shape[1]; }
+// The L2 norm, in double, of vector v (a row or a column) of the (R, C) matrix p.
+double unit_axis_norm(const float* p, const ParamSpec& s, UnitAxis axis, long v) {
+  const long R = s.shape[0], C = s.shape[1];
+  const bool rows = axis == UnitAxis::Rows;
+  double ss = 0;
+  for (long i = 0; i < (rows ? C : R); ++i) {
+    const double x = rows ? p[v * C + i] : p[i * C + v];
+    ss += x * x;
+  }
+  return std::sqrt(ss);
+}
+}  // namespace
+
 // nGPT: 1 vs 2 threads give the same losses and weights (the renormalisation included), and after every step
 // each renormalised weight vector has unit norm.
 TEST(Trainer, NgptBitIdenticalAcrossThreadCountsAndUnitWeightsAfterEveryStep) {
@@ -211,19 +235,11 @@ TEST(Trainer, NgptBitIdenticalAcrossThreadCountsAndUnitWeightsAfterEveryStep) {
   auto check_unit = [&](int step) {
     int checked = 0;
     for (const ParamSpec& s : m.table().specs()) {
-      const bool rows = s.name == "tok_emb.weight" || s.name == "head.weight" || s.name.ends_with(".attn.qkv.weight") ||
-                        s.name.ends_with(".mlp.fc1.weight");
-      const bool columns = s.name.ends_with(".attn.proj.weight") || s.name.ends_with(".mlp.fc2.weight");
-      if (!rows && !columns) continue;
-      const auto p = m.param(s.name);
-      const long R = s.shape[0], C = s.shape[1];
-      for (long v = 0; v < (rows ? R : C); ++v) {
-        double ss = 0;
-        for (long i = 0; i < (rows ? C : R); ++i) {
-          const double x = rows ? p[v * C + i] : p[i * C + v];
-          ss += x * x;
-        }
-        ASSERT_NEAR(std::sqrt(ss), 1.0, 1e-6) << s.name << " vector " << v << " after step " << step;
+      const UnitAxis axis = ngpt_unit_axis(s.name);
+      if (axis == UnitAxis::None) continue;
+      for (long v = 0; v < unit_vectors(s, axis); ++v) {
+        ASSERT_NEAR(unit_axis_norm(m.param(s.name).data(), s, axis, v), 1.0, 1e-6)
+            << s.name << " vector " << v << " after step " << step;
         ++checked;
       }
     }
@@ -249,23 +265,18 @@ TEST(Trainer, NgptRenormalisationMatchesADoubleReference) {
   for (const ParamSpec& s : m.table().specs()) {
     const auto p = m.param(s.name);
     const float* b = before.data() + s.offset;
-    const bool rows = s.name == "tok_emb.weight" || s.name == "head.weight" || s.name.ends_with(".attn.qkv.weight") ||
-                      s.name.ends_with(".mlp.fc1.weight");
-    const bool columns = s.name.ends_with(".attn.proj.weight") || s.name.ends_with(".mlp.fc2.weight");
-    if (!rows && !columns) {  // everything else (biases, pos_emb, the scales) is left as it is
+    const UnitAxis axis = ngpt_unit_axis(s.name);
+    if (axis == UnitAxis::None) {  // everything else (biases, pos_emb, the scales) is left as it is
       for (long i = 0; i < s.numel; ++i) ASSERT_EQ(p[i], b[i]) << s.name;
       continue;
     }
+    const bool rows = axis == UnitAxis::Rows;
     const long R = s.shape[0], C = s.shape[1];
-    for (long v = 0; v < (rows ? R : C); ++v) {
-      double ss = 0;
-      for (long i = 0; i < (rows ? C : R); ++i) {
-        const double x = rows ? b[v * C + i] : b[i * C + v];
-        ss += x * x;
-      }
+    for (long v = 0; v < unit_vectors(s, axis); ++v) {
+      const double norm = unit_axis_norm(b, s, axis, v);
       for (long i = 0; i < (rows ? C : R); ++i) {
         const long k = rows ? v * C + i : i * C + v;
-        ASSERT_NEAR(p[k], b[k] / std::sqrt(ss), 1e-7) << s.name << "[" << k << "]";
+        ASSERT_NEAR(p[k], b[k] / norm, 1e-7) << s.name << "[" << k << "]";
       }
     }
   }
