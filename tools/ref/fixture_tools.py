@@ -19,6 +19,7 @@ import struct
 import sys
 
 import torch
+from torch.nn.utils import stateless
 
 import copy_model as cm
 
@@ -118,10 +119,11 @@ def read_safetensors(path):
 
 # ----------------------------------------------------------------------------- reference run
 
-def run_fixture(model, tokens, params=None):
+def run_fixture(model, tokens, params=None, after_step=None):
     """What every fixture stores, from the model's current weights (or `params`, name -> tensor, copied into
     it first) and one batch: the logits, the loss and every gradient, then ADAM_STEPS Adam steps on that
-    batch (the loss before each, the final weights)."""
+    batch (the loss before each, the final weights). `after_step(model)`, when given, runs after each step
+    (nGPT's renormalisation)."""
     if params is not None:
         with torch.no_grad():
             for name, p in model.named_parameters():
@@ -141,6 +143,8 @@ def run_fixture(model, tokens, params=None):
         losses.append(l.item())
         l.backward()
         opt.step()
+        if after_step is not None:
+            after_step(model)
     final = {n: p.detach().clone() for n, p in model.named_parameters()}
     return dict(names=[n for n, _ in model.named_parameters()], init=init, tokens=tokens,
                 logits=logits.detach(), loss=loss.detach().reshape(1), grads=grads,
@@ -285,6 +289,20 @@ def main(doc, fixtures, self_checks=None):
 
 
 # ----------------------------------------------------------------------------- self-check helpers
+
+def gradcheck_model(model, tokens, label):
+    """torch.autograd.gradcheck of the logits of one sequence w.r.t. every parameter tensor; a one-line summary."""
+    names = [k for k, _ in model.named_parameters()]
+    inputs = tokens[:1, :-1]
+
+    def f(*ts):
+        return stateless.functional_call(model, dict(zip(names, ts)), (inputs,))
+
+    ins = tuple(p.detach().clone().requires_grad_(True) for _, p in model.named_parameters())
+    assert torch.autograd.gradcheck(f, ins, eps=1e-6, atol=1e-7, rtol=1e-5, raise_exception=False), \
+        f"{label}: gradcheck failed"
+    return f"gradcheck {sum(t.numel() for t in ins)} entries"
+
 
 def normwise(a, b):
     """Largest absolute difference relative to the largest entry of b (absolute where b is zero up to

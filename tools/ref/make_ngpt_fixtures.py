@@ -27,7 +27,6 @@ import sys
 
 import torch
 import torch.nn.functional as F
-from torch.nn.utils import stateless
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import copy_model as cm  # noqa: E402
@@ -99,34 +98,15 @@ def seeded_model(cfg, seed):
 
 def run(model, tokens, params=None, check_units=False):
     """ft.run_fixture's results, with nGPT's renormalisation after every Adam step."""
-    if params is not None:
-        with torch.no_grad():
-            for name, p in model.named_parameters():
-                p.copy_(params[name])
-    init = {n: p.detach().clone() for n, p in model.named_parameters()}
-    model.zero_grad(set_to_none=True)
-    loss, logits = cm.copy_loss(model, tokens, return_logits=True)
-    loss.backward()
-    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
-    opt = torch.optim.Adam(model.parameters(), **ft.ADAM)
-    losses = []
-    for _ in range(ft.ADAM_STEPS):
-        opt.zero_grad(set_to_none=True)
-        l = cm.copy_loss(model, tokens)
-        losses.append(l.item())
-        l.backward()
-        opt.step()
-        nm.renormalise(model)
+    def renormalise(m):
+        nm.renormalise(m)
         if check_units:
-            for name, p in model.named_parameters():
+            for name, p in m.named_parameters():
                 how = nm.renormalised(name)
                 if how is not None:
                     n = p.detach().norm(dim=1 if how == "rows" else 0)
                     assert float((n - 1).abs().max()) < 1e-12, f"{name}: not unit after the step"
-    final = {n: p.detach().clone() for n, p in model.named_parameters()}
-    return dict(names=[n for n, _ in model.named_parameters()], init=init, tokens=tokens,
-                logits=logits.detach(), loss=loss.detach().reshape(1), grads=grads,
-                adam_losses=torch.tensor(losses, dtype=torch.float64), final=final)
+    return ft.run_fixture(model, tokens, params, after_step=renormalise)
 
 
 def compute(case, params=None, tokens=None, check_units=False):
@@ -196,17 +176,9 @@ def self_check(case):
     assert e < 1e-12, f"{case}: code form differs by {e:.2e}"
     tiny = dict(cfg, width=8, heads=2, vocab=5, copy_len=3, batch=1, layers=2)
     tmodel, ttok = seeded_model(tiny, CHECK_SEED + 1)
-    tnames = [k for k, _ in tmodel.named_parameters()]
-    tin = ttok[:1, :-1]
-
-    def f(*ts):
-        return stateless.functional_call(tmodel, dict(zip(tnames, ts)), (tin,))
-
-    ins = tuple(p.detach().clone().requires_grad_(True) for _, p in tmodel.named_parameters())
-    assert torch.autograd.gradcheck(f, ins, eps=1e-6, atol=1e-7, rtol=1e-5, raise_exception=False), \
-        f"{case}: gradcheck failed"
+    checked = ft.gradcheck_model(tmodel, ttok, case)
     compute(case, check_units=True)
-    return f"code form {e:.1e}, gradcheck {sum(t.numel() for t in ins)} entries, unit norms after 5 steps"
+    return f"code form {e:.1e}, {checked}, unit norms after 5 steps"
 
 
 def run_self_checks():

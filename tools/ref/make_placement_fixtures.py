@@ -28,7 +28,6 @@ import os
 import sys
 
 import torch
-from torch.nn.utils import stateless
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import copy_model as cm  # noqa: E402
@@ -227,16 +226,7 @@ def check_gradcheck(placement, norm, option=""):
     """4. gradcheck of the logits w.r.t. every parameter tensor, tiny one-sequence input."""
     tcfg = cfg_for(placement, TINY, option)
     tmodel, ttok = seeded_model(placement, norm, tcfg, CHECK_SEED + 100)
-    tnames = [k for k, _ in tmodel.named_parameters()]
-    tin = ttok[:1, :-1]
-
-    def f(*ts):
-        return stateless.functional_call(tmodel, dict(zip(tnames, ts)), (tin,))
-
-    ins = tuple(p.detach().clone().requires_grad_(True) for _, p in tmodel.named_parameters())
-    assert torch.autograd.gradcheck(f, ins, eps=1e-6, atol=1e-7, rtol=1e-5, raise_exception=False), \
-        f"{placement}/{norm}: gradcheck failed"
-    return f"gradcheck {sum(t.numel() for t in ins)} entries"
+    return ft.gradcheck_model(tmodel, ttok, f"{placement}/{norm}")
 
 
 def check_central(placement, norm, option=""):
