@@ -40,7 +40,7 @@ void register_reproduce(CLI::App& root, std::vector<Command>& commands) {
       "(curvature batch of 8 sequences; --no-curvature skips it);\n"
       "problems 9, 10, 11. Training\n"
       "dominates: on 2 cores expect many hours. --quick trains a 12-block, width-64 model instead and the quick\n"
-      "depth map (about 10 minutes on 2 cores).");
+      "depth map: about 17 minutes on 2 cores in all.");
   commands.push_back({app, [quick, out, jobs, no_depthmap, no_curvature, lang] {
                         experiments::ReproduceOptions options = experiments::reproduce_preset(*quick);
                         options.out = *out;
