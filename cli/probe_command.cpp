@@ -1,5 +1,5 @@
 // blocklab probe residual | logits: run a Hugging Face model forward on a prompt and report the
-// residual-stream norms per layer, or the most likely next tokens (the probes themselves: hf/probe.h).
+// residual-stream norms per layer, or the most likely next tokens (the probes themselves: probe/hf_probe.h).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -9,7 +9,7 @@
 
 #include "commands.h"
 #include "hf/model.h"
-#include "hf/probe.h"
+#include "probe/hf_probe.h"
 #include "text/tokenizer.h"
 #include "text/unicode.h"
 #include "progress.h"
@@ -159,21 +159,21 @@ int run_residual(const CLI::App* app, const PromptFlags& f, const std::string& o
   if (ec || !fs::is_directory(out_dir)) throw Error(out + ": cannot create output directory" + (ec ? ": " + ec.message() : ""));
 
   Progress progress("block", c.model.layers, 1);
-  hf::ResidualProbeOptions options;
+  probe::ResidualProbeOptions options;
   options.save_hidden = save_hidden;
-  options.on_layer = [&](const hf::ResidualLayerStats& s) {
+  options.on_layer = [&](const probe::ResidualLayerStats& s) {
     if (s.layer == 0) return;
     char detail[96];
     std::snprintf(detail, sizeof detail, "|mean h| %.4g", s.mean_vector_norm);
     progress.update(s.layer, detail);
   };
-  const hf::ResidualProbeResult result = hf::probe_residual(model, prompt.tokens, options);
+  const probe::ResidualProbeResult result = probe::probe_residual(model, prompt.tokens, options);
   progress.finish();
 
   const auto& layers = result.layers;
   std::printf("\n%5s  %16s  %16s  %10s  %12s  %10s  %10s  %10s  %7s  %6s\n", "layer", "|mean_t h_t|", "mean_t |h_t|",
               "sqrt(l+1)", "growth(mean)", "rel.update", "rms", "max|h|", "channel", "sink");
-  for (const hf::ResidualLayerStats& s : layers) {
+  for (const probe::ResidualLayerStats& s : layers) {
     char sink[16] = "-";
     if (s.sink) std::snprintf(sink, sizeof sink, "%.4f", *s.sink);
     std::printf("%5d  %16.6g  %16.6g  %10.4f  %12.4g  %10.4g  %10.4g  %10.4g  %7d  %6s\n", s.layer, s.mean_vector_norm,
@@ -186,12 +186,12 @@ int run_residual(const CLI::App* app, const PromptFlags& f, const std::string& o
               c.model.layers, last.mean_vector_norm / layers.front().mean_vector_norm, std::sqrt(c.model.layers + 1.0),
               c.model.layers + 1);
 
-  hf::ResidualProbeRun run;
+  probe::ResidualProbeRun run;
   run.model_dir = f.model;
   if (app->count("--text")) run.text = f.text;
   run.tokens = prompt.tokens;
   run.total_seconds = seconds_since(t0);
-  hf::WrittenFiles written = hf::write_residual_probe(out_dir, model, run, result);
+  probe::WrittenFiles written = probe::write_residual_probe(out_dir, model, run, result);
   if (!no_plot) {
     const std::string title = "Residual stream norm per layer: " + std::filesystem::path(run.model_dir).filename().string() +
                               " (" + c.model_type + ", " + std::to_string(run.tokens.size()) + " tokens)";
@@ -230,12 +230,12 @@ int run_logits(const CLI::App* app, const PromptFlags& f, int top) {
   }
   std::fflush(stdout);
   Progress progress("block", c.model.layers, 1);
-  hf::LogitsProbeOptions options;
+  probe::LogitsProbeOptions options;
   options.top = top;
   options.on_layer = [&](int layer) {
     if (layer > 0) progress.update(layer, "");
   };
-  const std::vector<hf::TokenProbability> tokens = hf::probe_logits(model, prompt.tokens, options);
+  const std::vector<probe::TokenProbability> tokens = probe::probe_logits(model, prompt.tokens, options);
   progress.finish();
 
   std::printf("\nnext token after position %zu:\n%4s  %8s  %9s  %10s  %s\n", prompt.tokens.size() - 1, "rank", "id",

@@ -1,6 +1,6 @@
 // Tests for src/hf/probe: the top-k softmax of the logits probe, and the residual probe on a tiny
 // Hugging Face fixture with the files it writes (the CLI tests compare its numbers with PyTorch's).
-#include "hf/probe.h"
+#include "probe/hf_probe.h"
 
 #include <gtest/gtest.h>
 
@@ -24,7 +24,7 @@ TEST(HfProbe, TopTokensAreASoftmaxInDoubleWithTiesByID) {
   const std::vector<float> logits = {1.0f, 3.0f, -2.0f, 3.0f, 0.5f};
   double sum = 0;
   for (float z : logits) sum += std::exp(static_cast<double>(z));
-  const auto top = hf::top_tokens(logits, 3);
+  const auto top = probe::top_tokens(logits, 3);
   ASSERT_EQ(top.size(), 3u);
   EXPECT_EQ(top[0].id, 1);  // 3.0 twice: the lower id first
   EXPECT_EQ(top[1].id, 3);
@@ -33,11 +33,11 @@ TEST(HfProbe, TopTokensAreASoftmaxInDoubleWithTiesByID) {
   EXPECT_NEAR(top[2].probability, std::exp(1.0) / sum, 1e-15);
   EXPECT_EQ(top[2].logit, 1.0f);
   // Large logits do not overflow: the maximum is subtracted first.
-  const auto big = hf::top_tokens(std::vector<float>{1000.0f, 999.0f}, 5);
+  const auto big = probe::top_tokens(std::vector<float>{1000.0f, 999.0f}, 5);
   ASSERT_EQ(big.size(), 2u);  // no more than the vocabulary
   EXPECT_NEAR(big[0].probability, 1 / (1 + std::exp(-1.0)), 1e-15);
-  EXPECT_THROW(hf::top_tokens(logits, 0), Error);
-  EXPECT_THROW(hf::top_tokens(std::vector<float>{}, 1), Error);
+  EXPECT_THROW(probe::top_tokens(logits, 0), Error);
+  EXPECT_THROW(probe::top_tokens(std::vector<float>{}, 1), Error);
 }
 
 TEST(HfProbe, ResidualProbeMeasuresEveryLayerAndWritesItsFiles) {
@@ -45,10 +45,10 @@ TEST(HfProbe, ResidualProbeMeasuresEveryLayerAndWritesItsFiles) {
   const int L = model.config().model.layers, C = model.config().model.width;
   const std::vector<int32_t> tokens = {1, 2, 3, 4};
   std::vector<int> seen;
-  hf::ResidualProbeOptions options;
+  probe::ResidualProbeOptions options;
   options.save_hidden = true;
-  options.on_layer = [&](const hf::ResidualLayerStats& s) { seen.push_back(s.layer); };
-  const hf::ResidualProbeResult r = hf::probe_residual(model, tokens, options);
+  options.on_layer = [&](const probe::ResidualLayerStats& s) { seen.push_back(s.layer); };
+  const probe::ResidualProbeResult r = probe::probe_residual(model, tokens, options);
   ASSERT_EQ(static_cast<int>(r.layers.size()), L + 1);
   EXPECT_EQ(static_cast<int>(seen.size()), L + 1);
   EXPECT_EQ(seen.back(), L);
@@ -56,8 +56,8 @@ TEST(HfProbe, ResidualProbeMeasuresEveryLayerAndWritesItsFiles) {
   EXPECT_EQ(r.layers[0].relative_update, 0.0);
 
   const fs::path dir = blocklab::testing::fresh_dir("hf_probe");
-  hf::ResidualProbeRun run{(kHf / "qwen3").string(), std::nullopt, tokens, 1.5};
-  const hf::WrittenFiles written = hf::write_residual_probe(dir, model, run, r);
+  probe::ResidualProbeRun run{(kHf / "qwen3").string(), std::nullopt, tokens, 1.5};
+  const probe::WrittenFiles written = probe::write_residual_probe(dir, model, run, r);
   EXPECT_EQ(written.names, (std::vector<std::string>{"residual.csv", "residual.json", "hidden_states.safetensors"}));
   const io::MetricsTable csv = io::read_metrics((dir / "residual.csv").string());
   ASSERT_EQ(static_cast<int>(csv.rows.size()), L + 1);
@@ -74,10 +74,10 @@ TEST(HfProbe, ResidualProbeMeasuresEveryLayerAndWritesItsFiles) {
   EXPECT_EQ(hidden.read_i64("tokens"), (std::vector<int64_t>{1, 2, 3, 4}));
 
   // Without save_hidden nothing is kept, and the logits probe lists its top tokens.
-  EXPECT_TRUE(hf::probe_residual(model, tokens).hidden.empty());
-  hf::LogitsProbeOptions top;
+  EXPECT_TRUE(probe::probe_residual(model, tokens).hidden.empty());
+  probe::LogitsProbeOptions top;
   top.top = 3;
-  const auto next = hf::probe_logits(model, tokens, top);
+  const auto next = probe::probe_logits(model, tokens, top);
   ASSERT_EQ(next.size(), 3u);
   EXPECT_GE(next[0].logit, next[1].logit);
   EXPECT_GE(next[1].logit, next[2].logit);

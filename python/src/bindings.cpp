@@ -22,7 +22,7 @@
 #include "experiments/gradnorm.h"
 #include "experiments/residual.h"
 #include "experiments/sweep.h"
-#include "hf/probe.h"
+#include "probe/hf_probe.h"
 #include "text/tokenizer.h"
 #include "io/safetensors.h"
 #include "model/model.h"
@@ -563,10 +563,10 @@ nb::dict residual_of_hf_model(const std::string& model_dir, const std::optional<
     tokens = *token_list;
   }
   if (tokens.empty()) throw Error("the prompt has no tokens");
-  hf::ResidualProbeResult result;
+  probe::ResidualProbeResult result;
   {
     nb::gil_scoped_release release;
-    result = hf::probe_residual(model, tokens);
+    result = probe::probe_residual(model, tokens);
   }
   std::vector<double> vec, tok, rel, rms, max_abs, sink;
   std::vector<int32_t> max_channel;

@@ -1,6 +1,6 @@
 #pragma once
 // Statistics of a forward pass that the stream probes report (probe/stream_probe.h and probe/residual_norms.h
-// for a training run, hf/residual_probe.h for a Hugging Face model), written once for all of them:
+// for a training run, probe/residual_layers.h for a Hugging Face model), written once for all of them:
 //
 //   stream_norms(h, B, T, C)  over B sequences of T token vectors h[b][t] (C wide):
 //                               mean_vector_norm  (1/B) sum_b || (1/T) sum_t h[b][t] ||   (the mean token vector)

@@ -8,7 +8,7 @@
 
 namespace blocklab::report {
 
-PlotOutcome plot_residual(const std::filesystem::path& dir, const std::vector<hf::ResidualLayerStats>& layers,
+PlotOutcome plot_residual(const std::filesystem::path& dir, const std::vector<probe::ResidualLayerStats>& layers,
                           const std::string& title) {
   if (layers.empty()) throw Error("residual plot: no layers");
   report::PlotPanel panel;
@@ -24,7 +24,7 @@ PlotOutcome plot_residual(const std::filesystem::path& dir, const std::vector<hf
   else if (last <= 48) panel.raw += "set xtics 4\nset mxtics 4";
   const double v0 = layers.front().mean_vector_norm, n0 = layers.front().mean_token_norm;
   report::PlotSeries mean_vector, mean_token, walk_vector, walk_token;
-  for (const hf::ResidualLayerStats& s : layers) {
+  for (const probe::ResidualLayerStats& s : layers) {
     const double l = s.layer, walk = std::sqrt(l + 1.0);
     mean_vector.x.push_back(l);
     mean_vector.y.push_back(s.mean_vector_norm);

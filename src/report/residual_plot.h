@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "hf/residual_probe.h"
+#include "probe/residual_layers.h"
 
 namespace blocklab::report {
 
@@ -15,7 +15,7 @@ struct PlotOutcome {
 };
 // Writes DIR/residual.gp (self-contained), and with gnuplot DIR/residual.png and DIR/residual.svg. A missing
 // gnuplot is reported in the outcome, not thrown.
-PlotOutcome plot_residual(const std::filesystem::path& dir, const std::vector<hf::ResidualLayerStats>& layers,
+PlotOutcome plot_residual(const std::filesystem::path& dir, const std::vector<probe::ResidualLayerStats>& layers,
                           const std::string& title);
 
 }  // namespace blocklab::report

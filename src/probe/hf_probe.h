@@ -2,7 +2,7 @@
 // The two probes of `blocklab probe` on a Hugging Face model, as library calls: run the model on a
 // prompt and return what was measured; writing the residual probe's files is a separate call.
 //
-//   residual   the residual stream's norms per layer (hf/residual_probe.h), optionally every layer's
+//   residual   the residual stream's norms per layer (probe/residual_layers.h), optionally every layer's
 //              hidden states; files: residual.csv, residual.json, hidden_states.safetensors (optional),
 //              (the figure, residual.gp and with gnuplot residual.{png,svg}: report/residual_plot.h)
 //   logits     the most likely next tokens after the prompt: softmax in double over the last
@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "hf/model.h"
-#include "hf/residual_probe.h"
+#include "probe/residual_layers.h"
 
-namespace blocklab::hf {
+namespace blocklab::probe {
 
 // ---- residual ----------------------------------------------------------------------------------
 
@@ -35,7 +35,7 @@ struct ResidualProbeResult {
 };
 
 // One forward pass (weights streamed block by block, no logits).
-ResidualProbeResult probe_residual(const Model& model, std::span<const int32_t> tokens,
+ResidualProbeResult probe_residual(const hf::Model& model, std::span<const int32_t> tokens,
                                    const ResidualProbeOptions& options = {});
 
 // What the probe ran on, for residual.json.
@@ -52,7 +52,7 @@ struct WrittenFiles {
 
 // Writes DIR/residual.csv, DIR/residual.json, DIR/hidden_states.safetensors (when result holds hidden
 // states). DIR must exist.
-WrittenFiles write_residual_probe(const std::filesystem::path& dir, const Model& model, const ResidualProbeRun& run,
+WrittenFiles write_residual_probe(const std::filesystem::path& dir, const hf::Model& model, const ResidualProbeRun& run,
                                   const ResidualProbeResult& result);
 
 // ---- logits ------------------------------------------------------------------------------------
@@ -73,7 +73,7 @@ struct LogitsProbeOptions {
 };
 
 // One forward pass (weights streamed block by block) and the top tokens after the last position.
-std::vector<TokenProbability> probe_logits(const Model& model, std::span<const int32_t> tokens,
+std::vector<TokenProbability> probe_logits(const hf::Model& model, std::span<const int32_t> tokens,
                                            const LogitsProbeOptions& options = {});
 
-}  // namespace blocklab::hf
+}  // namespace blocklab::probe

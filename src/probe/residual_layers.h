@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-namespace blocklab::hf {
+namespace blocklab::probe {
 
 struct ResidualLayerStats {
   int layer = 0;
@@ -55,4 +55,4 @@ class ResidualProbe {
 const std::vector<std::string>& residual_csv_columns();
 void write_residual_csv(const std::filesystem::path& path, const std::vector<ResidualLayerStats>& layers);
 
-}  // namespace blocklab::hf
+}  // namespace blocklab::probe

@@ -1,4 +1,4 @@
-#include "hf/residual_probe.h"
+#include "probe/residual_layers.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "model/stream_stats.h"
 #include "util/error.h"
 
-namespace blocklab::hf {
+namespace blocklab::probe {
 
 void ResidualProbe::observe(int layer, std::span<const float> h) {
   const long TC = static_cast<long>(tokens_) * width_;
@@ -74,4 +74,4 @@ void write_residual_csv(const std::filesystem::path& path, const std::vector<Res
   io::write_file_atomic(path.string(), csv.text());
 }
 
-}  // namespace blocklab::hf
+}  // namespace blocklab::probe

@@ -1,4 +1,4 @@
-#include "hf/probe.h"
+#include "probe/hf_probe.h"
 
 #include <algorithm>
 #include <chrono>
@@ -11,16 +11,16 @@
 #include "util/error.h"
 #include "util/memory.h"
 
-namespace blocklab::hf {
+namespace blocklab::probe {
 
 namespace fs = std::filesystem;
 
-ResidualProbeResult probe_residual(const Model& model, std::span<const int32_t> tokens,
+ResidualProbeResult probe_residual(const hf::Model& model, std::span<const int32_t> tokens,
                                    const ResidualProbeOptions& options) {
   const blocklab::ModelConfig& c = model.config().model;
   const int T = static_cast<int>(tokens.size());
   const double hidden_bytes = options.save_hidden ? 4.0 * (c.layers + 1) * T * c.width : 0.0;
-  const double forward_bytes = model.forward_bytes(T, LogitsFor::None);
+  const double forward_bytes = model.forward_bytes(T, hf::LogitsFor::None);
   require_memory("probe residual", forward_bytes + hidden_bytes,
                  "activations and work space " + format_bytes(forward_bytes) +
                      (options.save_hidden ? ", saved hidden states " + format_bytes(hidden_bytes) : "") +
@@ -29,8 +29,8 @@ ResidualProbeResult probe_residual(const Model& model, std::span<const int32_t> 
   ResidualProbe probe(T, c.width);
   ResidualProbeResult result;
   if (options.save_hidden) result.hidden.reserve(static_cast<std::size_t>(c.layers + 1) * T * c.width);
-  ForwardOptions opt;
-  opt.logits = LogitsFor::None;
+  hf::ForwardOptions opt;
+  opt.logits = hf::LogitsFor::None;
   opt.stream_weights = true;
   opt.on_attention = [&](int layer, std::span<const float> p) { probe.observe_attention(layer, p, c.heads); };
   opt.on_hidden = [&](int layer, std::span<const float> h) {
@@ -45,7 +45,7 @@ ResidualProbeResult probe_residual(const Model& model, std::span<const int32_t> 
   return result;
 }
 
-WrittenFiles write_residual_probe(const fs::path& dir, const Model& model, const ResidualProbeRun& run,
+WrittenFiles write_residual_probe(const fs::path& dir, const hf::Model& model, const ResidualProbeRun& run,
                                   const ResidualProbeResult& result) {
   const blocklab::ModelConfig& c = model.config().model;
   const int T = static_cast<int>(run.tokens.size());
@@ -95,19 +95,19 @@ std::vector<TokenProbability> top_tokens(std::span<const float> z, int k) {
   return top;
 }
 
-std::vector<TokenProbability> probe_logits(const Model& model, std::span<const int32_t> tokens,
+std::vector<TokenProbability> probe_logits(const hf::Model& model, std::span<const int32_t> tokens,
                                            const LogitsProbeOptions& options) {
   if (options.top < 1) throw Error("top: need at least 1 token, got " + std::to_string(options.top));
-  ForwardOptions opt;
-  opt.logits = LogitsFor::Last;
+  hf::ForwardOptions opt;
+  opt.logits = hf::LogitsFor::Last;
   opt.stream_weights = true;
-  const double bytes = model.forward_bytes(static_cast<int>(tokens.size()), LogitsFor::Last);
+  const double bytes = model.forward_bytes(static_cast<int>(tokens.size()), hf::LogitsFor::Last);
   require_memory("probe logits", bytes, "activations and work space; the mapped weights aside", "; use fewer tokens");
   opt.on_hidden = [&](int layer, std::span<const float>) {
     if (options.on_layer) options.on_layer(layer);
   };
-  const ForwardResult r = model.forward(tokens, opt);
+  const hf::ForwardResult r = model.forward(tokens, opt);
   return top_tokens(r.logits, options.top);
 }
 
-}  // namespace blocklab::hf
+}  // namespace blocklab::probe
