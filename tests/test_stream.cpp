@@ -11,7 +11,7 @@
 #include "experiments/depthmap.h"
 #include "io/metrics.h"
 #include "io/safetensors.h"
-#include "model/stream_stats.h"
+#include "probe/stream_stats.h"
 #include "probe/residual_norms.h"
 #include "probe/stream_probe.h"
 #include "report/plot.h"
@@ -21,6 +21,7 @@
 #include "util/threads.h"
 
 using namespace blocklab;
+using namespace blocklab::probe;
 namespace bt = blocklab::testing;
 namespace fs = std::filesystem;
 

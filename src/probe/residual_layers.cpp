@@ -6,7 +6,7 @@
 
 #include "io/atomic_file.h"
 #include "io/csv.h"
-#include "model/stream_stats.h"
+#include "probe/stream_stats.h"
 #include "util/error.h"
 
 namespace blocklab::probe {

@@ -5,14 +5,14 @@
 //
 // Per layer l (0 = embeddings, l = output of block l), over the T prompt tokens:
 //   mean_vector_norm  || (1/T) sum_t h_l[t] ||          (the source's "norm of the mean prompt-token vector")
-//   mean_token_norm   (1/T) sum_t || h_l[t] ||      (both model/stream_stats.h stream_norms, as in training runs)
+//   mean_token_norm   (1/T) sum_t || h_l[t] ||      (both probe/stream_stats.h stream_norms, as in training runs)
 //   relative_update   (1/T) sum_t || h_l[t] - h_{l-1}[t] || / || h_{l-1}[t] ||   (0 at l = 0)
 // and the stream statistics that `blocklab train --stream-every N` records (probe/stream_probe.h), so that a
 // trained toy stack and a real model read side by side:
 //   rms               mean_token_norm / sqrt(C)
-//   max_abs           max over t, c of |h_l[t][c]|, max_channel its channel c (model/stream_stats.h)
+//   max_abs           max over t, c of |h_l[t][c]|, max_channel its channel c (probe/stream_stats.h)
 //   sink              l >= 1: block l's attention-sink share, the mean over heads and query positions t >= 1 of
-//                     the softmax probability on token 0 (model/stream_stats.h); absent at l = 0 or when the
+//                     the softmax probability on token 0 (probe/stream_stats.h); absent at l = 0 or when the
 //                     probabilities were not observed (observe_attention)
 // Sums run in double, in token order.
 #include <filesystem>

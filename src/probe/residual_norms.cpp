@@ -1,6 +1,6 @@
 #include "probe/residual_norms.h"
 
-#include "model/stream_stats.h"
+#include "probe/stream_stats.h"
 
 namespace blocklab::probe {
 

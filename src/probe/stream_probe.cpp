@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "io/csv.h"
-#include "model/stream_stats.h"
+#include "probe/stream_stats.h"
 #include "probe/residual_norms.h"
 #include "probe/residual_probe.h"
 #include "util/error.h"

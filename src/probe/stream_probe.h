@@ -7,10 +7,10 @@
 //   step,block,rms,max_abs,max_channel,sink
 //     rms          (1/(B T)) sum_{b,t} ||h_{b,t}|| / sqrt(C)  (the mean token norm of probe/residual_norms.h
 //                  over sqrt(C): 1 for a stream of unit-RMS rows, whatever the width)
-//     max_abs      max over b, t, c of |h_{b,t,c}|, and max_channel its channel c (model/stream_stats.h)
+//     max_abs      max over b, t, c of |h_{b,t,c}|, and max_channel its channel c (probe/stream_stats.h)
 //     sink         block l >= 1: the share of block l's self-attention mass on the first token, the mean over
 //                  heads, sequences and query positions t >= 1 of softmax probability on key 0
-//                  (model/stream_stats.h); empty for block 0 and for a block without self-attention
+//                  (probe/stream_stats.h); empty for block 0 and for a block without self-attention
 // The probe only runs forward between updates into the trainer's activations (the next step recomputes
 // them) and draws from its own data stream, so recording never changes the run's numbers (tests show
 // metrics.csv and the final weights bit-identical with and without). A resumed run keeps the rows of the

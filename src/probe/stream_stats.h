@@ -18,7 +18,7 @@
 //                             NaN when Tq < 2. Summed in double, in index order.
 #include <cstdint>
 
-namespace blocklab {
+namespace blocklab::probe {
 
 struct StreamNorms {
   double mean_vector_norm = 0;
@@ -39,4 +39,4 @@ StreamPeak stream_peak(const T* h, long rows, int C);
 template <typename T>
 double sink_share(const T* att, int B, int H, int Tq, int Tk);
 
-}  // namespace blocklab
+}  // namespace blocklab::probe

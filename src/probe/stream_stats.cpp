@@ -1,11 +1,11 @@
-#include "model/stream_stats.h"
+#include "probe/stream_stats.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
-namespace blocklab {
+namespace blocklab::probe {
 
 template <typename T>
 StreamNorms stream_norms(const T* h, int B, int Tn, int C) {
@@ -59,4 +59,4 @@ template StreamPeak stream_peak(const double*, long, int);
 template double sink_share(const float*, int, int, int, int);
 template double sink_share(const double*, int, int, int, int);
 
-}  // namespace blocklab
+}  // namespace blocklab::probe
