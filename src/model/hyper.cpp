@@ -40,12 +40,22 @@ T sigmoid(T x) {
 // M0 = exp(P - column max); then 20 x (columns to sum 1, rows to sum 1), each a multiplication by the sum's
 // reciprocal (within an ulp of the division, at a fraction of its cost). The iterates are kept for the backward.
 // Column sums run over the rows in order with the columns side by side (contiguous, so they vectorise).
-template <typename T>
-static void sinkhorn_iterates(std::vector<T>& m, const T* P, int n) {
-  const int nn = n * n, steps = 2 * kSinkhornIterations;
-  m.resize(static_cast<size_t>(steps + 1) * nn + 2 * static_cast<size_t>(n));
-  T* m0 = m.data();
-  T* sum = m.data() + static_cast<size_t>(steps + 1) * nn;  // n sums, then n reciprocals
+//
+// kN > 0 compiles the projection for that n (the usual expansion rates): the loops unroll and vectorise and the
+// iterates live on the stack. kN = 0 is the same code for any n. Both do the same operations in the same order,
+// so their results are identical.
+constexpr size_t sinkhorn_buffer(int n) {  // the iterates, then n sums and n reciprocals
+  return static_cast<size_t>(2 * kSinkhornIterations + 1) * n * n + 2 * static_cast<size_t>(n);
+}
+constexpr size_t sinkhorn_backward_buffer(int n) {  // the gradient, then per group sum(x), sum(dy * y), 1 / sum(x)
+  return static_cast<size_t>(n) * n + 3 * static_cast<size_t>(n);
+}
+
+template <typename T, int kN>
+static void sinkhorn_iterates(T* m, const T* P, int runtime_n) {
+  const int n = kN > 0 ? kN : runtime_n, nn = n * n, steps = 2 * kSinkhornIterations;
+  T* m0 = m;
+  T* sum = m + static_cast<size_t>(steps + 1) * nn;
   T* inv = sum + n;
   for (int j = 0; j < n; ++j) sum[j] = P[j];
   for (int i = 1; i < n; ++i)
@@ -53,8 +63,8 @@ static void sinkhorn_iterates(std::vector<T>& m, const T* P, int n) {
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < n; ++j) m0[i * n + j] = std::exp(P[i * n + j] - sum[j]);
   for (int step = 0; step < steps; ++step) {
-    const T* x = m.data() + static_cast<size_t>(step) * nn;
-    T* y = m.data() + static_cast<size_t>(step + 1) * nn;
+    const T* x = m + static_cast<size_t>(step) * nn;
+    T* y = m + static_cast<size_t>(step + 1) * nn;
     if (step % 2 == 0) {  // columns
       for (int j = 0; j < n; ++j) sum[j] = 0;
       for (int i = 0; i < n; ++i)
@@ -73,28 +83,18 @@ static void sinkhorn_iterates(std::vector<T>& m, const T* P, int n) {
   }
 }
 
-template <typename T>
-void sinkhorn_forward(T* M, const T* P, int n) {
-  thread_local std::vector<T> m;
-  sinkhorn_iterates(m, P, n);
-  std::copy_n(m.data() + static_cast<size_t>(2 * kSinkhornIterations) * n * n, n * n, M);
-}
-
-template <typename T>
-void sinkhorn_backward(T* dP, const T* dM, const T* P, int n) {
-  thread_local std::vector<T> m;
-  thread_local std::vector<T> d;
-  sinkhorn_iterates(m, P, n);
-  const int nn = n * n;
-  d.resize(static_cast<size_t>(nn) + 3 * static_cast<size_t>(n));
-  std::copy_n(dM, nn, d.data());
-  T* sum = d.data() + nn;  // per group: sum(x), sum(dy * y), 1 / sum(x)
+template <typename T, int kN>
+static void sinkhorn_backward_n(T* dP, const T* dM, const T* P, T* m, T* d, int runtime_n) {
+  const int n = kN > 0 ? kN : runtime_n, nn = n * n;
+  sinkhorn_iterates<T, kN>(m, P, n);
+  std::copy_n(dM, nn, d);
+  T* sum = d + nn;
   T* dot = sum + n;
   T* inv = dot + n;
   // y = x / sum(x over the group):  dx = (dy - sum(dy * y)) / sum(x)
   for (int step = 2 * kSinkhornIterations - 1; step >= 0; --step) {
-    const T* x = m.data() + static_cast<size_t>(step) * nn;
-    const T* y = m.data() + static_cast<size_t>(step + 1) * nn;
+    const T* x = m + static_cast<size_t>(step) * nn;
+    const T* y = m + static_cast<size_t>(step + 1) * nn;
     if (step % 2 == 0) {  // the groups are the columns
       for (int j = 0; j < n; ++j) sum[j] = 0, dot[j] = 0;
       for (int i = 0; i < n; ++i)
@@ -113,6 +113,61 @@ void sinkhorn_backward(T* dP, const T* dM, const T* P, int n) {
   }
   // M0 = exp(P - max): the max shifts whole columns, which the first normalisation undoes
   for (int k = 0; k < nn; ++k) dP[k] = d[k] * m[k];
+}
+
+template <typename T, int kN>
+static void sinkhorn_forward_fixed(T* M, const T* P) {
+  T m[sinkhorn_buffer(kN)];
+  sinkhorn_iterates<T, kN>(m, P, kN);
+  std::copy_n(m + static_cast<size_t>(2 * kSinkhornIterations) * kN * kN, kN * kN, M);
+}
+
+template <typename T, int kN>
+static void sinkhorn_backward_fixed(T* dP, const T* dM, const T* P) {
+  T m[sinkhorn_buffer(kN)];
+  T d[sinkhorn_backward_buffer(kN)];
+  sinkhorn_backward_n<T, kN>(dP, dM, P, m, d, kN);
+}
+
+template <typename T>
+void sinkhorn_forward(T* M, const T* P, int n) {
+  switch (n) {
+    case 2:
+      return sinkhorn_forward_fixed<T, 2>(M, P);
+    case 3:
+      return sinkhorn_forward_fixed<T, 3>(M, P);
+    case 4:
+      return sinkhorn_forward_fixed<T, 4>(M, P);
+    case 8:
+      return sinkhorn_forward_fixed<T, 8>(M, P);
+    default:
+      break;
+  }
+  thread_local std::vector<T> m;
+  m.resize(sinkhorn_buffer(n));
+  sinkhorn_iterates<T, 0>(m.data(), P, n);
+  std::copy_n(m.data() + static_cast<size_t>(2 * kSinkhornIterations) * n * n, n * n, M);
+}
+
+template <typename T>
+void sinkhorn_backward(T* dP, const T* dM, const T* P, int n) {
+  switch (n) {
+    case 2:
+      return sinkhorn_backward_fixed<T, 2>(dP, dM, P);
+    case 3:
+      return sinkhorn_backward_fixed<T, 3>(dP, dM, P);
+    case 4:
+      return sinkhorn_backward_fixed<T, 4>(dP, dM, P);
+    case 8:
+      return sinkhorn_backward_fixed<T, 8>(dP, dM, P);
+    default:
+      break;
+  }
+  thread_local std::vector<T> m;
+  thread_local std::vector<T> d;
+  m.resize(sinkhorn_buffer(n));
+  d.resize(sinkhorn_backward_buffer(n));
+  sinkhorn_backward_n<T, 0>(dP, dM, P, m.data(), d.data(), n);
 }
 
 template <typename T>
@@ -274,9 +329,7 @@ void hyper_input_backward(T* dH, HyperScratch<T>& s, const HyperTensors<T>& g, c
           s.d_in[t * n + i] *= a_in * (T(1) - a_in);
           s.d_b[t * n + i] *= b * (T(1) - b / 2);
         }
-        thread_local std::vector<T> d_res;
-        d_res.assign(s.d_res + t * nn, s.d_res + (t + 1) * nn);
-        sinkhorn_backward(s.d_res + t * nn, static_cast<const T*>(d_res.data()),
+        sinkhorn_backward(s.d_res + t * nn, static_cast<const T*>(s.d_res + t * nn),
                           static_cast<const T*>(a.pre_res + t * nn), n);
       }
     });

@@ -44,7 +44,7 @@ struct HyperActs {
 // mhc's projection of one (n,n) matrix P (row-major) onto the doubly stochastic ones (see the top), into M.
 template <typename T>
 void sinkhorn_forward(T* M, const T* P, int n);
-// Its backward: dP (overwritten) from dM, P as given to the forward.
+// Its backward: dP (overwritten; it may be dM) from dM, P as given to the forward.
 template <typename T>
 void sinkhorn_backward(T* dP, const T* dM, const T* P, int n);
 inline constexpr int kSinkhornIterations = 20;
