@@ -25,6 +25,12 @@ void register_reproduce(CLI::App& root, std::vector<Command>& commands) {
   auto no_curvature = std::make_shared<bool>(false);
   app->add_flag("--no-curvature", *no_curvature,
                 "skip the curvature part (preconditioned sharpness against 38/lr over the 2x2 grid's first steps)");
+  auto max_steps = std::make_shared<int>(0);
+  app->add_option("--max-steps", *max_steps,
+                  "cut every training run to at most N steps: a check that the whole pipeline runs on this machine "
+                  "or build (the report then says nothing about the source's claims, and says so)")
+      ->check(at_least(1))
+      ->type_name("N");
   auto lang = std::make_shared<std::string>("en");
   app->add_option("--lang", *lang,
                   "language of the report and its figures: en, or ko (Korean, with the source's terms); the runs do "
@@ -41,8 +47,9 @@ void register_reproduce(CLI::App& root, std::vector<Command>& commands) {
       "problems 9, 10, 11. Training\n"
       "dominates: on 2 cores expect many hours. --quick trains a 12-block, width-64 model instead and the quick\n"
       "depth map: about 17 minutes on 2 cores in all.");
-  commands.push_back({app, [quick, out, jobs, no_depthmap, no_curvature, lang] {
+  commands.push_back({app, [quick, out, jobs, no_depthmap, no_curvature, max_steps, lang] {
                         experiments::ReproduceOptions options = experiments::reproduce_preset(*quick);
+                        if (*max_steps > 0) experiments::cap_training_steps(options, *max_steps);
                         options.out = *out;
                         options.jobs = *jobs;
                         options.depthmap = !*no_depthmap;

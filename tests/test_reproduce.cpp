@@ -399,6 +399,46 @@ TEST(Reproduce, WritesAReportWithTheClaimsTableAndEveryFigure) {
     EXPECT_NE(bt::read_text(dir / "out" / script).find(word), std::string::npos) << script << ": " << word;
 }
 
+TEST(Reproduce, MaxStepsCutsEveryTrainingRunAndTheReportSaysSo) {
+  const ReproduceOptions full = reproduce_preset(false);
+  ReproduceOptions cut = full;
+  cap_training_steps(cut, 3);
+  for (const RunConfig* c : {&cut.train, &cut.depth_train, &cut.depthmap_options.base, &cut.curvature_options.base})
+    EXPECT_EQ(c->steps, 3);
+  EXPECT_EQ(cut.probe_every, 3);
+  EXPECT_EQ(cut.curvature_options.every, 3);
+  EXPECT_EQ(cut.warmup, full.warmup);  // the schedules are the same; the runs stop early
+  EXPECT_EQ(cut.train.model.layers, full.train.model.layers);
+  EXPECT_EQ(reproduce_settings(cut).at("max_steps"), 3);  // a cut directory is not reused for a whole run
+  EXPECT_FALSE(reproduce_settings(full).contains("max_steps"));
+  ReproduceOptions loose = full;  // a cap above every run changes no run
+  cap_training_steps(loose, 100000);
+  EXPECT_EQ(loose.train.steps, full.train.steps);
+  EXPECT_EQ(loose.depthmap_options.base.steps, full.depthmap_options.base.steps);
+  EXPECT_EQ(loose.probe_every, full.probe_every);
+  EXPECT_THROW(cap_training_steps(loose, 0), Error);
+
+  const fs::path dir = bt::fresh_dir("reproduce_max_steps");
+  ReproduceOptions o = tiny_options(dir / "out");
+  o.depthmap = false;
+  o.curvature = false;
+  cap_training_steps(o, 2);
+  const ReproduceResult r = run_reproduce(o);
+  const std::string md = bt::read_text(r.report_md);
+  EXPECT_NE(md.find("**Every training run was cut to at most 2 steps** (`--max-steps 2`)"), std::string::npos);
+  EXPECT_NE(md.find("`blocklab reproduce --quick --max-steps 2"), std::string::npos);
+  const fs::path run = dir / "out" / "sweep" / "norm_placement=pre+warmup=0+seed=0";
+  const auto rows = io::read_csv((run / "metrics.csv").string());
+  ASSERT_FALSE(rows.empty());
+  EXPECT_EQ(rows.back().fields[0], "2");  // the last step written
+  ReproduceOptions whole = tiny_options(dir / "out");  // the same directory without the cut: refused
+  whole.depthmap = false;
+  whole.curvature = false;
+  EXPECT_THROW(run_reproduce(whole), Error);
+  // and the CLI refuses a cut of 0 steps
+  EXPECT_EQ(bt::run_cli("reproduce --quick --max-steps 0 --out " + (dir / "cli").string()).status, 2);
+}
+
 TEST(Reproduce, CliNeedsAnOutputDirectoryAndRefusesAForeignOne) {
   const fs::path dir = bt::fresh_dir("reproduce_cli");
   EXPECT_EQ(bt::run_cli("reproduce --quick").status, 2);

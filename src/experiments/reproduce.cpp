@@ -1,5 +1,6 @@
 #include "experiments/reproduce.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -83,6 +84,15 @@ ReproduceOptions reproduce_preset(bool quick) {
   return o;
 }
 
+void cap_training_steps(ReproduceOptions& o, int max_steps) {
+  if (max_steps < 1) throw Error("max_steps must be >= 1, got " + std::to_string(max_steps));
+  o.max_steps = max_steps;
+  for (RunConfig* c : {&o.train, &o.depth_train, &o.depthmap_options.base, &o.curvature_options.base})
+    c->steps = std::min(c->steps, max_steps);
+  o.probe_every = std::min(o.probe_every, max_steps);
+  o.curvature_options.every = std::min(o.curvature_options.every, max_steps);
+}
+
 nlohmann::json reproduce_settings(const ReproduceOptions& o) {
   auto config = [](RunConfig c) {
     resolve(c);
@@ -99,6 +109,7 @@ nlohmann::json reproduce_settings(const ReproduceOptions& o) {
                       {"depth_layers", o.depth_layers},
                       {"walk", {{"dim", o.walk.dim}, {"trials", o.walk.trials}, {"depths", o.walk.depths}}},
                       {"residual_model", config(o.residual_model)}};
+  if (o.max_steps > 0) j["max_steps"] = o.max_steps;  // absent otherwise, as in directories written before it
   if (!o.depth_layers.empty()) j["depth_train"] = config(o.depth_train);
   if (o.depthmap) j["depthmap"] = depthmap_settings(o.depthmap_options);
   if (o.curvature) {

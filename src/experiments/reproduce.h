@@ -73,10 +73,19 @@ struct ReproduceOptions {
   // Problem 10
   RandomWalkOptions walk;
   RunConfig residual_model;  // probed at initialization
+
+  // > 0: every training run was cut to at most this many steps (cap_training_steps); the report says so.
+  int max_steps = 0;
 };
 
 // The settings of the full or the quick reproduction.
 ReproduceOptions reproduce_preset(bool quick);
+// Cuts every training run of `options` to at most `max_steps` steps (experiment B, the depth sweep, the depth map,
+// the curvature grid), and the probe and curvature intervals with them: a check that the whole pipeline runs on a
+// machine or build, in minutes even under emulation. The runs are then too short for the report's verdicts to mean
+// anything, and its header says so. Error unless max_steps >= 1.
+void cap_training_steps(ReproduceOptions& options, int max_steps);
+
 // The settings stored in OUT/experiment.json (a re-run must match them).
 nlohmann::json reproduce_settings(const ReproduceOptions& options);
 
