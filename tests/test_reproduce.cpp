@@ -419,9 +419,16 @@ TEST(Reproduce, MaxStepsCutsEveryTrainingRunAndTheReportSaysSo) {
   EXPECT_THROW(cap_training_steps(loose, 0), Error);
 
   const fs::path dir = bt::fresh_dir("reproduce_max_steps");
-  ReproduceOptions o = tiny_options(dir / "out");
-  o.depthmap = false;
-  o.curvature = false;
+  auto smallest = [&dir] {  // one seed, one batch size, no depth sweep, map or curvature: the pipeline's spine
+    ReproduceOptions o = tiny_options(dir / "out");
+    o.seeds = {0};
+    o.gradnorm_batch_sizes = {4};
+    o.depth_layers.clear();
+    o.depthmap = false;
+    o.curvature = false;
+    return o;
+  };
+  ReproduceOptions o = smallest();
   cap_training_steps(o, 2);
   const ReproduceResult r = run_reproduce(o);
   const std::string md = bt::read_text(r.report_md);
@@ -431,10 +438,7 @@ TEST(Reproduce, MaxStepsCutsEveryTrainingRunAndTheReportSaysSo) {
   const auto rows = io::read_csv((run / "metrics.csv").string());
   ASSERT_FALSE(rows.empty());
   EXPECT_EQ(rows.back().fields[0], "2");  // the last step written
-  ReproduceOptions whole = tiny_options(dir / "out");  // the same directory without the cut: refused
-  whole.depthmap = false;
-  whole.curvature = false;
-  EXPECT_THROW(run_reproduce(whole), Error);
+  EXPECT_THROW(run_reproduce(smallest()), Error);  // the same directory without the cut: refused
   // and the CLI refuses a cut of 0 steps
   EXPECT_EQ(bt::run_cli("reproduce --quick --max-steps 0 --out " + (dir / "cli").string()).status, 2);
 }
