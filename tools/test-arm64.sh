@@ -21,10 +21,8 @@
 #
 # Variables:
 #   CXX=clang++      cross-compile with Clang (--target=aarch64-linux-gnu) against LLVM's OpenMP runtime for
-#                    arm64 (libomp5-N:arm64, unpacked into BUILD_DIR/libomp); use its own BUILD_DIR. A subset:
-#                      CXX=clang++ ARM64_TARGETS="blocklab test_isa test_sgemm test_bf16_gemm test_train" \
-#                        TEST_FILTER='Isa*:*IsaLevel*:Sgemm*:*Sgemm*:Bf16*:*Bf16*:Trainer.*' ARM64_PYTHON=0 \
-#                        tools/test-arm64.sh build-arm64-clang
+#                    arm64 (libomp5-N:arm64, unpacked into BUILD_DIR/libomp); use its own BUILD_DIR:
+#                      CXX=clang++ ARM64_PYTHON=0 tools/test-arm64.sh build-arm64-clang
 #   ARM64_TARGETS    build only these CMake targets; only the test programs built are run
 #   TEST_FILTER      gtest filter of the -cpu max run (SLOW_UNDER_EMULATION still left out); when set, the
 #                    -cpu cortex-a72 run is left out
