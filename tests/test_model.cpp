@@ -753,25 +753,34 @@ TEST(HyperConnections, ManifoldMixingIsDoublyStochastic) {
   EXPECT_GT(spread, 0.1);
 }
 
-// Sinkhorn's backward against central differences on its own, in double precision, for a lopsided matrix.
+// Sinkhorn's backward against central differences on its own, in double precision, for a lopsided matrix: n = 3
+// (compiled for that n) and n = 5 (the code for any n); the projection is doubly stochastic in both.
 TEST(HyperConnections, SinkhornBackwardMatchesFiniteDifferences) {
-  const int n = 3;
-  Rng rng(5);
-  std::vector<double> P(n * n), dM(n * n), dP(n * n), M(n * n);
-  for (auto& x : P) x = 1.5 * rng.normal();
-  for (auto& x : dM) x = rng.normal();
-  sinkhorn_backward(dP.data(), dM.data(), P.data(), n);
-  for (int k = 0; k < n * n; ++k) {
-    auto loss = [&](double delta) {
-      std::vector<double> q = P;
-      q[k] += delta;
-      sinkhorn_forward(M.data(), q.data(), n);
-      double l = 0;
-      for (int e = 0; e < n * n; ++e) l += dM[e] * M[e];
-      return l;
-    };
-    const double h = 1e-6;
-    EXPECT_NEAR(dP[k], (loss(h) - loss(-h)) / (2 * h), 1e-8) << k;
+  for (const int n : {3, 5}) {
+    Rng rng(5);
+    std::vector<double> P(n * n), dM(n * n), dP(n * n), M(n * n);
+    for (auto& x : P) x = 1.5 * rng.normal();
+    for (auto& x : dM) x = rng.normal();
+    sinkhorn_forward(M.data(), P.data(), n);
+    for (int i = 0; i < n; ++i) {
+      double row = 0, col = 0;
+      for (int j = 0; j < n; ++j) row += M[i * n + j], col += M[j * n + i];
+      EXPECT_NEAR(row, 1.0, 1e-12) << "n " << n << " row " << i;  // the last normalisation is over the rows
+      EXPECT_NEAR(col, 1.0, 1e-5) << "n " << n << " column " << i;
+    }
+    sinkhorn_backward(dP.data(), dM.data(), P.data(), n);
+    for (int k = 0; k < n * n; ++k) {
+      auto loss = [&](double delta) {
+        std::vector<double> q = P;
+        q[k] += delta;
+        sinkhorn_forward(M.data(), q.data(), n);
+        double l = 0;
+        for (int e = 0; e < n * n; ++e) l += dM[e] * M[e];
+        return l;
+      };
+      const double h = 1e-6;
+      EXPECT_NEAR(dP[k], (loss(h) - loss(-h)) / (2 * h), 1e-8) << "n " << n << " entry " << k;
+    }
   }
 }
 
