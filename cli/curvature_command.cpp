@@ -173,6 +173,8 @@ void register_curvature(CLI::App& root, std::vector<Command>& commands) {
                           j["edge_adam"] = number_or_null(edge_adam);
                           j["iterations"] = r.iterations;
                           j["converged"] = r.converged;
+                          j["preconditioned_converged"] =
+                              r.preconditioned ? nlohmann::json(r.preconditioned_converged) : nlohmann::json();
                           j["gradients"] = r.gradients;
                           j["seconds"] = r.seconds;
                           j["threads"] = num_threads();

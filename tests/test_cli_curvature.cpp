@@ -101,7 +101,10 @@ TEST_F(CurvatureCli, JsonHasEveryEstimate) {
   EXPECT_EQ(rows[3].fields[0], "3");
   EXPECT_EQ(rows[3].fields[3], blocklab::io::csv_number(s));
   EXPECT_EQ(rows[3].fields[4], blocklab::io::csv_number(j["preconditioned_sharpness"].get<double>()));
-  EXPECT_EQ(rows[3].fields[8], blocklab::io::csv_number(j["per_block"][0].get<double>()));
+  EXPECT_EQ(rows[3].fields[8], j["converged"].get<bool>() ? "1" : "0");
+  EXPECT_EQ(rows[3].fields[9], j["preconditioned_converged"].get<bool>() ? "1" : "0");
+  EXPECT_EQ(rows[3].fields[10], blocklab::io::csv_number(j["per_block"][0].get<double>()));
+  EXPECT_EQ(rows[1].fields[9], "");  // step 0: no Adam state, no preconditioned estimate
 }
 
 TEST_F(CurvatureCli, CheckpointsAndTokenFiles) {
@@ -204,6 +207,8 @@ TEST(CurvatureTrain, RecordingDoesNotChangeTheRun) {
     EXPECT_NEAR(std::stod(f[5]) * lr, 2.0, 1e-6);
     EXPECT_NEAR(std::stod(f[6]) * lr, 38.0, 1e-5);
     EXPECT_EQ(f[4].empty(), step == 0) << "preconditioned sharpness: empty exactly before the first update";
-    EXPECT_TRUE(f[8].empty() && f[9].empty());  // per-block left out
+    EXPECT_TRUE(f[8] == "0" || f[8] == "1") << f[8];                  // the sharpness's Lanczos converged?
+    EXPECT_EQ(f[9].empty(), step == 0) << "preconditioned_converged: " << f[9];  // as the estimate itself
+    EXPECT_TRUE(f[10].empty() && f[11].empty());                        // per-block left out
   }
 }

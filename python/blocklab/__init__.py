@@ -430,7 +430,7 @@ def curvature(run: Any, *, checkpoint: int | None = None, batch_seed: int | None
     (lambda_max(P^-1 H), P = (1 - beta1^t) diag(sqrt(v_hat) + eps) from Adam's state; None without one),
     ``trace`` (Hutchinson) and ``trace_std_error``, ``per_block`` (lambda_max of each block's Hessian), ``method``,
     ``batch``, ``step``, ``lr`` (of the next update), ``edge_gd`` (2/lr), ``edge_adam`` ((2+2 beta1)/((1-beta1) lr)),
-    ``loss``, ``iterations``, ``converged``, ``gradients``, ``seconds``.
+    ``loss``, ``iterations``, ``converged``, ``preconditioned_converged``, ``gradients``, ``seconds``.
     """
     run_dir = run.out if isinstance(run, Run) else os.fspath(run)
     return _core.curvature(run_dir, -1 if checkpoint is None else checkpoint, batch_seed, tokens, batch, top,

@@ -388,6 +388,7 @@ nb::dict curvature(const std::string& run_dir, int checkpoint, const std::option
   d["edge_adam"] = probe::adam_edge(config.adam.beta1, lr);
   d["iterations"] = r.iterations;
   d["converged"] = r.converged;
+  d["preconditioned_converged"] = r.preconditioned ? nb::cast(r.preconditioned_converged) : nb::none();
   d["gradients"] = r.gradients;
   d["seconds"] = r.seconds;
   return d;

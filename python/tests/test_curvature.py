@@ -22,16 +22,19 @@ def test_train_records_curvature_without_changing_the_run(tmp_path):
         assert a.read() == b.read()
     assert np.array_equal(plain.metrics["loss"], probed.metrics["loss"])
     header, rows = read_csv(tmp_path / "probed" / "curvature.csv")
-    assert header[:8] == ["step", "lr", "loss", "sharpness", "preconditioned_sharpness", "edge_gd", "edge_adam", "trace"]
+    assert header[:10] == ["step", "lr", "loss", "sharpness", "preconditioned_sharpness", "edge_gd", "edge_adam", "trace",
+                           "converged", "preconditioned_converged"]
     assert [r[0] for r in rows] == ["0", "2", "4"]
     assert rows[0][4] == "" and float(rows[1][4]) > 0  # no Adam state before the first update
+    assert rows[0][9] == "" and rows[1][8] in ("0", "1") and rows[1][9] in ("0", "1")
 
 
 def test_curvature_equals_the_clis_json(tmp_path):
     run = blocklab.train(dict(TINY, steps=3, checkpoint_every=3), out=tmp_path / "run", progress=False)
     ours = blocklab.curvature(run, top=2, trace_samples=4, threads=1)
     theirs = json.loads(cli("curvature", run.out, "--top", "2", "--trace-samples", "4", "--threads", "1", "--json").stdout)
-    for key in ("sharpness", "top", "preconditioned_sharpness", "trace", "per_block", "method", "step", "lr"):
+    for key in ("sharpness", "top", "preconditioned_sharpness", "trace", "per_block", "method", "step", "lr", "converged",
+                "preconditioned_converged"):
         assert ours[key] == theirs[key], key
     assert ours["sharpness"] == ours["top"][0] >= ours["top"][1]
     assert len(ours["per_block"]) == TINY["layers"]

@@ -107,8 +107,8 @@ RunWeights load_run_weights(const std::string& run_dir, int checkpoint_step) {
 }
 
 std::vector<std::string> curvature_columns(int layers) {
-  std::vector<std::string> c = {"step",     "lr",        "loss",     "sharpness", "preconditioned_sharpness",
-                                "edge_gd",  "edge_adam", "trace"};
+  std::vector<std::string> c = {"step",    "lr",        "loss",  "sharpness", "preconditioned_sharpness",
+                                "edge_gd", "edge_adam", "trace", "converged", "preconditioned_converged"};
   for (int l = 1; l <= layers; ++l) c.push_back("block_" + std::to_string(l));
   return c;
 }
@@ -158,7 +158,9 @@ void CurvatureRecorder::operator()(Trainer& trainer) {
                                   r.preconditioned ? io::csv_number(*r.preconditioned) : "",
                                   lr > 0 ? io::csv_number(2 / lr) : "",
                                   lr > 0 ? io::csv_number(adam_edge(config.adam.beta1, lr)) : "",
-                                  r.trace ? io::csv_number(r.trace->value) : ""};
+                                  r.trace ? io::csv_number(r.trace->value) : "",
+                                  r.converged ? "1" : "0",
+                                  r.preconditioned ? (r.preconditioned_converged ? "1" : "0") : ""};
   for (int l = 0; l < config.model.layers; ++l)
     row.push_back(l < static_cast<int>(r.per_block.size()) ? io::csv_number(r.per_block[l]) : "");
   std::string line;
