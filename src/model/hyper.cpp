@@ -42,8 +42,8 @@ T sigmoid(T x) {
 // Column sums run over the rows in order with the columns side by side (contiguous, so they vectorise).
 //
 // kN > 0 compiles the projection for that n (the usual expansion rates): the loops unroll and vectorise and the
-// iterates live on the stack. kN = 0 is the same code for any n. Both do the same operations in the same order,
-// so their results are identical.
+// iterates live on the stack. kN = 0 is the same code for any n, in the same order; where the compiler fuses
+// multiply-adds (FMA levels) it may fuse the unrolled backward differently, so its last bits can differ.
 constexpr size_t sinkhorn_buffer(int n) {  // the iterates, then n sums and n reciprocals
   return static_cast<size_t>(2 * kSinkhornIterations + 1) * n * n + 2 * static_cast<size_t>(n);
 }
@@ -116,10 +116,16 @@ static void sinkhorn_backward_n(T* dP, const T* dM, const T* P, T* m, T* d, int 
 }
 
 template <typename T, int kN>
+static void sinkhorn_forward_n(T* M, const T* P, T* m, int runtime_n) {
+  const int n = kN > 0 ? kN : runtime_n;
+  sinkhorn_iterates<T, kN>(m, P, n);
+  std::copy_n(m + static_cast<size_t>(2 * kSinkhornIterations) * n * n, n * n, M);
+}
+
+template <typename T, int kN>
 static void sinkhorn_forward_fixed(T* M, const T* P) {
   T m[sinkhorn_buffer(kN)];
-  sinkhorn_iterates<T, kN>(m, P, kN);
-  std::copy_n(m + static_cast<size_t>(2 * kSinkhornIterations) * kN * kN, kN * kN, M);
+  sinkhorn_forward_n<T, kN>(M, P, m, kN);
 }
 
 template <typename T, int kN>
@@ -145,8 +151,7 @@ void sinkhorn_forward(T* M, const T* P, int n) {
   }
   thread_local std::vector<T> m;
   m.resize(sinkhorn_buffer(n));
-  sinkhorn_iterates<T, 0>(m.data(), P, n);
-  std::copy_n(m.data() + static_cast<size_t>(2 * kSinkhornIterations) * n * n, n * n, M);
+  sinkhorn_forward_n<T, 0>(M, P, m.data(), n);
 }
 
 template <typename T>
