@@ -33,8 +33,9 @@ BLOCKLAB_ALWAYS_INLINE float exp_approx(float x) {
   return p * std::bit_cast<float>(bits);
 }
 
-// erf(x) by Abramowitz & Stegun 7.1.26: |error| <= 1.5e-7.
-BLOCKLAB_ALWAYS_INLINE float erf_approx(float x) {
+// erf(x) by Abramowitz & Stegun 7.1.26: |error| <= 1.5e-7. Also gives the exp(-x^2) it computes on the way
+// (GELU's derivative needs it again).
+BLOCKLAB_ALWAYS_INLINE float erf_approx_with_exp(float x, float& exp_minus_x2) {
   const float ax = std::fabs(x);
   const float t = 1.0f / (1.0f + 0.3275911f * ax);
   float y = 1.061405429f;
@@ -42,8 +43,14 @@ BLOCKLAB_ALWAYS_INLINE float erf_approx(float x) {
   y = y * t + 1.421413741f;
   y = y * t - 0.284496736f;
   y = y * t + 0.254829592f;
-  y = 1.0f - y * t * exp_approx(-ax * ax);
+  exp_minus_x2 = exp_approx(-ax * ax);
+  y = 1.0f - y * t * exp_minus_x2;
   return std::copysign(y, x);
+}
+
+BLOCKLAB_ALWAYS_INLINE float erf_approx(float x) {
+  float unused;
+  return erf_approx_with_exp(x, unused);
 }
 
 template <typename T>
