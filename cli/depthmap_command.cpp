@@ -30,7 +30,7 @@ void register_depthmap(CLI::App& root, std::vector<Command>& commands) {
       ->check(at_least(0))
       ->type_name("N");
   app->add_flag("--quick", *quick,
-                "a reduced map: width 64, 8+8-token sequences, depths 4,12,24 (a few minutes on 2 cores; flags "
+                "a reduced map: width 64, 8+8-token sequences, depths 4,8,16 (a few minutes on 2 cores; flags "
                 "still override)");
   app->footer(
       "Defaults: the source's model (width 128, 4 heads, V 64, n 32), batch 16, Adam 1e-3, 600 steps, every\n"

@@ -38,12 +38,14 @@ DepthMapOptions depthmap_preset(bool quick) {
   o.depths = {6, 12, 24, 48, 96};
   o.warmups = {0, 400};
   if (quick) {
-    // Width 64 on 8+8-token sequences (instead of 32+32), depths 4/12/24, with the full map's batch,
-    // steps and warm-ups: every placement and both warm-ups in a few minutes on 2 cores. (Width 32 with
-    // 200 steps at batch 8 ran in 11 s but left every run `learning` or `never-started`.)
+    // Width 64 on 8+8-token sequences (instead of 32+32), depths 4/8/16, with the full map's batch,
+    // steps and warm-ups: all fifteen placements and both warm-ups in under 10 minutes on 2 cores. A run's
+    // time grows with its depth (about 2.2 s of CPU per block here); at depths 4/12/18 the map took 11.6
+    // minutes, hyper-connections' rows costing 1.8x (hc) and 2.2x (mhc) a Pre-LN row. (Width 32 with 200
+    // steps at batch 8 ran in 11 s but left every run `learning` or `never-started`.)
     c.model.width = 64;
     c.copy_len = 8;
-    o.depths = {4, 12, 24};
+    o.depths = {4, 8, 16};
   }
   return o;
 }
