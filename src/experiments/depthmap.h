@@ -47,7 +47,7 @@ struct DepthMapOptions {
 
 // The full map (the source's model: width 128, batch 16, Adam 1e-3; depths 6-96, warm-up 0 and 400,
 // 600 steps, seed 0, every placement) or the quick one (the same but width 64, 8+8-token sequences,
-// depths 4/12/24).
+// depths 4/8/16).
 DepthMapOptions depthmap_preset(bool quick);
 nlohmann::json depthmap_settings(const DepthMapOptions& options);
 
