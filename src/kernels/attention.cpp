@@ -41,7 +41,7 @@ BLOCKLAB_ALWAYS_INLINE void attention_forward_head_tiled(T* o, T* p, T* scratch,
   const int Tp = padded(Tn);
   T* kt = scratch + static_cast<long>(Tn) * Tn;
   T* z = kt + static_cast<long>(hs) * Tp;
-  transpose_head(kt, k, Tn, Tp, hs, C3);
+  transpose_head<I>(kt, k, Tn, Tp, hs, C3);
   const T scale = T(1) / std::sqrt(static_cast<T>(hs));
   for (int t0 = 0; t0 < Tn; t0 += kQueryRows) {  // query rows in groups that share each load of K
     const int rows = std::min(kQueryRows, Tn - t0);
@@ -69,7 +69,7 @@ BLOCKLAB_ALWAYS_INLINE void attention_backward_head_tiled(T* dq, T* dk, T* dv, T
   T* dz = scratch;  // (T, T)
   T* vt = scratch + static_cast<long>(Tn) * Tn;
   T* dp = vt + static_cast<long>(hs) * Tp;
-  transpose_head(vt, v, Tn, Tp, hs, C3);
+  transpose_head<I>(vt, v, Tn, Tp, hs, C3);
   const T scale = T(1) / std::sqrt(static_cast<T>(hs));
   // Pass 1, per query row t:
   //   forward o_t = sum_s p[t,s] v_s   =>  dp[t,s] = g_t . v_s
@@ -111,8 +111,8 @@ BLOCKLAB_ALWAYS_INLINE void attention_backward_head_tiled(T* dq, T* dk, T* dv, T
   }
   for (; s < Tn; ++s) {
     const long first = static_cast<long>(s) * Tn + s;  // element (t = s, s)
-    weighted_rows(dv + s * C3, p + first, Tn, dout + s * C, Tn - s, hs, C, true);
-    weighted_rows(dk + s * C3, dz + first, Tn, q + s * C3, Tn - s, hs, C3, true);
+    weighted_rows<T, kVectorBytes<I>>(dv + s * C3, p + first, Tn, dout + s * C, Tn - s, hs, C, true);
+    weighted_rows<T, kVectorBytes<I>>(dk + s * C3, dz + first, Tn, q + s * C3, Tn - s, hs, C3, true);
   }
 }
 

@@ -29,10 +29,10 @@ inline int window(int t, int Tk, bool causal) { return causal ? std::min(t + 1, 
 // The two inner products, register-tiled (Tiled: D a multiple of kLanes) or plain loops (any D).
 // row[0:n] = scale * sum_i a[i] * xt[i][0:n]  (xt: (D, Tp), zero-padded past the valid positions;
 // the tiled form also writes row[n:] up to the tile, which has room up to Tp).
-template <bool Tiled, typename T>
+template <bool Tiled, Isa I, typename T>
 BLOCKLAB_ALWAYS_INLINE void scores(T* row, const T* a, const T* xt, int n, int Tp, int D, T scale) {
   if constexpr (Tiled) {
-    attention_tiles::row_times_transposed(row, a, xt, n, Tp, D, scale);
+    attention_tiles::row_times_transposed<T, kVectorBytes<I>>(row, a, xt, n, Tp, D, scale);
   } else {
     for (int s = 0; s < n; ++s) row[s] = 0;
     for (int i = 0; i < D; ++i) {
@@ -44,11 +44,11 @@ BLOCKLAB_ALWAYS_INLINE void scores(T* row, const T* a, const T* xt, int n, int T
 }
 
 // out[0:D] (+)= sum_{s<n} w[s * w_stride] * x_s[0:D], x rows `stride` apart (n <= 0: the empty sum).
-template <bool Tiled, typename T>
+template <bool Tiled, Isa I, typename T>
 BLOCKLAB_ALWAYS_INLINE void weighted_sum(T* out, const T* w, long w_stride, const T* x, int n, int D, long stride,
                                          bool accumulate) {
   if constexpr (Tiled) {
-    attention_tiles::weighted_rows(out, w, w_stride, x, n, D, stride, accumulate);
+    attention_tiles::weighted_rows<T, kVectorBytes<I>>(out, w, w_stride, x, n, D, stride, accumulate);
   } else {
     if (!accumulate)
       for (int i = 0; i < D; ++i) out[i] = 0;
@@ -62,31 +62,31 @@ BLOCKLAB_ALWAYS_INLINE void weighted_sum(T* out, const T* w, long w_stride, cons
 
 // One (batch, query head): q, k, v, o point at the head's columns in its batch's first row.
 // p (Tq, Tk) the head's probabilities; slot its scratch.
-template <bool Tiled, typename T>
+template <bool Tiled, Isa I, typename T>
 BLOCKLAB_ALWAYS_INLINE void forward_head(T* o, long o_stride, T* p, T* slot, const T* q, long q_stride, const T* k,
                                         long k_stride, const T* v, long v_stride, int Tq, int Tk, int D, bool causal,
                                         T scale) {
   const int Tkp = padded(Tk);
   T* kt = slot + static_cast<long>(Tq) * Tk;
   T* z = kt + static_cast<long>(D) * Tkp;
-  attention_tiles::transpose_head(kt, k, Tk, Tkp, D, k_stride);
+  attention_tiles::transpose_head<I>(kt, k, Tk, Tkp, D, k_stride);
   for (int t = 0; t < Tq; ++t) {
     T* row = p + static_cast<long>(t) * Tk;
     const int n = window(t, Tk, causal);
-    scores<Tiled>(z, q + t * q_stride, kt, n, Tkp, D, scale);  // z[s] = scale q_t . k_s
+    scores<Tiled, I>(z, q + t * q_stride, kt, n, Tkp, D, scale);  // z[s] = scale q_t . k_s
     const T maxval = lane_max(z, n);
     for (int s = 0; s < n; ++s) row[s] = fast_exp(z[s] - maxval);
     const T inv = T(1) / lane_sum(row, n);
     for (int s = 0; s < n; ++s) row[s] *= inv;
     for (int s = n; s < Tk; ++s) row[s] = 0;
-    weighted_sum<Tiled>(o + t * o_stride, row, 1, v, n, D, v_stride, false);  // o_t = sum_s p[t,s] v_s
+    weighted_sum<Tiled, I>(o + t * o_stride, row, 1, v, n, D, v_stride, false);  // o_t = sum_s p[t,s] v_s
   }
 }
 
 // One (batch, kv head): its `group` query heads are consecutive, D columns apart in q, dq and dout, and
 // Tq*Tk apart in p; their scratch slots are slot_size apart from `slots`. k, v, dk, dv point at the kv
 // head's columns. Every output is overwritten.
-template <bool Tiled, typename T>
+template <bool Tiled, Isa I, typename T>
 BLOCKLAB_ALWAYS_INLINE void backward_group(T* dq, long dq_stride, T* dk, long dk_stride, T* dv, long dv_stride,
                                           T* slots, long slot_size, const T* dout, long dout_stride, const T* q,
                                           long q_stride, const T* k, long k_stride, const T* v, long v_stride,
@@ -95,7 +95,7 @@ BLOCKLAB_ALWAYS_INLINE void backward_group(T* dq, long dq_stride, T* dk, long dk
   const long TT = static_cast<long>(Tq) * Tk;
   T* vt = slots + TT;
   T* dp = vt + static_cast<long>(D) * Tkp;
-  attention_tiles::transpose_head(vt, v, Tk, Tkp, D, v_stride);
+  attention_tiles::transpose_head<I>(vt, v, Tk, Tkp, D, v_stride);
   if constexpr (!Tiled) {
     // Plain loops: dk and dv are summed row by row in pass 1 (in the order head j, query t), so they start at 0.
     for (int s = 0; s < Tk; ++s)
@@ -113,11 +113,11 @@ BLOCKLAB_ALWAYS_INLINE void backward_group(T* dq, long dq_stride, T* dk, long dk
       T* dzrow = dz + static_cast<long>(t) * Tk;
       const T* gt = g + t * dout_stride;
       const int n = window(t, Tk, causal);
-      scores<Tiled>(dp, gt, vt, n, Tkp, D, T(1));  // dp[s] = g_t . v_s
+      scores<Tiled, I>(dp, gt, vt, n, Tkp, D, T(1));  // dp[s] = g_t . v_s
       const T inner = lane_dot(prow, dp, n);
       for (int s = 0; s < n; ++s) dzrow[s] = prow[s] * (dp[s] - inner) * scale;
       for (int s = n; s < Tk; ++s) dzrow[s] = 0;
-      weighted_sum<Tiled>(dqj + t * dq_stride, dzrow, 1, k, n, D, k_stride, false);  // dq_t = sum_s dz k_s
+      weighted_sum<Tiled, I>(dqj + t * dq_stride, dzrow, 1, k, n, D, k_stride, false);  // dq_t = sum_s dz k_s
       if constexpr (!Tiled) {
         // dv_s += p[t,s] g_t,  dk_s += dz[t,s] q_t
         const T* qt = qj + t * q_stride;
@@ -142,9 +142,9 @@ BLOCKLAB_ALWAYS_INLINE void backward_group(T* dq, long dq_stride, T* dk, long dk
       for (int j = 0; j < group; ++j) {
         const long first = static_cast<long>(t0) * Tk + s;  // element (t0, s)
         const long col = static_cast<long>(j) * D;
-        weighted_sum<Tiled>(dv + s * dv_stride, p + j * TT + first, Tk, dout + t0 * dout_stride + col, nt, D,
+        weighted_sum<Tiled, I>(dv + s * dv_stride, p + j * TT + first, Tk, dout + t0 * dout_stride + col, nt, D,
                             dout_stride, j > 0);
-        weighted_sum<Tiled>(dk + s * dk_stride, slots + j * slot_size + first, Tk, q + t0 * q_stride + col, nt, D,
+        weighted_sum<Tiled, I>(dk + s * dk_stride, slots + j * slot_size + first, Tk, q + t0 * q_stride + col, nt, D,
                             q_stride, j > 0);
       }
     }
@@ -176,12 +176,12 @@ void attention_gqa_forward(T* out, long out_stride, T* att, T* scratch, const T*
       const T* qh = q + qrow * q_stride + hc;
       const T* kh = k + krow * k_stride + gc;
       const T* vh = v + krow * v_stride + gc;
-      on_isa([&](auto) {
+      on_isa([&](auto isa) {
         if (tiled)
-          forward_head<true>(o, out_stride, att + bh * TT, scratch + bh * slot, qh, q_stride, kh, k_stride, vh,
+          forward_head<true, isa.value>(o, out_stride, att + bh * TT, scratch + bh * slot, qh, q_stride, kh, k_stride, vh,
                              v_stride, Tq, Tk, D, causal, scale);
         else
-          forward_head<false>(o, out_stride, att + bh * TT, scratch + bh * slot, qh, q_stride, kh, k_stride, vh,
+          forward_head<false, isa.value>(o, out_stride, att + bh * TT, scratch + bh * slot, qh, q_stride, kh, k_stride, vh,
                               v_stride, Tq, Tk, D, causal, scale);
       });
     }
@@ -210,13 +210,13 @@ void attention_gqa_backward(T* dq, long dq_stride, T* dk, long dk_stride, T* dv,
       const T* qg = q + qrow * q_stride + hc;
       const T* kg = k + krow * k_stride + gc;
       const T* vg = v + krow * v_stride + gc;
-      on_isa([&](auto) {
+      on_isa([&](auto isa) {
         if (tiled)
-          backward_group<true>(dqg, dq_stride, dkg, dk_stride, dvg, dv_stride, scratch + bh0 * slot, slot, doutg,
+          backward_group<true, isa.value>(dqg, dq_stride, dkg, dk_stride, dvg, dv_stride, scratch + bh0 * slot, slot, doutg,
                                dout_stride, qg, q_stride, kg, k_stride, vg, v_stride, att + bh0 * TT, group, Tq, Tk,
                                D, causal, scale);
         else
-          backward_group<false>(dqg, dq_stride, dkg, dk_stride, dvg, dv_stride, scratch + bh0 * slot, slot, doutg,
+          backward_group<false, isa.value>(dqg, dq_stride, dkg, dk_stride, dvg, dv_stride, scratch + bh0 * slot, slot, doutg,
                                 dout_stride, qg, q_stride, kg, k_stride, vg, v_stride, att + bh0 * TT, group, Tq, Tk,
                                 D, causal, scale);
       });

@@ -5,8 +5,14 @@
 // lanes is what the compiler turns into one vector instruction. All functions are forced inline into
 // the kernel entry point of the running level (on_isa, kernels/isa.h); the multi-row tiles take the level
 // as a template argument and size themselves to its registers.
+#include <type_traits>
+
 #include "kernels/isa.h"
 #include "kernels/simd.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace blocklab::kernels::attention_tiles {
 
@@ -14,12 +20,53 @@ inline constexpr int kLanes = 16;     // one AVX-512 register of floats; head si
 inline constexpr int kRowBlock = 64;  // positions per register tile (4 registers): one tile covers T <= 64
 inline int padded(int n) { return (n + kRowBlock - 1) / kRowBlock * kRowBlock; }
 
-// xt (hs, Tp) = x^T for the T rows of one head (x rows C3 apart); padding columns zeroed.
-template <typename T>
-void transpose_head(T* xt, const T* x, int Tn, int Tp, int hs, long C3) {
+#if defined(__x86_64__)
+// dst row i (dst_stride apart) = column i of the 8 x 8 floats at src (rows src_stride apart), in 24 shuffles:
+// a strided scalar copy costs a load and a store per element, and took a tenth of attention's forward at AVX2.
+// Not forced inline (a forced inline into the level-less transpose_head is refused); the level's flattened entry
+// point inlines it.
+__attribute__((target("avx2"))) inline void transpose_8x8(float* dst, long dst_stride, const float* src, long src_stride) {
+  __m256 r[8], t[8];
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(src + k * src_stride);
+#pragma GCC unroll 4
+  for (int k = 0; k < 8; k += 2) {  // pairs of rows interleaved: (a0 b0 a1 b1 | a4 b4 a5 b5), (a2 b2 a3 b3 | ...)
+    t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+    t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+  }
+#pragma GCC unroll 2
+  for (int k = 0; k < 8; k += 4) {  // four rows' columns c and c + 4 in each register: (a0 b0 c0 d0 | a4 b4 c4 d4), ...
+    r[k] = _mm256_shuffle_ps(t[k], t[k + 2], 0x44);
+    r[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], 0xEE);
+    r[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0x44);
+    r[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0xEE);
+  }
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {  // the halves of rows 0-3 and 4-7 joined
+    _mm256_storeu_ps(dst + c * dst_stride, _mm256_permute2f128_ps(r[c], r[c + 4], 0x20));
+    _mm256_storeu_ps(dst + (c + 4) * dst_stride, _mm256_permute2f128_ps(r[c], r[c + 4], 0x31));
+  }
+}
+#endif
+
+// xt (hs, Tp) = x^T for the T rows of one head (x rows C3 apart); padding columns zeroed. At AVX2 and AVX-512,
+// float blocks of 8 x 8 are moved by transpose_8x8 (the same values: a transpose only moves them).
+template <Isa I = Isa::Generic, typename T>
+BLOCKLAB_ALWAYS_INLINE void transpose_head(T* xt, const T* x, int Tn, int Tp, int hs, long C3) {
+  int s0 = 0;
+#if defined(__x86_64__)
+  if constexpr ((I == Isa::Avx2 || I == Isa::Avx512) && std::is_same_v<T, float>) {
+    const int i8 = hs / 8 * 8;
+    for (; s0 + 8 <= Tn; s0 += 8) {
+      for (int i = 0; i < i8; i += 8) transpose_8x8(xt + static_cast<long>(i) * Tp + s0, Tp, x + s0 * C3 + i, C3);
+      for (int i = i8; i < hs; ++i)
+        for (int s = s0; s < s0 + 8; ++s) xt[static_cast<long>(i) * Tp + s] = x[s * C3 + i];
+    }
+  }
+#endif
   for (int i = 0; i < hs; ++i) {
     T* dst = xt + static_cast<long>(i) * Tp;
-    for (int s = 0; s < Tn; ++s) dst[s] = x[s * C3 + i];
+    for (int s = s0; s < Tn; ++s) dst[s] = x[s * C3 + i];
     for (int s = Tn; s < Tp; ++s) dst[s] = 0;
   }
 }
@@ -28,38 +75,42 @@ void transpose_head(T* xt, const T* x, int Tn, int Tp, int hs, long C3) {
 // independent accumulator registers, which hide the FMA latency; the causal window n grows with the
 // query row, so the tile is only as wide as the window needs (positions past n read zero padding).
 // row must have room for n rounded up to kLanes: the entries past n receive zeros.
-template <int W, typename T>
+// VB: the bytes of one vector register of the running level (kVectorBytes<I>). The default, 64, is right for
+// AVX-512 only: at a narrower level GCC splits 64-byte vectors into pieces and builds each broadcast through
+// the stack, several times slower than the level's own registers. The sums do not depend on VB.
+template <int W, typename T, int VB = 64>
 BLOCKLAB_ALWAYS_INLINE void row_times_transposed_tile(T* row, const T* a, const T* xt, int Tp, int hs, T scale) {
   using namespace simd;
-  constexpr int L = kWidth<T>, NV = W / L;
-  Vec<T> acc[NV];
-#pragma GCC unroll 8
-  for (int v = 0; v < NV; ++v) acc[v] = Vec<T>{};
+  using V = Vec<T, VB>;
+  constexpr int L = kWidth<T, VB>, NV = W / L;
+  V acc[NV];
+#pragma GCC unroll 16
+  for (int v = 0; v < NV; ++v) acc[v] = V{};
   for (int i = 0; i < hs; ++i) {
-    const Vec<T> ai = broadcast(a[i] * scale);
+    const V ai = broadcast<T, VB>(a[i] * scale);
     const T* x = xt + static_cast<long>(i) * Tp;
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) acc[v] += ai * load(x + v * L);
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) acc[v] += ai * load<T, VB>(x + v * L);
   }
   // The whole tile is stored: row has room up to the padded length, and the entries past `valid`
   // are products with xt's zero padding.
-#pragma GCC unroll 8
-  for (int v = 0; v < NV; ++v) store(row + v * L, acc[v]);
+#pragma GCC unroll 16
+  for (int v = 0; v < NV; ++v) store<T, VB>(row + v * L, acc[v]);
 }
 
-template <typename T>
+template <typename T, int VB = 64>
 BLOCKLAB_ALWAYS_INLINE void row_times_transposed(T* row, const T* a, const T* xt, int n, int Tp, int hs, T scale) {
   for (int sb = 0; sb < n; sb += kRowBlock) {
     const int valid = n - sb < kRowBlock ? n - sb : kRowBlock;
     const T* x = xt + sb;
     if (valid > 3 * kLanes)
-      row_times_transposed_tile<4 * kLanes>(row + sb, a, x, Tp, hs, scale);
+      row_times_transposed_tile<4 * kLanes, T, VB>(row + sb, a, x, Tp, hs, scale);
     else if (valid > 2 * kLanes)
-      row_times_transposed_tile<3 * kLanes>(row + sb, a, x, Tp, hs, scale);
+      row_times_transposed_tile<3 * kLanes, T, VB>(row + sb, a, x, Tp, hs, scale);
     else if (valid > kLanes)
-      row_times_transposed_tile<2 * kLanes>(row + sb, a, x, Tp, hs, scale);
+      row_times_transposed_tile<2 * kLanes, T, VB>(row + sb, a, x, Tp, hs, scale);
     else
-      row_times_transposed_tile<kLanes>(row + sb, a, x, Tp, hs, scale);
+      row_times_transposed_tile<kLanes, T, VB>(row + sb, a, x, Tp, hs, scale);
   }
 }
 
@@ -138,44 +189,47 @@ BLOCKLAB_ALWAYS_INLINE void rows_times_transposed(T* out, long out_stride, const
 
 // out[0:W] (+)= sum_{s<n} w[s * w_stride] * x_s[0:W], x rows `stride` apart. Even and odd s go to
 // separate accumulators (then added), so two dependency chains run side by side.
-template <int W, typename T>
+template <int W, typename T, int VB = 64>
 BLOCKLAB_ALWAYS_INLINE void weighted_rows_block(T* out, const T* w, long w_stride, const T* x, int n, long stride, bool accumulate) {
   using namespace simd;
-  constexpr int L = kWidth<T>, NV = W / L;
-  Vec<T> even[NV], odd[NV];
+  using V = Vec<T, VB>;
+  constexpr int L = kWidth<T, VB>, NV = W / L;
+  V even[NV], odd[NV];
 #pragma GCC unroll 8
-  for (int v = 0; v < NV; ++v) even[v] = odd[v] = Vec<T>{};
+  for (int v = 0; v < NV; ++v) even[v] = odd[v] = V{};
   int s = 0;
   for (; s + 1 < n; s += 2) {
-    const Vec<T> w0 = broadcast(w[s * w_stride]), w1 = broadcast(w[(s + 1) * w_stride]);
+    const V w0 = broadcast<T, VB>(w[s * w_stride]), w1 = broadcast<T, VB>(w[(s + 1) * w_stride]);
     const T* x0 = x + s * stride;
     const T* x1 = x0 + stride;
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) {
-      even[v] += w0 * load(x0 + v * L);
-      odd[v] += w1 * load(x1 + v * L);
+      even[v] += w0 * load<T, VB>(x0 + v * L);
+      odd[v] += w1 * load<T, VB>(x1 + v * L);
     }
   }
   if (s < n) {
-    const Vec<T> w0 = broadcast(w[s * w_stride]);
+    const V w0 = broadcast<T, VB>(w[s * w_stride]);
     const T* x0 = x + s * stride;
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) even[v] += w0 * load(x0 + v * L);
+    for (int v = 0; v < NV; ++v) even[v] += w0 * load<T, VB>(x0 + v * L);
   }
 #pragma GCC unroll 8
   for (int v = 0; v < NV; ++v) {
-    const Vec<T> sum = even[v] + odd[v];
-    store(out + v * L, accumulate ? load(out + v * L) + sum : sum);
+    const V sum = even[v] + odd[v];
+    store<T, VB>(out + v * L, accumulate ? load<T, VB>(out + v * L) + sum : sum);
   }
 }
 
-// out[0:hs] (+)= sum_{s<n} w[s * w_stride] * x_s[0:hs], in blocks of 32 (two registers) or 16
-template <typename T>
+// out[0:hs] (+)= sum_{s<n} w[s * w_stride] * x_s[0:hs], in blocks of 32 then 16 with AVX-512 (two registers,
+// then one), of four registers of the level VB otherwise (8 accumulators of 16 registers). Each element's sum
+// is the same in any block.
+template <typename T, int VB = 64>
 BLOCKLAB_ALWAYS_INLINE void weighted_rows(T* out, const T* w, long w_stride, const T* x, int n, int hs, long stride, bool accumulate) {
+  constexpr int W = VB == 64 ? 2 * kLanes : 4 * simd::kWidth<T, VB>;
   int ib = 0;
-  for (; ib + 2 * kLanes <= hs; ib += 2 * kLanes)
-    weighted_rows_block<2 * kLanes>(out + ib, w, w_stride, x + ib, n, stride, accumulate);
-  for (; ib < hs; ib += kLanes) weighted_rows_block<kLanes>(out + ib, w, w_stride, x + ib, n, stride, accumulate);
+  for (; ib + W <= hs; ib += W) weighted_rows_block<W, T, VB>(out + ib, w, w_stride, x + ib, n, stride, accumulate);
+  for (; ib < hs; ib += kLanes) weighted_rows_block<kLanes, T, VB>(out + ib, w, w_stride, x + ib, n, stride, accumulate);
 }
 
 // The same sums for kQueryRows rows at once, sharing each load of x: out_r[0:hs] (+)= sum over
@@ -347,7 +401,8 @@ BLOCKLAB_ALWAYS_INLINE void causal_weighted_query_rows(T* out, long out_stride, 
     weighted_rows_multi<I>(o, wr, 1, x, first, end, hs, stride, accumulate);
   } else {
     for (int t = t0; t < t0 + rows; ++t)
-      weighted_rows(out + t * out_stride, w + static_cast<long>(t) * Tn, 1, x, t + 1, hs, stride, accumulate);
+      weighted_rows<T, kVectorBytes<I>>(out + t * out_stride, w + static_cast<long>(t) * Tn, 1, x, t + 1, hs, stride,
+                                        accumulate);
   }
 }
 
