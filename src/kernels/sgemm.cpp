@@ -48,6 +48,23 @@ __attribute__((target("avx512f"))) void pack_a_transposed_panel12(float* dst, co
   }
   if (row_sums != nullptr) _mm512_mask_storeu_ps(row_sums, m, sums);
 }
+
+// The same for the AVX2 kernel's panels (rows <= 6, zero-padded to 6): each k's floats in one masked load and
+// an 8-float store, whose last two floats the next k overwrites (the panel's last k writes two floats past
+// it, into the next panel, packed after it, or into the buffer's spare end). The scalar form, 6 floats per k
+// in a 4-and-2 split, cost the weight-gradient GEMMs several percent at AVX2.
+__attribute__((target("avx2"))) void pack_a_transposed_panel6(float* dst, const float* A, long lda, int rows, int kc,
+                                                              float* row_sums) {
+  alignas(32) static constexpr int kLaneOn[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+  const __m256i m = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kLaneOn + 8 - rows));  // lanes < rows
+  __m256 sums = row_sums == nullptr ? _mm256_setzero_ps() : _mm256_maskload_ps(row_sums, m);
+  for (int k = 0; k < kc; ++k) {
+    const __m256 v = _mm256_maskload_ps(A + k * lda, m);
+    _mm256_storeu_ps(dst + k * 6, v);  // lanes rows .. 5 are the padding zeros
+    sums = _mm256_add_ps(sums, v);
+  }
+  if (row_sums != nullptr) _mm256_maskstore_ps(row_sums, m, sums);
+}
 #endif
 
 // Ap[p][k][r] = op(A)[i0 + p*MR + r][k0 + k]. With row_sums, also row_sums[i - i0] += op(A)[i][k0 + k]
@@ -63,6 +80,13 @@ BLOCKLAB_ALWAYS_INLINE void pack_a(float* Ap, const float* A, int lda, bool tran
       if (trans && isa() == Isa::Avx512) {
         pack_a_transposed_panel12(dst, A + static_cast<long>(k0) * lda + i0 + p * MR, lda, r_end, kc,
                                   row_sums == nullptr ? nullptr : row_sums + p * MR);
+        continue;
+      }
+    }
+    if constexpr (MR == 6) {  // the AVX2 kernel's panels
+      if (trans && isa() >= Isa::Avx2) {
+        pack_a_transposed_panel6(dst, A + static_cast<long>(k0) * lda + i0 + p * MR, lda, r_end, kc,
+                                 row_sums == nullptr ? nullptr : row_sums + p * MR);
         continue;
       }
     }
@@ -385,7 +409,7 @@ class Prefetcher {
 };
 
 float* aligned_buffer(std::vector<float>& v, size_t floats) {
-  if (v.size() < floats + 16) v.resize(floats + 16);
+  if (v.size() < floats + 32) v.resize(floats + 32);  // room to align, and for panel6's two floats past the end
   auto addr = reinterpret_cast<uintptr_t>(v.data());
   return reinterpret_cast<float*>((addr + 63) & ~static_cast<uintptr_t>(63));
 }
