@@ -372,7 +372,8 @@ void kernel_generic(int kc, const float* A, long lda, const float* Bp, long ldbp
 // both come from memory (dout from the kernel before, inp a saved activation): +8-12% on the step's shapes
 // with operands from memory. The other products (A not transposed) prefetch the next block's rows of A and,
 // within a K-chunk, of C (written next, so read for ownership): with operands cycled through memory, one
-// thread at AVX2 (Zen 4), +1-15% by shape; two threads, -3% to +14%. Prefetching changes no result.
+// thread at AVX2 (Zen 4), +1-15% by shape; two threads, -3% to +14%. Only the AVX2 kernel does the latter: on a
+// Zen 5 at AVX-512 the same prefetch made those products slower (docs/speed.md). Prefetching changes no result.
 class Prefetcher {
  public:
   // rows of row_bytes bytes from base, stride_bytes apart
@@ -436,6 +437,7 @@ void run(Kernel packed_kernel, Kernel direct_kernel, bool trans_a, bool trans_b,
       // A not transposed (and no row sums wanted): full MR-row panels are read in place; only a last
       // partial panel is packed (zero-padded).
       const bool direct_a = kReadAInPlace && !trans_a && !sums.wanted();
+      constexpr bool kPrefetchPlain = NR == 16;  // the AVX2 kernel (see Prefetcher)
       // B not transposed: full NR-column panels are read in place (each k row of a panel is contiguous); a last
       // partial panel, and every panel of a transposed B, is packed. So are the narrower kernels' panels (a
       // panel row under two cache lines) when this thread's rows pass over each panel 8 times or more: a
@@ -479,7 +481,7 @@ void run(Kernel packed_kernel, Kernel direct_kernel, bool trans_a, bool trans_b,
                   prefetch.add(B + static_cast<long>(k0n) * ldb + j_begin, 4L * ldb, kcn, 4L * (j_end - j_begin));
               }
             }
-            if (!trans_a && k0n < K) {  // A's next rows, and in the same chunk the next rows of C
+            if (kPrefetchPlain && !trans_a && k0n < K) {  // A's next rows, and in the same chunk the next rows of C
               const int kcn = std::min(kKc, K - k0n), rows_n = std::min(kMc, i_end - i0n);
               const int j_begin = q_lo * NR, j_end = std::min(q_hi * NR, N);
               prefetch.add(A + static_cast<long>(i0n) * lda + k0n, 4L * lda, rows_n, 4L * kcn);
