@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""PyTorch's fp32 matmul (oneMKL in the PyPI wheel, OpenBLAS in Debian's) on the GEMM shapes of one training step
+of the source model, timed as build/bench_gemm times blocklab's sgemm and OpenBLAS: the same shapes and operand
+layouts (bench/gemm_problem.h), the same operands every call (cache-resident), GFLOP/s of the median call.
+
+    bench/torch_gemm.py [--threads "1 2"] [--min-time SECONDS]
+    MKL_ENABLE_INSTRUCTIONS=AVX2 ~/venv-ref/bin/python bench/torch_gemm.py   # oneMKL capped at AVX2
+
+Run it beside `BLOCKLAB_ISA=avx2 build/bench_gemm --benchmark_filter=sgemm` for a per-shape table against
+blocklab; cap both at the same level (BLOCKLAB_ISA, MKL_ENABLE_INSTRUCTIONS, OPENBLAS_CORETYPE).
+"""
+import argparse
+import statistics
+import sys
+import time
+
+# (trans_a, trans_b, M, N, K, what): as bench/gemm_problem.h's step_shapes
+SHAPES = [
+    (0, 1, 2016, 384, 128, "qkv forward"),
+    (0, 1, 2016, 512, 128, "fc1 forward"),
+    (0, 1, 2016, 128, 512, "fc2 forward"),
+    (0, 0, 2016, 128, 384, "qkv backward dX"),
+    (0, 0, 2016, 128, 512, "fc1 backward dX"),
+    (1, 0, 512, 128, 2016, "fc1 backward dW"),
+    (1, 0, 128, 512, 2016, "fc2 backward dW"),
+]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", default="1 2", help='thread counts, e.g. "1 2" (default)')
+    parser.add_argument("--min-time", type=float, default=0.5, help="seconds per shape (default 0.5)")
+    args = parser.parse_args()
+    try:
+        threads = [int(t) for t in args.threads.split()]
+    except ValueError:
+        parser.error(f"--threads: not a list of integers: {args.threads!r}")
+    if not threads or min(threads) < 1:
+        parser.error("--threads: give at least one positive thread count")
+    if args.min_time <= 0:
+        parser.error("--min-time: must be positive")
+    try:
+        import torch
+    except ImportError:
+        print(f"{sys.executable}: cannot import torch (apt-get install python3-torch, or a virtual environment "
+              "with torch)", file=sys.stderr)
+        return 2
+    blas = "oneMKL" if torch.backends.mkl.is_available() else "not oneMKL (OpenBLAS in Debian's build)"
+    print(f"PyTorch {torch.__version__}, fp32 matmul: {blas}; cache-resident operands, GFLOP/s of the median call")
+    print(f"{'product':16} {'M x N x K':>16} {'op':>3}" + "".join(f" {f'{t} thread' + ('s' if t > 1 else ''):>10}"
+                                                            for t in threads))
+    gen = torch.Generator().manual_seed(1)
+    for ta, tb, m, n, k, what in SHAPES:
+        # stored as bench_gemm stores them: A (K, M) when transposed, B (N, K) when transposed
+        a = torch.randn((k, m) if ta else (m, k), generator=gen)
+        b = torch.randn((n, k) if tb else (k, n), generator=gen)
+        opa, opb = (a.t() if ta else a), (b.t() if tb else b)
+        c = torch.empty(m, n)
+        rates = []
+        for t in threads:
+            torch.set_num_threads(t)
+            for _ in range(3):
+                torch.matmul(opa, opb, out=c)
+            calls = []
+            start = time.perf_counter()
+            while time.perf_counter() - start < args.min_time or len(calls) < 5:
+                t0 = time.perf_counter()
+                torch.matmul(opa, opb, out=c)
+                calls.append(time.perf_counter() - t0)
+            rates.append(2.0 * m * n * k / statistics.median(calls) / 1e9)
+        op = ("T" if ta else "N") + ("T" if tb else "N")
+        print(f"{what:16} {f'{m}x{n}x{k}':>16} {op:>3}" + "".join(f" {r:10.1f}" for r in rates))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
