@@ -111,8 +111,8 @@ BLOCKLAB_ALWAYS_INLINE void attention_backward_head_tiled(T* dq, T* dk, T* dv, T
   }
   for (; s < Tn; ++s) {
     const long first = static_cast<long>(s) * Tn + s;  // element (t = s, s)
-    weighted_rows<T, kVectorBytes<I>>(dv + s * C3, p + first, Tn, dout + s * C, Tn - s, hs, C, true);
-    weighted_rows<T, kVectorBytes<I>>(dk + s * C3, dz + first, Tn, q + s * C3, Tn - s, hs, C3, true);
+    weighted_rows<I>(dv + s * C3, p + first, Tn, dout + s * C, Tn - s, hs, C, true);
+    weighted_rows<I>(dk + s * C3, dz + first, Tn, q + s * C3, Tn - s, hs, C3, true);
   }
 }
 

@@ -32,7 +32,7 @@ inline int window(int t, int Tk, bool causal) { return causal ? std::min(t + 1, 
 template <bool Tiled, Isa I, typename T>
 BLOCKLAB_ALWAYS_INLINE void scores(T* row, const T* a, const T* xt, int n, int Tp, int D, T scale) {
   if constexpr (Tiled) {
-    attention_tiles::row_times_transposed<T, kVectorBytes<I>>(row, a, xt, n, Tp, D, scale);
+    attention_tiles::row_times_transposed<I>(row, a, xt, n, Tp, D, scale);
   } else {
     for (int s = 0; s < n; ++s) row[s] = 0;
     for (int i = 0; i < D; ++i) {
@@ -48,7 +48,7 @@ template <bool Tiled, Isa I, typename T>
 BLOCKLAB_ALWAYS_INLINE void weighted_sum(T* out, const T* w, long w_stride, const T* x, int n, int D, long stride,
                                          bool accumulate) {
   if constexpr (Tiled) {
-    attention_tiles::weighted_rows<T, kVectorBytes<I>>(out, w, w_stride, x, n, D, stride, accumulate);
+    attention_tiles::weighted_rows<I>(out, w, w_stride, x, n, D, stride, accumulate);
   } else {
     if (!accumulate)
       for (int i = 0; i < D; ++i) out[i] = 0;
@@ -143,9 +143,9 @@ BLOCKLAB_ALWAYS_INLINE void backward_group(T* dq, long dq_stride, T* dk, long dk
         const long first = static_cast<long>(t0) * Tk + s;  // element (t0, s)
         const long col = static_cast<long>(j) * D;
         weighted_sum<Tiled, I>(dv + s * dv_stride, p + j * TT + first, Tk, dout + t0 * dout_stride + col, nt, D,
-                            dout_stride, j > 0);
-        weighted_sum<Tiled, I>(dk + s * dk_stride, slots + j * slot_size + first, Tk, q + t0 * q_stride + col, nt, D,
-                            q_stride, j > 0);
+                               dout_stride, j > 0);
+        weighted_sum<Tiled, I>(dk + s * dk_stride, slots + j * slot_size + first, Tk, q + t0 * q_stride + col, nt,
+                               D, q_stride, j > 0);
       }
     }
   }
@@ -178,11 +178,11 @@ void attention_gqa_forward(T* out, long out_stride, T* att, T* scratch, const T*
       const T* vh = v + krow * v_stride + gc;
       on_isa([&](auto isa) {
         if (tiled)
-          forward_head<true, isa.value>(o, out_stride, att + bh * TT, scratch + bh * slot, qh, q_stride, kh, k_stride, vh,
-                             v_stride, Tq, Tk, D, causal, scale);
+          forward_head<true, isa.value>(o, out_stride, att + bh * TT, scratch + bh * slot, qh, q_stride, kh,
+                                        k_stride, vh, v_stride, Tq, Tk, D, causal, scale);
         else
-          forward_head<false, isa.value>(o, out_stride, att + bh * TT, scratch + bh * slot, qh, q_stride, kh, k_stride, vh,
-                              v_stride, Tq, Tk, D, causal, scale);
+          forward_head<false, isa.value>(o, out_stride, att + bh * TT, scratch + bh * slot, qh, q_stride, kh,
+                                         k_stride, vh, v_stride, Tq, Tk, D, causal, scale);
       });
     }
 }
@@ -212,13 +212,13 @@ void attention_gqa_backward(T* dq, long dq_stride, T* dk, long dk_stride, T* dv,
       const T* vg = v + krow * v_stride + gc;
       on_isa([&](auto isa) {
         if (tiled)
-          backward_group<true, isa.value>(dqg, dq_stride, dkg, dk_stride, dvg, dv_stride, scratch + bh0 * slot, slot, doutg,
-                               dout_stride, qg, q_stride, kg, k_stride, vg, v_stride, att + bh0 * TT, group, Tq, Tk,
-                               D, causal, scale);
+          backward_group<true, isa.value>(dqg, dq_stride, dkg, dk_stride, dvg, dv_stride, scratch + bh0 * slot, slot,
+                                          doutg, dout_stride, qg, q_stride, kg, k_stride, vg, v_stride,
+                                          att + bh0 * TT, group, Tq, Tk, D, causal, scale);
         else
-          backward_group<false, isa.value>(dqg, dq_stride, dkg, dk_stride, dvg, dv_stride, scratch + bh0 * slot, slot, doutg,
-                                dout_stride, qg, q_stride, kg, k_stride, vg, v_stride, att + bh0 * TT, group, Tq, Tk,
-                                D, causal, scale);
+          backward_group<false, isa.value>(dqg, dq_stride, dkg, dk_stride, dvg, dv_stride, scratch + bh0 * slot,
+                                           slot, doutg, dout_stride, qg, q_stride, kg, k_stride, vg, v_stride,
+                                           att + bh0 * TT, group, Tq, Tk, D, causal, scale);
       });
     }
 }

@@ -25,7 +25,8 @@ inline int padded(int n) { return (n + kRowBlock - 1) / kRowBlock * kRowBlock; }
 // a strided scalar copy costs a load and a store per element, and took a tenth of attention's forward at AVX2.
 // Not forced inline (a forced inline into the level-less transpose_head is refused); the level's flattened entry
 // point inlines it.
-__attribute__((target("avx2"))) inline void transpose_8x8(float* dst, long dst_stride, const float* src, long src_stride) {
+__attribute__((target("avx2"))) inline void transpose_8x8(float* dst, long dst_stride, const float* src,
+                                                          long src_stride) {
   __m256 r[8], t[8];
 #pragma GCC unroll 8
   for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(src + k * src_stride);
@@ -51,7 +52,7 @@ __attribute__((target("avx2"))) inline void transpose_8x8(float* dst, long dst_s
 
 // xt (hs, Tp) = x^T for the T rows of one head (x rows C3 apart); padding columns zeroed. At AVX2 and AVX-512,
 // float blocks of 8 x 8 are moved by transpose_8x8 (the same values: a transpose only moves them).
-template <Isa I = Isa::Generic, typename T>
+template <Isa I, typename T>
 BLOCKLAB_ALWAYS_INLINE void transpose_head(T* xt, const T* x, int Tn, int Tp, int hs, long C3) {
   int s0 = 0;
 #if defined(__x86_64__)
@@ -75,10 +76,10 @@ BLOCKLAB_ALWAYS_INLINE void transpose_head(T* xt, const T* x, int Tn, int Tp, in
 // independent accumulator registers, which hide the FMA latency; the causal window n grows with the
 // query row, so the tile is only as wide as the window needs (positions past n read zero padding).
 // row must have room for n rounded up to kLanes: the entries past n receive zeros.
-// VB: the bytes of one vector register of the running level (kVectorBytes<I>). The default, 64, is right for
-// AVX-512 only: at a narrower level GCC splits 64-byte vectors into pieces and builds each broadcast through
-// the stack, several times slower than the level's own registers. The sums do not depend on VB.
-template <int W, typename T, int VB = 64>
+// VB: the bytes of one vector register of the running level (kVectorBytes<I>). At a level narrower than 64-byte
+// vectors GCC splits them into pieces and builds each broadcast through the stack, several times slower than
+// the level's own registers. The sums do not depend on VB.
+template <int W, typename T, int VB>
 BLOCKLAB_ALWAYS_INLINE void row_times_transposed_tile(T* row, const T* a, const T* xt, int Tp, int hs, T scale) {
   using namespace simd;
   using V = Vec<T, VB>;
@@ -98,8 +99,9 @@ BLOCKLAB_ALWAYS_INLINE void row_times_transposed_tile(T* row, const T* a, const 
   for (int v = 0; v < NV; ++v) store<T, VB>(row + v * L, acc[v]);
 }
 
-template <typename T, int VB = 64>
+template <Isa I, typename T>
 BLOCKLAB_ALWAYS_INLINE void row_times_transposed(T* row, const T* a, const T* xt, int n, int Tp, int hs, T scale) {
+  constexpr int VB = kVectorBytes<I>;
   for (int sb = 0; sb < n; sb += kRowBlock) {
     const int valid = n - sb < kRowBlock ? n - sb : kRowBlock;
     const T* x = xt + sb;
@@ -189,7 +191,7 @@ BLOCKLAB_ALWAYS_INLINE void rows_times_transposed(T* out, long out_stride, const
 
 // out[0:W] (+)= sum_{s<n} w[s * w_stride] * x_s[0:W], x rows `stride` apart. Even and odd s go to
 // separate accumulators (then added), so two dependency chains run side by side.
-template <int W, typename T, int VB = 64>
+template <int W, typename T, int VB>
 BLOCKLAB_ALWAYS_INLINE void weighted_rows_block(T* out, const T* w, long w_stride, const T* x, int n, long stride, bool accumulate) {
   using namespace simd;
   using V = Vec<T, VB>;
@@ -222,11 +224,11 @@ BLOCKLAB_ALWAYS_INLINE void weighted_rows_block(T* out, const T* w, long w_strid
 }
 
 // out[0:hs] (+)= sum_{s<n} w[s * w_stride] * x_s[0:hs], in blocks of 32 then 16 with AVX-512 (two registers,
-// then one), of four registers of the level VB otherwise (8 accumulators of 16 registers). Each element's sum
+// then one), of four registers of the level I otherwise (8 accumulators of 16 registers). Each element's sum
 // is the same in any block.
-template <typename T, int VB = 64>
+template <Isa I, typename T>
 BLOCKLAB_ALWAYS_INLINE void weighted_rows(T* out, const T* w, long w_stride, const T* x, int n, int hs, long stride, bool accumulate) {
-  constexpr int W = VB == 64 ? 2 * kLanes : 4 * simd::kWidth<T, VB>;
+  constexpr int VB = kVectorBytes<I>, W = VB == 64 ? 2 * kLanes : 4 * simd::kWidth<T, VB>;
   int ib = 0;
   for (; ib + W <= hs; ib += W) weighted_rows_block<W, T, VB>(out + ib, w, w_stride, x + ib, n, stride, accumulate);
   for (; ib < hs; ib += kLanes) weighted_rows_block<kLanes, T, VB>(out + ib, w, w_stride, x + ib, n, stride, accumulate);
@@ -401,8 +403,7 @@ BLOCKLAB_ALWAYS_INLINE void causal_weighted_query_rows(T* out, long out_stride, 
     weighted_rows_multi<I>(o, wr, 1, x, first, end, hs, stride, accumulate);
   } else {
     for (int t = t0; t < t0 + rows; ++t)
-      weighted_rows<T, kVectorBytes<I>>(out + t * out_stride, w + static_cast<long>(t) * Tn, 1, x, t + 1, hs, stride,
-                                        accumulate);
+      weighted_rows<I>(out + t * out_stride, w + static_cast<long>(t) * Tn, 1, x, t + 1, hs, stride, accumulate);
   }
 }
 

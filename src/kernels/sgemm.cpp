@@ -464,29 +464,29 @@ void run(Kernel packed_kernel, Kernel direct_kernel, bool trans_a, bool trans_b,
             else if (rows % MR != 0)
               pack_a<MR>(Ap, A, lda, false, i0 + full_panels * MR, rows % MR, k0, kc, nullptr);
           });
-          // transposed A: prefetch what the next row block reads (its A rows of this K-chunk, or the first rows
-          // of the next chunk and that chunk's B rows)
+          // Prefetch what the next row block reads (see Prefetcher): with A transposed, its A rows of this K-chunk,
+          // or the first rows of the next chunk and that chunk's B rows; with A not transposed (the AVX2 kernel),
+          // its A rows and, in the same chunk, its rows of C.
           Prefetcher prefetch;
           {
             const bool same_chunk = i0 + kMc < i_end;
             const int k0n = same_chunk ? k0 : k0 + kKc, i0n = same_chunk ? i0 + kMc : i_begin;
-            if (trans_a && k0n < K) {
+            if (k0n < K && (trans_a || kPrefetchPlain)) {
               const int kcn = std::min(kKc, K - k0n), rows_n = std::min(kMc, i_end - i0n);
               const int j_begin = q_lo * NR, j_end = std::min(q_hi * NR, N);
-              prefetch.add(A + static_cast<long>(k0n) * lda + i0n, 4L * lda, kcn, 4L * rows_n);
-              if (!same_chunk) {
-                if (trans_b)
-                  prefetch.add(B + static_cast<long>(j_begin) * ldb + k0n, 4L * ldb, j_end - j_begin, 4L * kcn);
-                else
-                  prefetch.add(B + static_cast<long>(k0n) * ldb + j_begin, 4L * ldb, kcn, 4L * (j_end - j_begin));
+              if (trans_a) {
+                prefetch.add(A + static_cast<long>(k0n) * lda + i0n, 4L * lda, kcn, 4L * rows_n);
+                if (!same_chunk) {
+                  if (trans_b)
+                    prefetch.add(B + static_cast<long>(j_begin) * ldb + k0n, 4L * ldb, j_end - j_begin, 4L * kcn);
+                  else
+                    prefetch.add(B + static_cast<long>(k0n) * ldb + j_begin, 4L * ldb, kcn, 4L * (j_end - j_begin));
+                }
+              } else {
+                prefetch.add(A + static_cast<long>(i0n) * lda + k0n, 4L * lda, rows_n, 4L * kcn);
+                if (same_chunk)
+                  prefetch.add(C + static_cast<long>(i0n) * ldc + j_begin, 4L * ldc, rows_n, 4L * (j_end - j_begin));
               }
-            }
-            if (kPrefetchPlain && !trans_a && k0n < K) {  // A's next rows, and in the same chunk the next rows of C
-              const int kcn = std::min(kKc, K - k0n), rows_n = std::min(kMc, i_end - i0n);
-              const int j_begin = q_lo * NR, j_end = std::min(q_hi * NR, N);
-              prefetch.add(A + static_cast<long>(i0n) * lda + k0n, 4L * lda, rows_n, 4L * kcn);
-              if (same_chunk)
-                prefetch.add(C + static_cast<long>(i0n) * ldc + j_begin, 4L * ldc, rows_n, 4L * (j_end - j_begin));
             }
             prefetch.start((q_hi - q_lo) * ((rows + MR - 1) / MR));
           }
