@@ -27,9 +27,9 @@ SHAPES = [
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", default="1 2", help='thread counts, e.g. "1 2" (default)')
-    parser.add_argument("--min-time", type=float, default=0.5, help="seconds per shape (default 0.5)")
+    parser.add_argument("--min-time", type=float, default=0.5, help="seconds of calls per shape and thread count (default 0.5)")
     args = parser.parse_args()
     try:
         threads = [int(t) for t in args.threads.split()]
