@@ -320,7 +320,8 @@ Dispatch detect() {
     if (onednn_available())
       onednn("BLOCKLAB_GEMM=onednn; " + amx_text);
     else
-      d.description = "fp32 (BLOCKLAB_GEMM=onednn, but this build has no oneDNN: " + onednn_description() + ")";
+      d.description = "fp32 (BLOCKLAB_GEMM=onednn, but this build has no oneDNN: " + onednn_description() + "; " +
+                      amx_text + ")";
   } else if (choice == "avx512_bf16") {
     if (bf16)
       own("BLOCKLAB_GEMM=avx512_bf16; " + amx_text);
@@ -328,7 +329,7 @@ Dispatch detect() {
       d.description = "fp32 (BLOCKLAB_GEMM=avx512_bf16, but BLOCKLAB_ISA caps the kernels at " +
                       std::string(isa_name(isa())) + "; " + amx_text + ")";
     else
-      d.description = "fp32 (BLOCKLAB_GEMM=avx512_bf16, but this CPU has no AVX512-BF16)";
+      d.description = "fp32 (BLOCKLAB_GEMM=avx512_bf16, but this CPU has no AVX512-BF16; " + amx_text + ")";
   } else if (amx && onednn_available()) {
     onednn("AMX-BF16 present");
   } else if (bf16 && !intel) {
