@@ -67,7 +67,8 @@ void gelu_linear_backward(T* dpre, T* dweight, T* dbias, const T* dout, const T*
       // dpre = (dout (N,OC) @ weight (OC,C)) * gelu'(pre), the product turned into dpre block by block
       GeluBlock block{dpre, pre, C};
       fused = sgemm_in(precision, false, false, N, C, OC, dout, OC, weight, C, 0.f, dpre, C,
-                       {.on_block_done = gelu_derivative_times_block, .context = &block});
+                       {.on_block_done = gelu_derivative_times_block, .context = &block, .block_input = pre,
+                        .block_ld = C});
     }
     if (fused) {
       // the weight and bias terms

@@ -488,6 +488,12 @@ void run(Kernel packed_kernel, Kernel direct_kernel, bool trans_a, bool trans_b,
                   prefetch.add(C + static_cast<long>(i0n) * ldc + j_begin, 4L * ldc, rows_n, 4L * (j_end - j_begin));
               }
             }
+            // this block's part of what its on_block_done step reads (needed when its last chunk is done)
+            if (last_chunk && extras.block_input != nullptr) {
+              const int j_begin = q_lo * NR, j_end = std::min(q_hi * NR, N);
+              prefetch.add(extras.block_input + i0 * extras.block_ld + j_begin, 4L * extras.block_ld, rows,
+                           4L * (j_end - j_begin));
+            }
             prefetch.start((q_hi - q_lo) * ((rows + MR - 1) / MR));
           }
           for (int q = q_lo; q < q_hi; ++q) {
