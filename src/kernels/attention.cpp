@@ -19,11 +19,11 @@ namespace blocklab::kernels {
 namespace {
 using attention_tiles::kLanes;
 using attention_tiles::padded;
-// Per (batch, head): a (T, T) matrix, a (hs, Tp) transposed K or V, and kQueryRows rows of Tp, Tp = T
-// rounded up.
+// Per (batch, head): a (T, T) matrix, a (hs, Tp) transposed K or V, kQueryRows rows of Tp, Tp = T rounded
+// up, and kQueryRows rows of hs (query rows times the scale).
 size_t head_scratch(int Tn, int hs) {
   return static_cast<size_t>(Tn) * Tn + static_cast<size_t>(hs) * padded(Tn) +
-         static_cast<size_t>(attention_tiles::kQueryRows) * padded(Tn);
+         static_cast<size_t>(attention_tiles::kQueryRows) * (padded(Tn) + hs);
 }
 }  // namespace
 
@@ -41,11 +41,12 @@ BLOCKLAB_ALWAYS_INLINE void attention_forward_head_tiled(T* o, T* p, T* scratch,
   const int Tp = padded(Tn);
   T* kt = scratch + static_cast<long>(Tn) * Tn;
   T* z = kt + static_cast<long>(hs) * Tp;
+  T* scaled = z + static_cast<long>(kQueryRows) * Tp;
   transpose_head<I>(kt, k, Tn, Tp, hs, C3);
   const T scale = T(1) / std::sqrt(static_cast<T>(hs));
   for (int t0 = 0; t0 < Tn; t0 += kQueryRows) {  // query rows in groups that share each load of K
     const int rows = std::min(kQueryRows, Tn - t0);
-    rows_times_transposed<I>(z, Tp, q + t0 * C3, C3, rows, kt, t0 + rows, Tp, hs, scale);  // z_t[s] = scale q_t . k_s
+    rows_times_transposed<I>(z, Tp, q + t0 * C3, C3, rows, kt, t0 + rows, Tp, hs, scale, scaled);  // z_t[s] = scale q_t . k_s
     for (int t = t0; t < t0 + rows; ++t) {
       const T* zt = z + static_cast<long>(t - t0) * Tp;
       T* row = p + static_cast<long>(t) * Tn;
@@ -69,6 +70,7 @@ BLOCKLAB_ALWAYS_INLINE void attention_backward_head_tiled(T* dq, T* dk, T* dv, T
   T* dz = scratch;  // (T, T)
   T* vt = scratch + static_cast<long>(Tn) * Tn;
   T* dp = vt + static_cast<long>(hs) * Tp;
+  T* rows_copy = dp + static_cast<long>(kQueryRows) * Tp;
   transpose_head<I>(vt, v, Tn, Tp, hs, C3);
   const T scale = T(1) / std::sqrt(static_cast<T>(hs));
   // Pass 1, per query row t:
@@ -77,7 +79,7 @@ BLOCKLAB_ALWAYS_INLINE void attention_backward_head_tiled(T* dq, T* dk, T* dv, T
   //   forward z = scale q_t . k_s      =>  dq_t += scale sum_s dz[t,s] k_s
   for (int t0 = 0; t0 < Tn; t0 += kQueryRows) {  // query rows in groups that share each load of V
     const int rows = std::min(kQueryRows, Tn - t0);
-    rows_times_transposed<I>(dp, Tp, dout + t0 * C, C, rows, vt, t0 + rows, Tp, hs, T(1));
+    rows_times_transposed<I>(dp, Tp, dout + t0 * C, C, rows, vt, t0 + rows, Tp, hs, T(1), rows_copy);
     for (int t = t0; t < t0 + rows; ++t) {
       const T* prow = p + static_cast<long>(t) * Tn;
       const T* dpt = dp + static_cast<long>(t - t0) * Tp;

@@ -123,9 +123,10 @@ BLOCKLAB_ALWAYS_INLINE void row_times_transposed(T* row, const T* a, const T* xt
 // causal window (the first query rows) no longer waits on one chain's FMA latency.
 inline constexpr int kQueryRows = 4;
 
+// a: the rows already multiplied by the scale (each value broadcast straight from memory).
 template <int W, int R, typename T, int VB = 64>
 BLOCKLAB_ALWAYS_INLINE void rows_times_transposed_tile(T* out, long out_stride, const T* const* a, const T* xt, int Tp,
-                                                       int hs, T scale) {
+                                                       int hs) {
   using namespace simd;
   using V = Vec<T, VB>;
   constexpr int L = kWidth<T, VB>, NV = W / L;
@@ -141,7 +142,7 @@ BLOCKLAB_ALWAYS_INLINE void rows_times_transposed_tile(T* out, long out_stride, 
     for (int v = 0; v < NV; ++v) xv[v] = load<T, VB>(x + v * L);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const V ai = broadcast<T, VB>(a[r][i] * scale);
+      const V ai = broadcast_from<T, VB>(a[r] + i);
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) acc[r][v] += ai * xv[v];
     }
@@ -158,16 +159,23 @@ BLOCKLAB_ALWAYS_INLINE void rows_times_transposed_tile(T* out, long out_stride, 
 // AVX2 and SSE (16 registers) 2 registers' width (16 or 8 positions) of the four rows, with NEON (32 registers
 // of 4 floats) 4 registers' width (16 positions). The sums are the same
 // at every level, element for element: each runs over i in order.
+// scaled: room for kQueryRows * hs values, overwritten with the rows times the scale (the products the sums
+// take, computed once instead of once per tile).
 template <Isa I, typename T>
 BLOCKLAB_ALWAYS_INLINE void rows_times_transposed(T* out, long out_stride, const T* a, long a_stride, int rows,
-                                                  const T* xt, int n, int Tp, int hs, T scale) {
+                                                  const T* xt, int n, int Tp, int hs, T scale, T* scaled) {
   const T* a_rows[kQueryRows];
-  for (int r = 0; r < kQueryRows; ++r) a_rows[r] = a + (r < rows ? r : rows - 1) * a_stride;
+  for (int r = 0; r < kQueryRows; ++r) {
+    const T* src = a + (r < rows ? r : rows - 1) * a_stride;
+    T* dst = scaled + r * hs;
+    for (int i = 0; i < hs; ++i) dst[i] = src[i] * scale;
+    a_rows[r] = dst;
+  }
   if constexpr (I != Isa::Avx512) {
     // two registers' width with 16 registers (8 accumulators), four with NEON's 32 (16 accumulators)
     constexpr int VB = kVectorBytes<I>, W = kVectorRegisters<I> / 8 * simd::kWidth<T, VB>;
     for (int sb = 0; sb < n; sb += W)
-      rows_times_transposed_tile<W, kQueryRows, T, VB>(out + sb, out_stride, a_rows, xt + sb, Tp, hs, scale);
+      rows_times_transposed_tile<W, kQueryRows, T, VB>(out + sb, out_stride, a_rows, xt + sb, Tp, hs);
     return;
   }
   for (int sb = 0; sb < n; sb += kRowBlock) {
@@ -176,15 +184,15 @@ BLOCKLAB_ALWAYS_INLINE void rows_times_transposed(T* out, long out_stride, const
     T* o = out + sb;
     // 8 accumulator registers (two rows at a time for the wide tiles, four for the narrow)
     if (valid > 3 * kLanes) {
-      rows_times_transposed_tile<4 * kLanes, 2>(o, out_stride, a_rows, x, Tp, hs, scale);
-      if (rows > 2) rows_times_transposed_tile<4 * kLanes, 2>(o + 2 * out_stride, out_stride, a_rows + 2, x, Tp, hs, scale);
+      rows_times_transposed_tile<4 * kLanes, 2>(o, out_stride, a_rows, x, Tp, hs);
+      if (rows > 2) rows_times_transposed_tile<4 * kLanes, 2>(o + 2 * out_stride, out_stride, a_rows + 2, x, Tp, hs);
     } else if (valid > 2 * kLanes) {
-      rows_times_transposed_tile<3 * kLanes, 2>(o, out_stride, a_rows, x, Tp, hs, scale);
-      if (rows > 2) rows_times_transposed_tile<3 * kLanes, 2>(o + 2 * out_stride, out_stride, a_rows + 2, x, Tp, hs, scale);
+      rows_times_transposed_tile<3 * kLanes, 2>(o, out_stride, a_rows, x, Tp, hs);
+      if (rows > 2) rows_times_transposed_tile<3 * kLanes, 2>(o + 2 * out_stride, out_stride, a_rows + 2, x, Tp, hs);
     } else if (valid > kLanes) {
-      rows_times_transposed_tile<2 * kLanes, 4>(o, out_stride, a_rows, x, Tp, hs, scale);
+      rows_times_transposed_tile<2 * kLanes, 4>(o, out_stride, a_rows, x, Tp, hs);
     } else {
-      rows_times_transposed_tile<kLanes, 4>(o, out_stride, a_rows, x, Tp, hs, scale);
+      rows_times_transposed_tile<kLanes, 4>(o, out_stride, a_rows, x, Tp, hs);
     }
   }
 }
@@ -201,7 +209,7 @@ BLOCKLAB_ALWAYS_INLINE void weighted_rows_block(T* out, const T* w, long w_strid
   for (int v = 0; v < NV; ++v) even[v] = odd[v] = V{};
   int s = 0;
   for (; s + 1 < n; s += 2) {
-    const V w0 = broadcast<T, VB>(w[s * w_stride]), w1 = broadcast<T, VB>(w[(s + 1) * w_stride]);
+    const V w0 = broadcast_from<T, VB>(w + s * w_stride), w1 = broadcast_from<T, VB>(w + (s + 1) * w_stride);
     const T* x0 = x + s * stride;
     const T* x1 = x0 + stride;
 #pragma GCC unroll 8
@@ -211,7 +219,7 @@ BLOCKLAB_ALWAYS_INLINE void weighted_rows_block(T* out, const T* w, long w_strid
     }
   }
   if (s < n) {
-    const V w0 = broadcast<T, VB>(w[s * w_stride]);
+    const V w0 = broadcast_from<T, VB>(w + s * w_stride);
     const T* x0 = x + s * stride;
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) even[v] += w0 * load<T, VB>(x0 + v * L);
@@ -251,13 +259,13 @@ BLOCKLAB_ALWAYS_INLINE void weighted_span(simd::Vec<T, VB> (&even)[NV], simd::Ve
   using V = Vec<T, VB>;
   int s = from;
   if (s < to && (s & 1) != 0) {
-    const V w1 = broadcast<T, VB>(w[s * w_stride]);
+    const V w1 = broadcast_from<T, VB>(w + s * w_stride);
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) odd[v] += w1 * load<T, VB>(x + s * stride + v * L);
     ++s;
   }
   for (; s + 1 < to; s += 2) {
-    const V w0 = broadcast<T, VB>(w[s * w_stride]), w1 = broadcast<T, VB>(w[(s + 1) * w_stride]);
+    const V w0 = broadcast_from<T, VB>(w + s * w_stride), w1 = broadcast_from<T, VB>(w + (s + 1) * w_stride);
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) {
       even[v] += w0 * load<T, VB>(x + s * stride + v * L);
@@ -265,7 +273,7 @@ BLOCKLAB_ALWAYS_INLINE void weighted_span(simd::Vec<T, VB> (&even)[NV], simd::Ve
     }
   }
   if (s < to) {
-    const V w0 = broadcast<T, VB>(w[s * w_stride]);
+    const V w0 = broadcast_from<T, VB>(w + s * w_stride);
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) even[v] += w0 * load<T, VB>(x + s * stride + v * L);
   }
@@ -321,7 +329,7 @@ BLOCKLAB_ALWAYS_INLINE void weighted_rows_multi_block(T* const* out, const T* co
     }
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const V w0 = broadcast<T, VB>(wr[r][0]), w1 = broadcast<T, VB>(wr[r][w_stride]);
+      const V w0 = broadcast_from<T, VB>(wr[r]), w1 = broadcast_from<T, VB>(wr[r] + w_stride);
       wr[r] += 2 * w_stride;
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) {

@@ -39,5 +39,15 @@ template <typename T, int Bytes = 64>
 BLOCKLAB_ALWAYS_INLINE Vec<T, Bytes> broadcast(T x) {
   return Vec<T, Bytes>{} + x;
 }
+// *p in every lane: one broadcast load. (broadcast(*p) compiles to a scalar add of zero, which turns -0 into +0,
+// and a register broadcast; the portable forms of an exact broadcast of a value, `x - 0` or {x, x, ...}, GCC 12
+// simplifies while this header's functions are still compiled for baseline x86-64, without 32- or 64-byte
+// registers, and then builds the vector from inserted lanes. A value loaded from memory it broadcasts there.)
+template <typename T, int Bytes = 64>
+BLOCKLAB_ALWAYS_INLINE Vec<T, Bytes> broadcast_from(const T* p) {
+  Vec<T, Bytes> v = {};
+  v = *p - v;
+  return v;
+}
 
 }  // namespace blocklab::kernels::simd
