@@ -96,8 +96,9 @@ TEST(CliBench, Bf16NamesThePathAndTheRatioToFp32) {
       EXPECT_EQ(path.rfind("fp32 (BLOCKLAB_GEMM=fp32", 0), 0u) << r.out;
       EXPECT_NE(r.err.find("GEMMs run in fp32"), std::string::npos) << r.err;  // the one-line notice
     } else {
-      // what CPUID allows: oneDNN where AMX is (and the build has oneDNN), else the own kernel or fp32
-      if (kernels::cpu_has_amx_bf16() && kernels::onednn_available())
+      // what CPUID allows: oneDNN where AMX is (and the build has oneDNN, and BLOCKLAB_ISA leaves AVX-512 on),
+      // else the own kernel or fp32
+      if (kernels::cpu_has_amx_bf16() && kernels::onednn_available() && kernels::isa() == kernels::Isa::Avx512)
         EXPECT_EQ(path.rfind("onednn: ", 0), 0u) << r.out;
       else
         EXPECT_TRUE(path.rfind("avx512_bf16 (", 0) == 0 || path.rfind("neon_bf16 (", 0) == 0 ||

@@ -277,7 +277,7 @@ bool cpu_is_intel() {
 #endif
 }
 
-// The path, from the CPU and BLOCKLAB_GEMM:
+// The path, from the CPU, BLOCKLAB_ISA and BLOCKLAB_GEMM (a cap below avx512 turns both bf16 kernels off):
 //   AMX-BF16 and oneDNN in the build      -> oneDNN (its AMX kernels)
 //   AVX512-BF16, not an Intel core         -> blocklab's kernel (faster than fp32 on AMD Zen 4/5)
 //   otherwise                              -> fp32, with the reason (on Intel cores, AVX512-BF16 dot products
@@ -317,7 +317,12 @@ Dispatch detect() {
   if (choice == "fp32" || choice == "blas" || choice == "avx2") {
     d.description = "fp32 (BLOCKLAB_GEMM=" + choice + "; " + amx_text + ")";
   } else if (choice == "onednn") {
-    if (onednn_available())
+    if (onednn_available() && capped)  // oneDNN's bf16 matmul needs AVX-512 (its probe declines below it)
+      d.description = std::string("fp32 (BLOCKLAB_GEMM=onednn, but ") +
+                      (cpu_isa() == Isa::Avx512 ? "BLOCKLAB_ISA caps the kernels at " + std::string(isa_name(isa()))
+                                                : std::string("this CPU has no AVX-512")) +
+                      "; " + amx_text + ")";
+    else if (onednn_available())
       onednn("BLOCKLAB_GEMM=onednn; " + amx_text);
     else
       d.description = "fp32 (BLOCKLAB_GEMM=onednn, but this build has no oneDNN: " + onednn_description() + "; " +
@@ -330,7 +335,7 @@ Dispatch detect() {
                       std::string(isa_name(isa())) + "; " + amx_text + ")";
     else
       d.description = "fp32 (BLOCKLAB_GEMM=avx512_bf16, but this CPU has no AVX512-BF16; " + amx_text + ")";
-  } else if (amx && onednn_available()) {
+  } else if (amx && !capped && onednn_available()) {
     onednn("AMX-BF16 present");
   } else if (bf16 && !intel) {
     own(amx_text);
