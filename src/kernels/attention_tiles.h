@@ -165,12 +165,9 @@ template <Isa I, typename T>
 BLOCKLAB_ALWAYS_INLINE void rows_times_transposed(T* out, long out_stride, const T* a, long a_stride, int rows,
                                                   const T* xt, int n, int Tp, int hs, T scale, T* scaled) {
   const T* a_rows[kQueryRows];
-  for (int r = 0; r < kQueryRows; ++r) {
-    const T* src = a + (r < rows ? r : rows - 1) * a_stride;
-    T* dst = scaled + r * hs;
-    for (int i = 0; i < hs; ++i) dst[i] = src[i] * scale;
-    a_rows[r] = dst;
-  }
+  for (int r = 0; r < rows; ++r)
+    for (int i = 0; i < hs; ++i) scaled[r * hs + i] = a[r * a_stride + i] * scale;
+  for (int r = 0; r < kQueryRows; ++r) a_rows[r] = scaled + (r < rows ? r : rows - 1) * hs;
   if constexpr (I != Isa::Avx512) {
     // two registers' width with 16 registers (8 accumulators), four with NEON's 32 (16 accumulators)
     constexpr int VB = kVectorBytes<I>, W = kVectorRegisters<I> / 8 * simd::kWidth<T, VB>;
