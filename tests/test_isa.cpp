@@ -171,7 +171,7 @@ TEST_P(IsaLevel, FmaPeakUsesTheLevelsRegisters) {
   const int floats_per_register = GetParam() == Isa::Avx512 ? 16 : GetParam() == Isa::Avx2 ? 8 : 4;  // SSE, NEON: 4
   EXPECT_EQ(peak.lanes, floats_per_register);
   EXPECT_EQ(peak.fused, isa_has_fma(GetParam()));
-  EXPECT_GT(peak.gflops, 0.1);
+  EXPECT_GT(peak.gflops, 0.0);  // under emulation a few hundredths of a GFLOP/s
 }
 
 // this architecture's levels: generic, avx2, avx512 on x86-64; generic, neon on AArch64
