@@ -30,14 +30,14 @@ namespace blocklab::cli {
 
 namespace {
 
-// A rate in GFLOP/s: one decimal from 1 up, three significant digits below (an emulated or tiny run's
-// rate is small, not 0).
-std::string rate(double gflops) {
+// A count of GFLOP or GFLOP/s: `decimals` decimals from 1 up, three significant digits below (a tiny model's
+// FLOPs or an emulated run's rate are small, not 0).
+std::string gflop_text(double x, int decimals = 1) {
   char text[32];
-  if (gflops >= 1.0 || gflops <= 0.0)
-    std::snprintf(text, sizeof text, "%.1f", gflops);
+  if (x >= 1.0 || x <= 0.0)
+    std::snprintf(text, sizeof text, "%.*f", decimals, x);
   else
-    std::snprintf(text, sizeof text, "%.*f", std::min(9, 2 - static_cast<int>(std::floor(std::log10(gflops)))), gflops);
+    std::snprintf(text, sizeof text, "%.*f", std::min(9, 2 - static_cast<int>(std::floor(std::log10(x)))), x);
   return text;
 }
 
@@ -172,7 +172,8 @@ void register_bench(CLI::App& root, std::vector<Command>& commands) {
                         if (!bf16)  // a cross-check of the wall time on a busy machine
                           std::printf("process CPU time per step (all threads): %.1f ms (median)\n",
                                       1e3 * median(cpu_seconds));
-                        std::printf("model: %.2f GFLOP/step -> %s GFLOP/s\n", flops / 1e9, rate(flops / step / 1e9).c_str());
+                        std::printf("model: %s GFLOP/step -> %s GFLOP/s\n", gflop_text(flops / 1e9, 2).c_str(),
+                                    gflop_text(flops / step / 1e9).c_str());
                         // whole percent, or two significant digits below 10% (a tiny model's MFU is not 0)
                         const auto percent = [](double p) {
                           char text[32];
@@ -186,19 +187,20 @@ void register_bench(CLI::App& root, std::vector<Command>& commands) {
                                     "%s GFLOP/s -> MFU %s\n",
                                     kernels::isa_name(kernels::isa()), machine.chains,
                                     machine.fused ? "FMAs" : "multiply-adds", machine.lanes, threads, thread_word,
-                                    rate(machine.gflops).c_str(),
+                                    gflop_text(machine.gflops).c_str(),
                                     percent(100.0 * flops / step / 1e9 / machine.gflops).c_str());
                         std::printf("%s peak (%dx%dx%d, %d %s, cache-resident): %s GFLOP/s = %s of the machine "
                                     "peak; the step runs at %s of it\n",
                                     bf16 ? "bf16 gemm" : "sgemm", config.batch * T, 4 * config.model.width,
-                                    config.model.width, threads, thread_word, rate(peak).c_str(), percent(100.0 * peak / machine.gflops).c_str(),
+                                    config.model.width, threads, thread_word, gflop_text(peak).c_str(),
+                                    percent(100.0 * peak / machine.gflops).c_str(),
                                     percent(100.0 * flops / step / 1e9 / peak).c_str());
                         if (threads == 1)  // the same ratio by CPU time: on a busy machine, without the waits for a core
                           std::printf("by CPU time: step %.1f ms, machine peak %s GFLOP/s -> MFU %s; %s peak %s "
                                       "GFLOP/s\n",
-                                      1e3 * median(cpu_seconds), rate(machine.gflops_cpu).c_str(),
+                                      1e3 * median(cpu_seconds), gflop_text(machine.gflops_cpu).c_str(),
                                       percent(100.0 * flops / median(cpu_seconds) / 1e9 / machine.gflops_cpu).c_str(),
-                                      bf16 ? "bf16 gemm" : "sgemm", rate(peaks.cpu).c_str());
+                                      bf16 ? "bf16 gemm" : "sgemm", gflop_text(peaks.cpu).c_str());
                         // Peak RSS (the whole process: program, libraries, threads, the peak measurement's
                         // buffers) against the training state proper.
                         const double mib = 1024.0 * 1024.0;
