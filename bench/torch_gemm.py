@@ -7,7 +7,13 @@ layouts (bench/gemm_problem.h), the same operands every call (cache-resident), G
     MKL_ENABLE_INSTRUCTIONS=AVX2 ~/venv-ref/bin/python bench/torch_gemm.py   # oneMKL capped at AVX2
 
 Run it beside `BLOCKLAB_ISA=avx2 build/bench_gemm --benchmark_filter=sgemm` for a per-shape table against
-blocklab; cap both at the same level (BLOCKLAB_ISA, MKL_ENABLE_INSTRUCTIONS, OPENBLAS_CORETYPE).
+blocklab; cap both at the same level (BLOCKLAB_ISA, MKL_ENABLE_INSTRUCTIONS, OPENBLAS_CORETYPE; ATEN_CPU_CAPABILITY
+for the elementwise kernels).
+
+Then the MLP's GELU as PyTorch runs it, each a pass of its own after the product: the fc1 forward product with its
+bias (torch.nn.functional.linear, 2016 x 512 x 128), GELU of its output, and GELU's backward (the incoming gradient
+times the derivative), with what each pass adds to the product; build/bench_epilogue prints the same for blocklab's
+epilogues fused into the product.
 """
 import argparse
 import statistics
@@ -70,6 +76,30 @@ def main() -> int:
             rates.append(2.0 * m * n * k / statistics.median(calls) / 1e9)
         op = ("T" if ta else "N") + ("T" if tb else "N")
         print(f"{what:16} {f'{m}x{n}x{k}':>16} {op:>3}" + "".join(f" {r:10.1f}" for r in rates))
+
+    def median_seconds(fn, min_time):
+        for _ in range(3):
+            fn()
+        calls = []
+        start = time.perf_counter()
+        while time.perf_counter() - start < min_time or len(calls) < 5:
+            t0 = time.perf_counter()
+            fn()
+            calls.append(time.perf_counter() - t0)
+        return statistics.median(calls)
+
+    m, n, k = 2016, 512, 128
+    x, w, bias = torch.randn(m, k, generator=gen), torch.randn(n, k, generator=gen), torch.randn(n, generator=gen)
+    pre, grad = torch.randn(m, n, generator=gen), torch.randn(m, n, generator=gen)
+    print(f"GELU (erf form) beside the fc1 forward product {m}x{n}x{k} with bias, each a separate pass; "
+          "ms of the median call (% of the product)")
+    for t in threads:
+        torch.set_num_threads(t)
+        product = median_seconds(lambda: torch.nn.functional.linear(x, w, bias), args.min_time)
+        gelu = median_seconds(lambda: torch.nn.functional.gelu(pre), args.min_time)
+        backward = median_seconds(lambda: torch.ops.aten.gelu_backward(grad, pre), args.min_time)
+        print(f"{t} thread{'s' if t > 1 else ' '}: product {1e3 * product:.3f}, gelu {1e3 * gelu:.3f} "
+              f"({100 * gelu / product:.0f}%), gelu backward {1e3 * backward:.3f} ({100 * backward / product:.0f}%)")
     return 0
 
 
