@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (sgemm_isa() == SgemmIsa::None) {
-    std::printf("no sgemm micro-kernel on this CPU: no epilogue to time\n");
+    std::printf("BLOCKLAB_GEMM=blas: the GEMMs run in BLAS, with no fused epilogue to time\n");
     return 0;
   }
   set_num_threads(threads);

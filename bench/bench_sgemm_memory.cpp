@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (kernels::sgemm_isa() == kernels::SgemmIsa::None) {
-    std::printf("no sgemm micro-kernel on this CPU: nothing to time\n");
+    std::printf("BLOCKLAB_GEMM=blas: the GEMMs run in BLAS, not in blocklab's sgemm: nothing to time\n");
     return 0;
   }
   set_num_threads(threads);
