@@ -11,14 +11,13 @@
 // the fastest of 100 calls each, by the thread's CPU time with one thread (a busy machine's waits for a core
 // left out), by wall time with more. All ratios are from this one run.
 // Run: build/bench_epilogue [THREADS]   (default 1)
-#include <time.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <vector>
 
+#include "bench_threads.h"
 #include "kernels/elementwise.h"
 #include "kernels/isa.h"
 #include "kernels/linear.h"
@@ -32,11 +31,6 @@ using namespace blocklab;
 using namespace blocklab::kernels;
 
 namespace {
-double wall_seconds() {
-  timespec t{};
-  ::clock_gettime(CLOCK_MONOTONIC, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
 
 std::vector<float> normal(long n, Rng& rng, double scale = 1.0) {
   std::vector<float> v(static_cast<size_t>(n));
@@ -45,25 +39,22 @@ std::vector<float> normal(long n, Rng& rng, double scale = 1.0) {
 }
 
 // The fastest of `calls` runs of each function, the functions alternating call by call.
-std::vector<double> fastest(const std::vector<std::function<void()>>& fns, int calls, bool cpu_time) {
+std::vector<double> fastest(const std::vector<std::function<void()>>& fns, int calls, int threads) {
   std::vector<double> best(fns.size(), 1e30);
   for (auto& f : fns) f();  // warm-up: caches, thread pool, packing buffers
   for (int call = 0; call < calls; ++call)
     for (size_t i = 0; i < fns.size(); ++i) {
-      const double start = cpu_time ? thread_cpu_seconds() : wall_seconds();
+      const double start = bench::now_seconds(threads);
       fns[i]();
-      best[i] = std::min(best[i], (cpu_time ? thread_cpu_seconds() : wall_seconds()) - start);
+      best[i] = std::min(best[i], bench::now_seconds(threads) - start);
     }
   return best;
 }
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int threads = argc > 1 ? std::atoi(argv[1]) : 1;
-  if (threads < 1) {
-    std::fprintf(stderr, "bench_epilogue: THREADS must be a positive integer\n");
-    return 2;
-  }
+  const int threads = bench::threads_argument(argc, argv, "bench_epilogue");
+  if (threads == 0) return 2;
   if (sgemm_isa() == SgemmIsa::None) {
     std::printf("BLOCKLAB_GEMM=blas: the GEMMs run in BLAS, with no fused epilogue to time\n");
     return 0;
@@ -96,7 +87,7 @@ int main(int argc, char** argv) {
     const auto t = fastest(
         {[&] { sgemm(false, true, N, H, C, inp.data(), C, w1.data(), C, 0.f, pre.data(), H); },
          [&] { sgemm(false, true, N, H, C, inp.data(), C, w1.data(), C, 0.f, pre.data(), H, {.bias = b1.data()}); }},
-        calls, cpu_time);
+        calls, threads);
     row("bias", "2016x512x128 NT", t[0], t[1], t[0], 0);
   }
   {  // GELU forward: against the same product with its bias; the separate pass reads pre from memory
@@ -104,7 +95,7 @@ int main(int argc, char** argv) {
         {[&] { linear_forward(pre.data(), inp.data(), w1.data(), b1.data(), N, C, H); },
          [&] { linear_gelu_forward(act.data(), pre.data(), inp.data(), w1.data(), b1.data(), N, C, H); },
          [&] { gelu_forward(act.data(), pre.data(), static_cast<long>(N) * H); }},
-        calls, cpu_time);
+        calls, threads);
     row("GELU", "2016x512x128 NT", t[0], t[1], t[0], t[2]);
   }
   {  // GELU derivative: the fused backward against the unfused one's products (the same weight gradients)
@@ -119,7 +110,7 @@ int main(int argc, char** argv) {
                                 N, H, C);
          },
          [&] { gelu_backward(dpre.data(), dpre.data(), pre.data(), static_cast<long>(N) * H); }},
-        calls, cpu_time);
+        calls, threads);
     row("GELU derivative", "2016x512x128 NN", t[1], t[2], t[0], t[3]);
   }
   {  // the bias gradient's row sums in the weight-gradient product
@@ -128,7 +119,7 @@ int main(int argc, char** argv) {
          [&] {
            sgemm(true, false, C, H, N, dout.data(), C, act.data(), H, 1.f, dw2.data(), H, {.a_row_sums = sums.data()});
          }},
-        calls, cpu_time);
+        calls, threads);
     row("row sums", "128x512x2016 TN", t[0], t[1], t[0], 0);
   }
   return 0;

@@ -6,13 +6,12 @@
 // Reports GFLOP/s of the fastest of 60 calls: by the thread's CPU time with one thread (a busy machine's waits
 // for a core left out), by wall time with more.
 // Run: build/bench_sgemm_memory [THREADS]   (default 1)
-#include <time.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
+#include "bench_threads.h"
 #include "kernels/sgemm.h"
 #include "util/profiler.h"
 #include "util/rng.h"
@@ -21,11 +20,6 @@
 using namespace blocklab;
 
 namespace {
-double wall_seconds() {
-  timespec t{};
-  ::clock_gettime(CLOCK_MONOTONIC, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
 
 struct Shape {
   bool trans_a, trans_b;
@@ -35,11 +29,8 @@ struct Shape {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int threads = argc > 1 ? std::atoi(argv[1]) : 1;
-  if (threads < 1) {
-    std::fprintf(stderr, "bench_sgemm_memory: THREADS must be a positive integer\n");
-    return 2;
-  }
+  const int threads = bench::threads_argument(argc, argv, "bench_sgemm_memory");
+  if (threads == 0) return 2;
   if (kernels::sgemm_isa() == kernels::SgemmIsa::None) {
     std::printf("BLOCKLAB_GEMM=blas: the GEMMs run in BLAS, not in blocklab's sgemm: nothing to time\n");
     return 0;
@@ -57,7 +48,7 @@ int main(int argc, char** argv) {
   Rng rng(1);
   for (auto& x : memory) x = static_cast<float>(rng.normal());
   std::vector<float> row_sums(4096);
-  const auto now = [threads] { return threads == 1 ? thread_cpu_seconds() : wall_seconds(); };
+  const auto now = [threads] { return bench::now_seconds(threads); };
   std::printf("sgemm GFLOP/s, %d thread%s (%s time), fastest of 60 calls\n", threads, threads == 1 ? "" : "s",
               threads == 1 ? "CPU" : "wall");
   std::printf("%-13s %-16s %14s %18s\n", "product", "M x N x K", "cache-resident", "operands from memory");
