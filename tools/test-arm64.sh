@@ -116,8 +116,6 @@ build_dir=$(cd "$build_dir" && pwd)
 #  - *Learnability*, *ASmallModelBeats*, *LearnsTheCopyTaskLikeFloat*: training runs of 60-300 steps.
 #  - *StopSignal*, *KillDuringCheckpoint*, *KilledRuns*, *Interrupted*: signal or kill a running CLI or sweep
 #    worker at a moment chosen by wall time, which the emulator's slowness moves past the point they test.
-#  - CliBench.PrintsTimingMfuMemoryAndProfile: a profiled 2-thread bench run, minutes here (its bf16 twin,
-#    which checks the bf16 path's name, stays).
 #  - FlagSweepCli.*, HfExport.* but one, CliExport.ExportThenInspectAndProbe and .EveryFinishedRun*, RandomWalk.*: hundreds of CLI
 #    starts or Monte Carlo walks (1-3 minutes each); HfExport.Gpt2MatchesOurModel stays.
 #  - *TinyHessian*: a 400-parameter model's full Hessian built column by column and diagonalised (2 minutes
@@ -127,7 +125,7 @@ kept_gradients="seed_pre_layernorm gpt2 qwen3_gqa"
 SLOW_UNDER_EMULATION=(
   '*Tiled*' '*Learnability*' '*ASmallModelBeats*' '*LearnsTheCopyTaskLikeFloat*'
   '*StopSignal*' '*KillDuringCheckpoint*' '*KilledRuns*' '*Interrupted*'
-  'CliBench.PrintsTimingMfuMemoryAndProfile' 'FlagSweepCli.*' 'CliExport.ExportThenInspectAndProbe' 'RandomWalk.*'
+  'FlagSweepCli.*' 'CliExport.ExportThenInspectAndProbe' 'RandomWalk.*'
   'HfExport.Seed*' 'HfExport.Qwen3*' 'HfExport.RunWithout*' 'HfExport.Chooses*' 'HfExport.ExportsTheFinalWeights*'
   'CliExport.EveryFinishedRun*' '*TinyHessian*'
 )
