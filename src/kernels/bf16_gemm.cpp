@@ -287,6 +287,7 @@ Dispatch detect() {
   Dispatch d;
   const char* forced = std::getenv("BLOCKLAB_GEMM");
   const std::string choice = forced == nullptr ? "" : forced;
+  const std::string cap_text = std::string("BLOCKLAB_ISA caps the kernels at ") + isa_name(isa());
 #if defined(__aarch64__)
   // AArch64: the BFDOT kernel where the CPU has BF16 and BLOCKLAB_ISA leaves the NEON level on
   if (choice == "fp32" || choice == "blas")
@@ -294,7 +295,7 @@ Dispatch detect() {
   else if (!cpu_has_neon_bf16())
     d.description = "fp32 (no BF16 on this CPU: BFDOT needs Armv8.6-A or a core that lists bf16)";
   else if (isa() != Isa::Neon)
-    d.description = std::string("fp32 (BLOCKLAB_ISA caps the kernels at ") + isa_name(isa()) + ")";
+    d.description = "fp32 (" + cap_text + ")";
   else {
     d.isa = Bf16Isa::NeonBf16;
     d.description = "neon_bf16 (BFDOT)";
@@ -318,10 +319,9 @@ Dispatch detect() {
     d.description = "fp32 (BLOCKLAB_GEMM=" + choice + "; " + amx_text + ")";
   } else if (choice == "onednn") {
     if (onednn_available() && capped)  // oneDNN's bf16 matmul needs AVX-512 (its probe declines below it)
-      d.description = std::string("fp32 (BLOCKLAB_GEMM=onednn, but ") +
-                      (cpu_isa() == Isa::Avx512 ? "BLOCKLAB_ISA caps the kernels at " + std::string(isa_name(isa()))
-                                                : std::string("this CPU has no AVX-512")) +
-                      "; " + amx_text + ")";
+      d.description = "fp32 (BLOCKLAB_GEMM=onednn, but " +
+                      (cpu_isa() == Isa::Avx512 ? cap_text : std::string("this CPU has no AVX-512")) + "; " +
+                      amx_text + ")";
     else if (onednn_available())
       onednn("BLOCKLAB_GEMM=onednn; " + amx_text);
     else
@@ -331,8 +331,7 @@ Dispatch detect() {
     if (bf16)
       own("BLOCKLAB_GEMM=avx512_bf16; " + amx_text);
     else if (bf16_cpu)
-      d.description = "fp32 (BLOCKLAB_GEMM=avx512_bf16, but BLOCKLAB_ISA caps the kernels at " +
-                      std::string(isa_name(isa())) + "; " + amx_text + ")";
+      d.description = "fp32 (BLOCKLAB_GEMM=avx512_bf16, but " + cap_text + "; " + amx_text + ")";
     else
       d.description = "fp32 (BLOCKLAB_GEMM=avx512_bf16, but this CPU has no AVX512-BF16; " + amx_text + ")";
   } else if (amx && !capped && onednn_available()) {
@@ -340,7 +339,7 @@ Dispatch detect() {
   } else if (bf16 && !intel) {
     own(amx_text);
   } else if (bf16_cpu && capped) {
-    d.description = "fp32 (BLOCKLAB_ISA caps the kernels at " + std::string(isa_name(isa())) + "; " + amx_text + ")";
+    d.description = "fp32 (" + cap_text + "; " + amx_text + ")";
   } else if (bf16) {
     d.description = std::string("fp32 (an Intel core: AVX512-BF16 dot products are not faster than fp32 there; ") +
                     (amx ? "AMX-BF16 present, but this build has no oneDNN for it" : "no AMX on this CPU") + ")";
