@@ -32,6 +32,19 @@ SHAPES = [
 ]
 
 
+def median_seconds(fn, min_time: float) -> float:
+    """Seconds of the median call of fn, after 3 warm-up calls; calls for at least min_time seconds and 5 calls."""
+    for _ in range(3):
+        fn()
+    calls = []
+    start = time.perf_counter()
+    while time.perf_counter() - start < min_time or len(calls) < 5:
+        t0 = time.perf_counter()
+        fn()
+        calls.append(time.perf_counter() - t0)
+    return statistics.median(calls)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", default="1 2", help='thread counts, e.g. "1 2" (default)')
@@ -65,28 +78,10 @@ def main() -> int:
         rates = []
         for t in threads:
             torch.set_num_threads(t)
-            for _ in range(3):
-                torch.matmul(opa, opb, out=c)
-            calls = []
-            start = time.perf_counter()
-            while time.perf_counter() - start < args.min_time or len(calls) < 5:
-                t0 = time.perf_counter()
-                torch.matmul(opa, opb, out=c)
-                calls.append(time.perf_counter() - t0)
-            rates.append(2.0 * m * n * k / statistics.median(calls) / 1e9)
+            seconds = median_seconds(lambda: torch.matmul(opa, opb, out=c), args.min_time)
+            rates.append(2.0 * m * n * k / seconds / 1e9)
         op = ("T" if ta else "N") + ("T" if tb else "N")
         print(f"{what:16} {f'{m}x{n}x{k}':>16} {op:>3}" + "".join(f" {r:10.1f}" for r in rates))
-
-    def median_seconds(fn, min_time):
-        for _ in range(3):
-            fn()
-        calls = []
-        start = time.perf_counter()
-        while time.perf_counter() - start < min_time or len(calls) < 5:
-            t0 = time.perf_counter()
-            fn()
-            calls.append(time.perf_counter() - t0)
-        return statistics.median(calls)
 
     m, n, k = 2016, 512, 128
     x, w, bias = torch.randn(m, k, generator=gen), torch.randn(n, k, generator=gen), torch.randn(n, generator=gen)
