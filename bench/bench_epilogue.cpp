@@ -13,17 +13,14 @@
 // Run: build/bench_epilogue [THREADS]   (default 1)
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <vector>
 
 #include "bench_threads.h"
 #include "kernels/elementwise.h"
-#include "kernels/isa.h"
 #include "kernels/linear.h"
 #include "kernels/linear_gelu.h"
 #include "kernels/sgemm.h"
-#include "util/profiler.h"
 #include "util/rng.h"
 #include "util/threads.h"
 

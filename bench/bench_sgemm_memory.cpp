@@ -8,12 +8,10 @@
 // Run: build/bench_sgemm_memory [THREADS]   (default 1)
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <vector>
 
 #include "bench_threads.h"
 #include "kernels/sgemm.h"
-#include "util/profiler.h"
 #include "util/rng.h"
 #include "util/threads.h"
 

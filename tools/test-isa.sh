@@ -11,8 +11,8 @@
 #     CPU whose CPUID has AVX2 and FMA but no AVX-512, so the library's own CPU checks, oneDNN and
 #     __builtin_cpu_supports all see an AVX2-only CPU. Tests that need what it lacks must skip with a reason.
 #     QEMU follows no exec (and no binfmt_misc entry runs x86-64 programs under it on an x86-64 machine), so
-#     BLOCKLAB_TEST_CLI_LAUNCHER (tests/cli_runner.h) runs the CLI the tests start under the same emulator. QEMU_SUBSET below keeps this part to
-#     a few minutes (see there).
+#     BLOCKLAB_TEST_CLI_LAUNCHER (tests/cli_runner.h) runs the CLI the tests start under the same emulator.
+#     QEMU_SUBSET below keeps this part to a few minutes (see there).
 #
 # Prints each part's wall time, and the number of tests passed and skipped under QEMU. Exit status 1 when
 # a test fails, 2 on bad input.
