@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "commands.h"
-#include "experiments/labels.h"
+#include "report/labels.h"
 #include "kernels/bf16_gemm.h"
 #include "kernels/gemm.h"
 #include "kernels/isa.h"
@@ -114,7 +114,7 @@ void register_bench(CLI::App& root, std::vector<Command>& commands) {
                         const bool bf16 = precision == Precision::Bf16;
                         std::printf("%s %s, %d blocks x width %d, %d heads, V %d, T %d, batch %d (%d tokens/step), "
                                     "threads %d, gemm %s\n",
-                                    experiments::placement_label(config.model.norm_placement).c_str(), to_string(config.model.norm).c_str(),
+                                    report::placement_label(config.model.norm_placement).c_str(), to_string(config.model.norm).c_str(),
                                     config.model.layers, config.model.width, config.model.heads, config.model.vocab, T,
                                     config.batch, config.batch * T, threads,
                                     kernels::sgemm_isa_name(kernels::sgemm_isa()));

@@ -1,21 +1,13 @@
 // blocklab curvature: sharpness, Adam's preconditioned sharpness, trace and per-block sharpness of a run's
 // training loss on one batch, at a checkpoint or the final weights (probe/curvature.h).
-#include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <memory>
-#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "commands.h"
-#include "experiments/labels.h"
-#include "io/npy.h"
-#include "probe/curvature.h"
-#include "probe/curvature_run.h"
+#include "jobs/curvature_job.h"
 #include "progress.h"
-#include "util/error.h"
-#include "util/memory.h"
-#include "util/threads.h"
+#include "report/labels.h"
 
 namespace blocklab::cli {
 
@@ -38,7 +30,27 @@ struct CurvatureFlags {
   bool json = false;
 };
 
-nlohmann::json number_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+void print_report(const jobs::CurvatureReport& report) {
+  const probe::CurvatureResult& r = report.result;
+  std::printf("%s, %d blocks x width %d, step %d (%s), loss %.6f on the batch\n",
+              report::placement_label(report.model.norm_placement).c_str(), report.model.layers, report.model.width,
+              report.step, report.weights.c_str(), r.loss);
+  std::printf("method: %s\n", r.method.c_str());
+  std::printf("sharpness lambda_max(H):            %.6g   (2/lr = %.6g, lr %.3g)%s\n", r.top[0], report.edge_gd,
+              report.lr, r.converged ? "" : "  [Lanczos did not converge]");
+  for (size_t i = 1; i < r.top.size(); ++i) std::printf("  lambda_%zu:                         %.6g\n", i + 1, r.top[i]);
+  if (r.preconditioned)
+    std::printf("preconditioned lambda_max(P^-1 H):  %.6g   ((2+2b1)/((1-b1) lr) = %.6g)%s\n", *r.preconditioned,
+                report.edge_adam, r.preconditioned_converged ? "" : "  [Lanczos did not converge]");
+  else
+    std::printf("preconditioned sharpness:           n/a (no optimizer state at these weights)\n");
+  if (r.trace)
+    std::printf("trace (Hutchinson, %d samples):     %.6g +- %.3g\n", r.trace->samples, r.trace->value,
+                r.trace->std_error);
+  for (size_t l = 0; l < r.per_block.size(); ++l) std::printf("  block %2zu lambda_max(H_ll): %.6g\n", l + 1, r.per_block[l]);
+  std::printf("%ld gradients in %s (%d thread(s))\n", r.gradients, Progress::format_duration(r.seconds).c_str(),
+              report.threads);
+}
 
 }  // namespace
 
@@ -96,34 +108,14 @@ void register_curvature(CLI::App& root, std::vector<Command>& commands) {
       "iterations, converged, gradients, seconds, threads.\n"
       "Example: blocklab curvature runs/post24 --checkpoint 100 --top 3 --json");
   commands.push_back({app, [app, f] {
-                        if (f->threads > 0) set_num_threads(f->threads);
-                        probe::RunWeights w = probe::load_run_weights(f->run_dir, app->count("--checkpoint") ? f->checkpoint : -1);
-                        const RunConfig& config = w.config;
-                        Batch batch;
-                        nlohmann::json batch_json;
-                        if (!f->tokens.empty()) {
-                          batch = probe::batch_from_tokens(config, io::read_token_file(f->tokens), f->tokens);
-                          batch_json = {{"source", "file"}, {"path", f->tokens}};
-                        } else {
-                          const uint64_t seed =
-                              app->count("--batch-seed") ? f->batch_seed : probe::curvature_batch_seed(config.seed);
-                          batch = probe::curvature_batch(config, seed, f->batch > 0 ? f->batch : config.batch);
-                          batch_json = {{"source", "task"}, {"task", config.task}, {"seed", seed}};
-                        }
-                        {  // the double-precision model, its activations and Lanczos's basis, before allocating them
-                          const auto acts = Activations<double>::sizes(config.model, batch.batch, batch.seq_len);
-                          const double n = static_cast<double>(w.params.size());
-                          const double basis = 8.0 * n * std::min<double>(std::max(f->max_iter, f->block_max_iter), n);
-                          const double needed = 8.0 * 6 * n + static_cast<double>(acts.activation_bytes + acts.scratch_bytes) + basis;
-                          require_memory("curvature", needed,
-                                         "model and gradients " + format_bytes(48 * n) + " + activations " +
-                                             format_bytes(static_cast<double>(acts.activation_bytes + acts.scratch_bytes)) +
-                                             " + Lanczos vectors " + format_bytes(basis),
-                                         "; try a smaller --batch or --max-iter");
-                        }
-                        batch_json["sequences"] = batch.batch;
-                        batch_json["tokens"] = batch.seq_len + 1;
-                        probe::CurvatureOptions o;
+                        jobs::CurvatureJob job;
+                        job.run_dir = f->run_dir;
+                        job.checkpoint = app->count("--checkpoint") ? f->checkpoint : -1;
+                        if (app->count("--batch-seed")) job.batch_seed = f->batch_seed;
+                        job.tokens = f->tokens;
+                        job.batch = f->batch;
+                        job.threads = f->threads;
+                        probe::CurvatureOptions& o = job.options;
                         o.top = f->top;
                         o.max_iter = f->max_iter;
                         o.tol = f->tol;
@@ -132,74 +124,27 @@ void register_curvature(CLI::App& root, std::vector<Command>& commands) {
                         o.block_max_iter = f->block_max_iter;
                         o.order = f->order;
                         o.seed = f->seed;
-                        const bool have_adam = !w.adam_v.empty() && w.adam_steps >= 1;
-                        const probe::AdamMoments adam{w.adam_v, w.adam_steps, config.adam.beta1, config.adam.beta2,
-                                                      config.adam.eps};
-                        std::fprintf(stderr, "blocklab: %s (step %d), batch of %d x %d tokens, %d thread(s)\n",
-                                     w.source.c_str(), w.step, batch.batch, batch.seq_len + 1, num_threads());
-                        const auto t0 = std::chrono::steady_clock::now();
-                        probe::CurvatureLoss loss(config.model, std::span<const float>(w.params), batch);
-                        const double per_gradient = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-                        const long budget = probe::curvature_gradient_budget(config.model, o, have_adam);
-                        std::fprintf(stderr,
-                                     "blocklab: one gradient in double precision takes %s; at most %ld gradients: "
-                                     "expect at most %s (Lanczos usually stops sooner)\n",
-                                     Progress::format_duration(per_gradient).c_str(), budget,
-                                     Progress::format_duration(per_gradient * budget).c_str());
-                        Progress progress("gradients", budget);
-                        o.progress = [&](const std::string& s, long done, long) { progress.update(done, s); };
-                        const probe::CurvatureResult r = probe::measure_curvature(loss, have_adam ? &adam : nullptr, o);
-                        progress.finish();
-                        const double lr = probe::next_learning_rate(config, w.step);
-                        const double edge_gd = 2 / lr, edge_adam = probe::adam_edge(config.adam.beta1, lr);
+                        std::optional<Progress> progress;
+                        job.on_start = [&](const jobs::CurvatureStart& s) {
+                          std::fprintf(stderr, "blocklab: %s (step %d), batch of %d x %d tokens, %d thread(s)\n",
+                                       s.weights.c_str(), s.step, s.sequences, s.tokens, s.threads);
+                          std::fprintf(stderr,
+                                       "blocklab: one gradient in double precision takes %s; at most %ld gradients: "
+                                       "expect at most %s (Lanczos usually stops sooner)\n",
+                                       Progress::format_duration(s.gradient_seconds).c_str(), s.gradients_at_most,
+                                       Progress::format_duration(s.gradient_seconds * s.gradients_at_most).c_str());
+                          progress.emplace("gradients", s.gradients_at_most);
+                        };
+                        o.progress = [&](const std::string& stage, long done, long) {
+                          if (progress) progress->update(done, stage);
+                        };
+                        const jobs::CurvatureReport report = jobs::curvature_job(job);
+                        if (progress) progress->finish();
                         if (f->json) {
-                          nlohmann::json j;
-                          j["sharpness"] = number_or_null(r.top[0]);
-                          j["top"] = nlohmann::json::array();
-                          for (double v : r.top) j["top"].push_back(number_or_null(v));
-                          j["preconditioned_sharpness"] = r.preconditioned ? number_or_null(*r.preconditioned) : nlohmann::json(nullptr);
-                          j["trace"] = r.trace ? number_or_null(r.trace->value) : nlohmann::json(nullptr);
-                          j["trace_std_error"] = r.trace ? number_or_null(r.trace->std_error) : nlohmann::json(nullptr);
-                          j["trace_samples"] = r.trace ? r.trace->samples : 0;
-                          j["per_block"] = nlohmann::json::array();
-                          for (double v : r.per_block) j["per_block"].push_back(number_or_null(v));
-                          j["method"] = r.method;
-                          j["batch"] = batch_json;
-                          j["weights"] = w.source;
-                          j["step"] = w.step;
-                          j["loss"] = number_or_null(r.loss);
-                          j["lr"] = lr;
-                          j["edge_gd"] = number_or_null(edge_gd);
-                          j["edge_adam"] = number_or_null(edge_adam);
-                          j["iterations"] = r.iterations;
-                          j["converged"] = r.converged;
-                          j["preconditioned_converged"] =
-                              r.preconditioned ? nlohmann::json(r.preconditioned_converged) : nlohmann::json();
-                          j["gradients"] = r.gradients;
-                          j["seconds"] = r.seconds;
-                          j["threads"] = num_threads();
-                          std::printf("%s\n", j.dump().c_str());
+                          std::printf("%s\n", jobs::to_json(report).dump().c_str());
                           return 0;
                         }
-                        std::printf("%s, %d blocks x width %d, step %d (%s), loss %.6f on the batch\n",
-                                    experiments::placement_label(config.model.norm_placement).c_str(), config.model.layers,
-                                    config.model.width, w.step, w.source.c_str(), r.loss);
-                        std::printf("method: %s\n", r.method.c_str());
-                        std::printf("sharpness lambda_max(H):            %.6g   (2/lr = %.6g, lr %.3g)%s\n", r.top[0], edge_gd, lr,
-                                    r.converged ? "" : "  [Lanczos did not converge]");
-                        for (size_t i = 1; i < r.top.size(); ++i) std::printf("  lambda_%zu:                         %.6g\n", i + 1, r.top[i]);
-                        if (r.preconditioned)
-                          std::printf("preconditioned lambda_max(P^-1 H):  %.6g   ((2+2b1)/((1-b1) lr) = %.6g)%s\n",
-                                      *r.preconditioned, edge_adam, r.preconditioned_converged ? "" : "  [Lanczos did not converge]");
-                        else
-                          std::printf("preconditioned sharpness:           n/a (no optimizer state at these weights)\n");
-                        if (r.trace)
-                          std::printf("trace (Hutchinson, %d samples):     %.6g +- %.3g\n", r.trace->samples, r.trace->value,
-                                      r.trace->std_error);
-                        for (size_t l = 0; l < r.per_block.size(); ++l)
-                          std::printf("  block %2zu lambda_max(H_ll): %.6g\n", l + 1, r.per_block[l]);
-                        std::printf("%ld gradients in %s (%d thread(s))\n", r.gradients,
-                                    Progress::format_duration(r.seconds).c_str(), num_threads());
+                        print_report(report);
                         return 0;
                       }});
 }

@@ -6,7 +6,7 @@
 #include "commands.h"
 #include "experiment_flags.h"
 #include "experiments/depthmap.h"
-#include "experiments/labels.h"
+#include "report/labels.h"
 #include "util/error.h"
 
 namespace blocklab::cli {

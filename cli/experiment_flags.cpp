@@ -5,7 +5,7 @@
 
 #include <cstdio>
 
-#include "experiments/labels.h"
+#include "report/labels.h"
 #include "progress.h"
 #include "util/error.h"
 
@@ -29,9 +29,9 @@ std::vector<NormPlacement> placement_list(const CLI::App* app, const std::string
   if (app->count("--placements") > 0) {
     if (app->count("--norm-placement") > 0) throw Error("give either --norm-placement or --placements, not both");
     if (text.empty()) throw Error("--placements: the list is empty");
-    if (text == "all") return experiments::all_placements();
+    if (text == "all") return report::all_placements();
     std::string names;
-    for (NormPlacement q : experiments::all_placements()) names += (names.empty() ? "" : ", ") + to_string(q);
+    for (NormPlacement q : report::all_placements()) names += (names.empty() ? "" : ", ") + to_string(q);
     const std::string valid = " (expected a comma-separated list of " + names + "; or all alone)";
     std::vector<NormPlacement> list;
     for (const std::string& item : experiments::split(text, ',')) {

@@ -17,7 +17,7 @@ std::string output_dir(const CLI::App* app, const RunConfig& config, const std::
 // --seeds LIST when given; else --seed when given (one seed); else `fallback`.
 std::vector<uint64_t> seed_list(const CLI::App* app, const std::string& seeds_text, const RunConfig& config,
                                 const std::string& fallback);
-// --placements LIST ("post,pre", or "all" for every placement in all_placements() order) when given;
+// --placements LIST ("post,pre", or "all" for every placement in report::all_placements() order) when given;
 // else --norm-placement when given; else post,pre.
 std::vector<NormPlacement> placement_list(const CLI::App* app, const std::string& text, const RunConfig& config);
 

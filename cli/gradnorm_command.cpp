@@ -8,7 +8,7 @@
 #include "train/memory.h"
 #include "experiment_flags.h"
 #include "experiments/gradnorm.h"
-#include "experiments/labels.h"
+#include "report/labels.h"
 
 namespace blocklab::cli {
 
@@ -49,11 +49,11 @@ void register_gradnorm(CLI::App& root, std::vector<Command>& commands) {
                                     options.seeds.size());
                         int label_width = 8;
                         for (const auto& p : result.profiles)
-                          label_width = std::max(label_width, static_cast<int>(experiments::placement_label(p.placement).size()));
+                          label_width = std::max(label_width, static_cast<int>(report::placement_label(p.placement).size()));
                         for (const auto& p : result.profiles) {
                           const double ratio = p.last_over_first();
                           std::printf("  %-*s block 1: %.4f   block %zu: %.4f   last/first: %s\n",
-                                      label_width, experiments::placement_label(p.placement).c_str(), p.mean.front(), p.mean.size(),
+                                      label_width, report::placement_label(p.placement).c_str(), p.mean.front(), p.mean.size(),
                                       p.mean.back(), std::isfinite(ratio) ? experiments::fmt(ratio, "%.3f").c_str() : "n/a");
                         }
                         return 0;

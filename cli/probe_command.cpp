@@ -1,28 +1,20 @@
 // blocklab probe residual | logits: run a Hugging Face model forward on a prompt and report the
 // residual-stream norms per layer, or the most likely next tokens (the probes themselves: probe/hf_probe.h).
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <memory>
+#include <optional>
 
 #include "commands.h"
-#include "hf/model.h"
-#include "probe/hf_probe.h"
-#include "text/tokenizer.h"
-#include "text/unicode.h"
+#include "jobs/hf_probe_job.h"
 #include "progress.h"
-#include "report/residual_plot.h"
+#include "text/unicode.h"
 #include "util/error.h"
 #include "util/parse_list.h"
-#include "util/threads.h"
 
 namespace blocklab::cli {
 
 namespace {
-
-namespace fs = std::filesystem;
 
 struct PromptFlags {
   std::string model;
@@ -39,31 +31,21 @@ void add_prompt_flags(CLI::App* app, PromptFlags& f) {
   app->add_option("--threads", f.threads, "threads (0 = all cores)")->capture_default_str();
 }
 
-struct Prompt {
-  std::vector<int32_t> tokens;
-  std::unique_ptr<text::Tokenizer> tokenizer;  // when DIR/tokenizer.json exists
-};
-
-Prompt read_prompt(const PromptFlags& f, const CLI::App* app) {
-  Prompt p;
+// The prompt flags as the probe jobs take them.
+jobs::HfPromptSpec prompt_spec(const PromptFlags& f, const CLI::App* app) {
   const bool has_text = app->count("--text") > 0, has_tokens = app->count("--tokens") > 0;
   if (!has_text && !has_tokens) throw Error("give the prompt with --text TEXT or --tokens 1,2,3");
-  const fs::path tok_file = fs::path(f.model) / "tokenizer.json";
-  std::error_code ec;
-  if (fs::exists(tok_file, ec)) {
-    try {
-      p.tokenizer = std::make_unique<text::Tokenizer>(text::Tokenizer::load(tok_file));
-    } catch (const Error& e) {
-      if (has_text) throw;
-      // With --tokens the tokenizer only labels the output.
-      std::fprintf(stderr, "blocklab: warning: tokenizer not used: %s\n", e.what());
-    }
-  } else if (has_text) {
-    throw Error(tok_file.string() + ": not found; --text needs the model's tokenizer.json (or use --tokens)");
-  }
-  p.tokens = has_text ? p.tokenizer->encode(f.text) : parse_list<int32_t>(f.tokens, "--tokens", 0);
-  if (p.tokens.empty()) throw Error("the prompt has no tokens");
-  return p;
+  jobs::HfPromptSpec spec;
+  spec.model_dir = f.model;
+  if (has_text) spec.text = f.text;
+  if (has_tokens) spec.tokens = parse_list<int32_t>(f.tokens, "--tokens", 0);
+  spec.threads = f.threads;
+  spec.on_warning = [](const std::string& w) { std::fprintf(stderr, "blocklab: warning: %s\n", w.c_str()); };
+  spec.on_loading = [dir = f.model] {
+    std::printf("loading %s\n", dir.c_str());
+    std::fflush(stdout);
+  };
+  return spec;
 }
 
 // Token text for a terminal: control characters and bytes that are not valid UTF-8 (a token can hold
@@ -128,49 +110,32 @@ std::string token_list_text(const std::vector<int32_t>& t) {
   return s;
 }
 
-hf::Model load_model(const std::string& dir) {
-  std::printf("loading %s\n", dir.c_str());
-  std::fflush(stdout);
-  hf::Model m = hf::Model::load(dir);
-  std::printf("model   %s\n", model_line(m).c_str());
-  std::fflush(stdout);
-  return m;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 int run_residual(const CLI::App* app, const PromptFlags& f, const std::string& out, bool force, bool save_hidden,
                  bool no_plot) {
-  set_num_threads(f.threads);
-  const fs::path out_dir(out);
-  std::error_code ec;
-  if (fs::exists(out_dir / "residual.csv", ec) && !force)
-    throw Error(out + ": already holds residual.csv (use --force to overwrite)");
-  const auto t0 = std::chrono::steady_clock::now();
-  hf::Model model = load_model(f.model);
-  Prompt prompt = read_prompt(f, app);
-  const hf::Config& c = model.config();
-  std::printf("tokens  %s\n", token_list_text(prompt.tokens).c_str());
-  std::fflush(stdout);
-
-  fs::create_directories(out_dir, ec);
-  if (ec || !fs::is_directory(out_dir)) throw Error(out + ": cannot create output directory" + (ec ? ": " + ec.message() : ""));
-
-  Progress progress("block", c.model.layers, 1);
-  probe::ResidualProbeOptions options;
-  options.save_hidden = save_hidden;
-  options.on_layer = [&](const probe::ResidualLayerStats& s) {
-    if (s.layer == 0) return;
+  jobs::ResidualProbeJob job;
+  job.out = out;
+  job.overwrite = force;
+  job.save_hidden = save_hidden;
+  job.plot = !no_plot;
+  std::optional<Progress> progress;
+  job.prompt = prompt_spec(f, app);
+  job.prompt.on_loaded = [&](const hf::Model& model, const std::vector<int32_t>& tokens, const text::Tokenizer*) {
+    std::printf("model   %s\n", model_line(model).c_str());
+    std::printf("tokens  %s\n", token_list_text(tokens).c_str());
+    std::fflush(stdout);
+    progress.emplace("block", model.config().model.layers, 1);
+  };
+  job.on_layer = [&](const probe::ResidualLayerStats& s) {
+    if (s.layer == 0 || !progress) return;
     char detail[96];
     std::snprintf(detail, sizeof detail, "|mean h| %.4g", s.mean_vector_norm);
-    progress.update(s.layer, detail);
+    progress->update(s.layer, detail);
   };
-  const probe::ResidualProbeResult result = probe::probe_residual(model, prompt.tokens, options);
-  progress.finish();
+  const jobs::ResidualProbeJobResult r = jobs::residual_probe_job(job);
+  if (progress) progress->finish();
 
-  const auto& layers = result.layers;
+  const auto& layers = r.result.layers;
+  const int blocks = static_cast<int>(layers.size()) - 1;
   std::printf("\n%5s  %16s  %16s  %10s  %12s  %10s  %10s  %10s  %7s  %6s\n", "layer", "|mean_t h_t|", "mean_t |h_t|",
               "sqrt(l+1)", "growth(mean)", "rel.update", "rms", "max|h|", "channel", "sink");
   for (const probe::ResidualLayerStats& s : layers) {
@@ -180,77 +145,55 @@ int run_residual(const CLI::App* app, const PromptFlags& f, const std::string& o
                 s.mean_token_norm, std::sqrt(s.layer + 1.0), s.mean_vector_norm / layers.front().mean_vector_norm,
                 s.relative_update, s.rms, s.max_abs, s.max_channel, sink);
   }
-  const auto& last = layers.back();
   std::printf("\nafter %d blocks |mean h| grew x%.4g from the embeddings; a random walk of unit steps grows x%.4g "
               "(sqrt(%d))\n",
-              c.model.layers, last.mean_vector_norm / layers.front().mean_vector_norm, std::sqrt(c.model.layers + 1.0),
-              c.model.layers + 1);
-
-  probe::ResidualProbeRun run;
-  run.model_dir = f.model;
-  if (app->count("--text")) run.text = f.text;
-  run.tokens = prompt.tokens;
-  run.total_seconds = seconds_since(t0);
-  probe::WrittenFiles written = probe::write_residual_probe(out_dir, model, run, result);
-  if (!no_plot) {
-    const std::string title = "Residual stream norm per layer: " + std::filesystem::path(run.model_dir).filename().string() +
-                              " (" + c.model_type + ", " + std::to_string(run.tokens.size()) + " tokens)";
-    const report::PlotOutcome plot = report::plot_residual(out_dir, result.layers, title);
-    written.names.push_back("residual.gp");
-    if (plot.rendered) {
-      written.names.push_back("residual.png");
-      written.names.push_back("residual.svg");
-    } else {
-      std::fprintf(stderr, "blocklab: warning: no figure: %s\n", plot.message.c_str());
-    }
-  }
+              blocks, layers.back().mean_vector_norm / layers.front().mean_vector_norm, std::sqrt(blocks + 1.0),
+              blocks + 1);
+  if (r.plot_problem) std::fprintf(stderr, "blocklab: warning: no figure: %s\n", r.plot_problem->c_str());
   std::string list;
-  for (const std::string& w : written.names) {
-    if (!list.empty()) list += ", ";
-    list += w;
-  }
-  std::printf("forward %s (%d tokens); wrote %s/{%s}\n", Progress::format_duration(result.forward_seconds).c_str(),
-              static_cast<int>(prompt.tokens.size()), out.c_str(), list.c_str());
+  for (const std::string& w : r.written) list += (list.empty() ? "" : ", ") + w;
+  std::printf("forward %s (%d tokens); wrote %s/{%s}\n", Progress::format_duration(r.result.forward_seconds).c_str(),
+              static_cast<int>(r.tokens.size()), out.c_str(), list.c_str());
   return 0;
 }
 
 int run_logits(const CLI::App* app, const PromptFlags& f, int top) {
-  set_num_threads(f.threads);
-  if (top < 1) throw Error("--top must be at least 1");
-  hf::Model model = load_model(f.model);
-  Prompt prompt = read_prompt(f, app);
-  const hf::Config& c = model.config();
-  std::printf("tokens  %s\n", token_list_text(prompt.tokens).c_str());
-  if (prompt.tokenizer) {
-    try {
-      std::printf("prompt  \"%s\"\n", printable(prompt.tokenizer->decode(prompt.tokens)).c_str());
-    } catch (const Error&) {
-      // ids the tokenizer does not know (the model's vocabulary can be larger): no text to show
-    }
-  }
-  std::fflush(stdout);
-  Progress progress("block", c.model.layers, 1);
-  probe::LogitsProbeOptions options;
-  options.top = top;
-  options.on_layer = [&](int layer) {
-    if (layer > 0) progress.update(layer, "");
-  };
-  const std::vector<probe::TokenProbability> tokens = probe::probe_logits(model, prompt.tokens, options);
-  progress.finish();
-
-  std::printf("\nnext token after position %zu:\n%4s  %8s  %9s  %10s  %s\n", prompt.tokens.size() - 1, "rank", "id",
-              "prob", "logit", "token");
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    const int32_t id = tokens[i].id;
-    std::string text = "-";
-    if (prompt.tokenizer && id < prompt.tokenizer->vocab_size()) {
+  jobs::LogitsProbeJob job;
+  job.top = top;
+  std::optional<Progress> progress;
+  job.prompt = prompt_spec(f, app);
+  job.prompt.on_loaded = [&](const hf::Model& model, const std::vector<int32_t>& tokens, const text::Tokenizer* tokenizer) {
+    std::printf("model   %s\n", model_line(model).c_str());
+    std::printf("tokens  %s\n", token_list_text(tokens).c_str());
+    if (tokenizer) {
       try {
-        text = "\"" + printable(prompt.tokenizer->token_bytes(id)) + "\"";
+        std::printf("prompt  \"%s\"\n", printable(tokenizer->decode(tokens)).c_str());
+      } catch (const Error&) {
+        // ids the tokenizer does not know (the model's vocabulary can be larger): no text to show
+      }
+    }
+    std::fflush(stdout);
+    progress.emplace("block", model.config().model.layers, 1);
+  };
+  job.on_layer = [&](int layer) {
+    if (layer > 0 && progress) progress->update(layer, "");
+  };
+  const jobs::LogitsProbeJobResult r = jobs::logits_probe_job(job);
+  if (progress) progress->finish();
+
+  std::printf("\nnext token after position %zu:\n%4s  %8s  %9s  %10s  %s\n", r.tokens.size() - 1, "rank", "id", "prob",
+              "logit", "token");
+  for (size_t i = 0; i < r.top.size(); ++i) {
+    const int32_t id = r.top[i].id;
+    std::string text = "-";
+    if (r.tokenizer && id < r.tokenizer->vocab_size()) {
+      try {
+        text = "\"" + printable(r.tokenizer->token_bytes(id)) + "\"";
       } catch (const Error&) {
         text = "(no token)";
       }
     }
-    std::printf("%4d  %8d  %9.5f  %10.4f  %s\n", static_cast<int>(i) + 1, id, tokens[i].probability, tokens[i].logit,
+    std::printf("%4d  %8d  %9.5f  %10.4f  %s\n", static_cast<int>(i) + 1, id, r.top[i].probability, r.top[i].logit,
                 text.c_str());
   }
   return 0;

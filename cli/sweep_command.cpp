@@ -33,7 +33,6 @@ struct GridFlags {
   ConfigFlags config;
   std::vector<std::string> grid;
   std::string seeds;
-  int probe_every = 0;
 };
 
 void add_grid_flags(CLI::App* app, GridFlags& f) {
@@ -41,9 +40,6 @@ void add_grid_flags(CLI::App* app, GridFlags& f) {
   app->add_option("--grid", f.grid, "KEY=V1,V2,...: one grid axis (repeat for more axes)")->type_name("KEY=LIST");
   app->add_option("--seeds", f.seeds, "comma-separated seeds, one run per seed in every cell [0,1,2]")
       ->type_name("LIST");
-  app->add_option("--probe-every", f.probe_every, "each run also writes residual.csv every N steps")
-      ->check(at_least(0))
-      ->type_name("N");
 }
 
 experiments::SweepOptions grid_options(const CLI::App* app, const GridFlags& f) {
@@ -52,7 +48,6 @@ experiments::SweepOptions grid_options(const CLI::App* app, const GridFlags& f) 
   options.out = output_dir(app, options.base, "runs/sweep");
   options.seeds = seed_list(app, f.seeds, options.base, "0,1,2");
   for (const auto& spec : f.grid) options.grid.push_back(experiments::parse_grid_axis(spec));
-  options.probe_every = f.probe_every;
   return options;
 }
 

@@ -6,12 +6,9 @@
 #include <optional>
 
 #include "commands.h"
-#include "experiments/labels.h"
-#include "probe/curvature_run.h"
-#include "probe/residual_probe.h"
-#include "probe/stream_probe.h"
+#include "jobs/train_job.h"
 #include "progress.h"
-#include "report/stream_plot.h"
+#include "report/labels.h"
 #include "train/run.h"
 #include "train/shard_reduce.h"
 #include "util/error.h"
@@ -26,9 +23,6 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
   auto force = std::make_shared<bool>(false);
   auto resume = std::make_shared<std::string>();
   auto config_json = std::make_shared<std::string>();
-  auto probe_every = std::make_shared<int>(0);
-  auto curvature_every = std::make_shared<int>(0);
-  auto curvature_no_blocks = std::make_shared<bool>(false);
   add_config_flags(app, *flags);
   auto* json_option =
       app->add_option("--config-json", *config_json,
@@ -43,19 +37,6 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
           ->type_name("DIR");
   json_option->excludes("--config");
   json_option->excludes(resume_option);
-  app->add_option("--probe-every", *probe_every,
-                  "every N steps (and at the first and last), append residual-stream norms after each block to "
-                  "OUT/residual.csv (step,layer,mean_vector_norm,mean_token_norm)")
-      ->check(at_least(1))
-      ->type_name("N");
-  app->add_option("--curvature-every", *curvature_every,
-                  "every N steps (and at the first and last), append the sharpness, Adam's preconditioned sharpness, "
-                  "their thresholds 2/lr and 38/lr, the Hessian trace and each block's sharpness to OUT/curvature.csv "
-                  "(see blocklab curvature --help); the run's numbers do not change")
-      ->check(at_least(1))
-      ->type_name("N");
-  app->add_flag("--no-curvature-per-block", *curvature_no_blocks,
-                "with --curvature-every: leave out the per-block sharpness (the costliest part)");
   app->footer(
       "Writes OUT/config.json (resolved config), OUT/metrics.csv (step,loss,lr,grad_norm,skipped per step;\n"
       "the text task adds val_loss) and OUT/summary.json; with --checkpoint-every N also\n"
@@ -76,8 +57,7 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
       "Train on a text (bytes as tokens; --tokenizer tokenizer.json for a Hugging Face one):\n"
       "  blocklab train --task text --data book.txt --norm-placement pre --layers 4 --width 128 --heads 4 \\\n"
       "                 --steps 1000 --out runs/book && blocklab sample runs/book --prompt 'Once upon'");
-  commands.push_back({app, [app, flags, force, resume, config_json, probe_every, curvature_every,
-                                  curvature_no_blocks] {
+  commands.push_back({app, [app, flags, force, resume, config_json] {
                         // Under mpirun: data-parallel over the ranks (train/shard_reduce.h); rank 0 prints and writes.
                         std::optional<mpi::World> world;
                         std::optional<MpiShardExchange> exchange;
@@ -133,7 +113,7 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
                                         config.copy_len);
                         std::printf("training %s %s, %d blocks x width %d, %d heads, %s, batch %d, "
                                     "%d steps, lr %g, warm-up %d, seed %llu -> %s\n",
-                                    experiments::placement_label(config.model.norm_placement).c_str(), to_string(config.model.norm).c_str(),
+                                    report::placement_label(config.model.norm_placement).c_str(), to_string(config.model.norm).c_str(),
                                     config.model.layers, config.model.width, config.model.heads, task, config.batch,
                                     config.steps, config.lr, config.warmup, static_cast<unsigned long long>(config.seed),
                                     config.out.c_str());
@@ -152,27 +132,15 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
                                         r.nonfinite ? "  (skipped: non-finite)" : "");
                           progress.update(r.step, detail);
                         };
-                        std::optional<probe::ResidualProbeWriter> probe;
-                        std::optional<probe::CurvatureRecorder> curvature;
-                        TrainerHook hook;
-                        if (*probe_every > 0 && (!exchange || exchange->rank() == 0))
-                          probe.emplace(config.out + "/residual.csv", *probe_every);
-                        if (*curvature_every > 0 && (!exchange || exchange->rank() == 0)) {
-                          probe::CurvatureOptions options;
-                          options.per_block = !*curvature_no_blocks;
-                          curvature.emplace(config.out + "/curvature.csv", *curvature_every, options);
-                        }
-                        if (probe || curvature)
-                          hook = [&](Trainer& trainer) {
-                            if (probe) (*probe)(trainer);
-                            if (curvature) (*curvature)(trainer);
-                          };
-                        hook = probe::with_stream_recorder(config, std::move(hook));  // stream_every: OUT/stream.csv
-                        RunSummary s;
+                        jobs::TrainJob job;
+                        job.config = config;
+                        job.resume = from ? &*from : nullptr;
+                        job.overwrite = *force;
+                        job.observer = observer;
+                        job.exchange = exchange ? &*exchange : nullptr;
+                        jobs::TrainJobResult result;
                         try {
-                          ShardExchange* x = exchange ? &*exchange : nullptr;
-                          s = from ? resume_run(config, *from, observer, hook, x)
-                                   : train_run(config, *force, observer, hook, x);
+                          result = jobs::train_job(job);
                         } catch (const Interrupted& e) {
                           progress.finish();
                           std::fflush(stdout);
@@ -181,6 +149,7 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
                                        e.step(), e.checkpoint().c_str(), config.out.c_str());
                           return 128 + e.signal();
                         }
+                        const RunSummary& s = result.summary;
                         progress.finish();
                         if (!s.nonfinite_error.empty()) {
                           std::fflush(stdout);
@@ -199,13 +168,12 @@ void register_train(CLI::App& root, std::vector<Command>& commands) {
                         std::printf("wrote %s/{config.json,metrics.csv,summary.json%s}%s%s\n", config.out.c_str(),
                                     config.weights ? ",model.safetensors" : "", config.is_text() ? ", tokens.bin" : "",
                                     config.tensorboard ? " and the TensorBoard event file" : "");
-                        if (config.stream_every > 0 && !quiet) {  // the stream by depth, init dashed and end solid
-                          const report::PlotResult plot =
-                              report::plot_run_stream(config.out, experiments::design_label(config.model));
-                          if (plot.drawn)
+                        if (result.stream_plot && !quiet) {  // the stream by depth, init dashed and end solid
+                          if (result.stream_plot->drawn)
                             std::printf("wrote %s/stream.csv and stream.{png,svg}\n", config.out.c_str());
                           else
-                            std::printf("wrote %s/stream.csv (no figure: %s)\n", config.out.c_str(), plot.message.c_str());
+                            std::printf("wrote %s/stream.csv (no figure: %s)\n", config.out.c_str(),
+                                        result.stream_plot->message.c_str());
                         }
                         return std::isfinite(s.final_loss) ? 0 : 1;
                       }});

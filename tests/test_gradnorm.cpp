@@ -9,7 +9,7 @@
 
 #include "cli_runner.h"
 #include "experiments/gradnorm.h"
-#include "experiments/labels.h"
+#include "report/labels.h"
 #include "io/metrics.h"
 #include "util/error.h"
 
@@ -130,7 +130,7 @@ TEST(GradNorm, CliAllPlacementsGivesEveryPlacementAndEveryFamilyFigure) {
   std::getline(in, line);
   while (std::getline(in, line)) ++rows[line.substr(0, line.find(','))];
   std::set<std::string> families;
-  for (NormPlacement p : all_placements()) {
+  for (NormPlacement p : report::all_placements()) {
     RunConfig c;
     c.model.layers = 4;
     c.model.width = 16;
@@ -145,9 +145,9 @@ TEST(GradNorm, CliAllPlacementsGivesEveryPlacementAndEveryFamilyFigure) {
     EXPECT_EQ(rows[to_string(p)], static_cast<int>(specs.size())) << to_string(p);
     for (const ParamSpec& s : specs)
       if (!parameter_family(s.name).empty()) families.insert(parameter_family(s.name));
-    EXPECT_NE(r.out.find(placement_label(p)), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(report::placement_label(p)), std::string::npos) << r.out;
   }
-  EXPECT_EQ(rows.size(), all_placements().size());
+  EXPECT_EQ(rows.size(), report::all_placements().size());
   EXPECT_TRUE(families.count("mlp.fc2.weight"));
   EXPECT_TRUE(families.count("attn_omega"));    // admin only
   EXPECT_TRUE(families.count("rezero_alpha"));  // rezero only
@@ -171,8 +171,8 @@ TEST(GradNorm, CliAllPlacementsGivesEveryPlacementAndEveryFamilyFigure) {
   // The summary table has a row per placement.
   const std::string summary = bt::read_text(out / "gradnorm_summary.md");
   EXPECT_NE(summary.find("| last / first |"), std::string::npos) << summary;
-  for (NormPlacement p : all_placements())
-    EXPECT_NE(summary.find("| " + placement_label(p) + " | `" + to_string(p) + "` |"), std::string::npos) << summary;
+  for (NormPlacement p : report::all_placements())
+    EXPECT_NE(summary.find("| " + report::placement_label(p) + " | `" + to_string(p) + "` |"), std::string::npos) << summary;
 }
 
 TEST(GradNorm, CliRejectsAnUnknownPlacementListingTheValidNames) {
@@ -182,7 +182,7 @@ TEST(GradNorm, CliRejectsAnUnknownPlacementListingTheValidNames) {
     const auto r = bt::run_cli("gradnorm" + tiny + " --placements " + list + " --out " + (dir / "x").string());
     EXPECT_EQ(r.status, 2) << list << ": " << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    for (NormPlacement p : all_placements()) EXPECT_NE(r.err.find(to_string(p)), std::string::npos) << r.err;
+    for (NormPlacement p : report::all_placements()) EXPECT_NE(r.err.find(to_string(p)), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("all"), std::string::npos) << r.err;
     EXPECT_FALSE(std::filesystem::exists(dir / "x" / "gradnorm.csv"));
   }

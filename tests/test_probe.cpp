@@ -229,5 +229,10 @@ TEST(ResidualProbe, TrainProbeEveryWritesResidualCsvAndKeepsMetricsIdentical) {
   EXPECT_FALSE(std::filesystem::exists(dir / "plain" / "residual.csv"));
   const io::MetricsTable t = io::read_metrics((dir / "probed" / "residual.csv").string());
   EXPECT_EQ(t.rows.size(), 3u * 3u);  // steps 0, 5, 10 x layers 0..2
-  EXPECT_EQ(bt::run_cli(args + " --probe-every 0 --out " + (dir / "bad").string()).status, 2);
+  // probe_every is a config key: 0 is off (no residual.csv), a negative interval is refused by name.
+  ASSERT_EQ(bt::run_cli(args + " --probe-every 0 --out " + (dir / "off").string()).status, 0);
+  EXPECT_FALSE(std::filesystem::exists(dir / "off" / "residual.csv"));
+  const auto bad = bt::run_cli(args + " --probe-every -1 --out " + (dir / "bad").string());
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("probe_every must be >= 0"), std::string::npos) << bad.err;
 }

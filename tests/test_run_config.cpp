@@ -228,7 +228,8 @@ TEST(RunConfig, ExecutionKeysDoNotChangeResults) {
   for (const ConfigKey& k : config_keys())
     if (!k.changes_results) execution.push_back(k.name);
   EXPECT_EQ(execution, (std::vector<std::string>{"threads", "log_every", "out", "checkpoint_every", "keep_checkpoints",
-                                                          "tensorboard", "weights", "stream_every"}));
+                                                          "tensorboard", "weights", "stream_every", "probe_every",
+                                                          "curvature_every", "curvature_per_block"}));
 }
 
 TEST(RunConfig, InitShowsTheSchemeThatRunsAndConfigJsonCarriesDerivedConstants) {

@@ -14,6 +14,51 @@ before=$1 after=$2
 work=${3:-$(mktemp -d)}
 mkdir -p "$work"
 status=0
+# The checkpoints of both runs: every tensor byte for byte, and the same step and metadata. The config in a
+# checkpoint's metadata may gain keys (a new config key, at its default, is not a different run): the keys both
+# configs hold must agree, and a key only the AFTER binary writes is listed on stderr. COMPLETE holds the files'
+# checksums, which then differ; its step line must not.
+same_checkpoints() {
+  python3 - "$1" "$2" <<'PY'
+import json, os, struct, sys
+
+def read(path):
+    with open(path, "rb") as f:
+        blob = f.read()
+    (n,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + n])
+    return header.pop("__metadata__", {}), header, blob[8 + n:]
+
+before, after = sys.argv[1], sys.argv[2]
+names = lambda d: sorted(os.path.relpath(os.path.join(r, f), d) for r, _, fs in os.walk(d) for f in fs)
+if names(before) != names(after):
+    sys.exit(f"the checkpoint files differ: {names(before)} vs {names(after)}")
+for name in names(before):
+    a, b = os.path.join(before, name), os.path.join(after, name)
+    if name.endswith("COMPLETE"):
+        if open(a).readline() != open(b).readline():
+            sys.exit(f"{name}: another step")
+        continue
+    if not name.endswith(".safetensors"):
+        if open(a, "rb").read() != open(b, "rb").read():
+            sys.exit(f"{name} differs")
+        continue
+    (meta_a, head_a, data_a), (meta_b, head_b, data_b) = read(a), read(b)
+    if head_a != head_b or data_a != data_b:
+        sys.exit(f"{name}: the tensors differ")
+    config_a, config_b = json.loads(meta_a.pop("config", "{}")), json.loads(meta_b.pop("config", "{}"))
+    for m in (meta_a, meta_b):
+        m.pop("checksums.xxh3_64", None)  # over the config too; the tensors were compared above
+    if meta_a != meta_b:
+        sys.exit(f"{name}: the metadata differ")
+    changed = [k for k in config_a if k in config_b and config_a[k] != config_b[k]]
+    if changed:
+        sys.exit(f"{name}: the config differs in {changed}")
+    added = [k for k in config_b if k not in config_a]
+    if added:
+        print(f"note: {name}: the config has new keys {added}", file=sys.stderr)
+PY
+}
 run() {  # name, then train flags
   local name=$1
   shift
@@ -28,7 +73,7 @@ run() {  # name, then train flags
     fi
   done
   if cmp -s "$work/before-$name/metrics.csv" "$work/after-$name/metrics.csv" &&
-     diff -rq "$work/before-$name/checkpoints" "$work/after-$name/checkpoints" > /dev/null; then
+     same_checkpoints "$work/before-$name/checkpoints" "$work/after-$name/checkpoints"; then
     echo "same:      $name"
   else
     echo "DIFFERENT: $name"

@@ -291,24 +291,26 @@ class Run:
         return f"blocklab.Run({self.out}: {len(loss)} steps, loss {text})"
 
 
-def train(config: Any = None, *, progress: bool = True, overwrite: bool = False, probe_every: int = 0,
-          resume: bool = False, curvature_every: int = 0, curvature_per_block: bool = True, **kwargs: Any) -> Run:
+def train(config: Any = None, *, progress: bool = True, overwrite: bool = False, resume: bool = False,
+          **kwargs: Any) -> Run:
     """Trains a model, as ``blocklab train`` does with the same keys, and returns the :class:`Run`.
 
     ``config``: a dict of config keys or a TOML file path; keyword arguments override it. Without ``out``
     the run goes to a new temporary directory. ``overwrite`` replaces a run already in ``out`` (the CLI's
-    --force); ``probe_every`` writes residual-stream norms to OUT/residual.csv every N steps (the CLI's
-    --probe-every); ``curvature_every`` writes the sharpness, Adam's preconditioned sharpness and their
-    thresholds to OUT/curvature.csv every N steps (the CLI's --curvature-every; ``curvature_per_block=False``
-    leaves out the per-block values), without changing the run's numbers. The metrics equal the CLI's metrics.csv for the same config, bit for bit. The run also
+    --force). The metrics equal the CLI's metrics.csv for the same config, bit for bit. The run also
     writes TensorBoard's event file OUT/events.out.tfevents.* unless ``tensorboard=False`` (the CLI's
     --no-tensorboard), and its final weights OUT/model.safetensors unless ``weights=False`` (the CLI's --no-weights).
-    ``stream_every=N`` records the residual stream's statistics in OUT/stream.csv (the CLI's --stream-every).
+    Recorders, keys like any other, none of which changes the run's numbers: ``probe_every=N`` writes
+    residual-stream norms to OUT/residual.csv every N steps; ``curvature_every=N`` writes the sharpness, Adam's
+    preconditioned sharpness and their thresholds to OUT/curvature.csv (``curvature_per_block=False`` leaves
+    out the per-block values); ``stream_every=N`` records the residual stream's statistics in OUT/stream.csv
+    and draws OUT/stream.{png,svg} at the end.
 
     ``resume=True`` continues the run in ``out`` from its newest complete checkpoint, as ``blocklab train
     --resume OUT`` does: bit for bit the numbers and weights of a run that never stopped. The config is the
     checkpoint's; keys given here (the run's own config may be passed again) must keep its values, except
-    steps, threads, log_every, checkpoint_every, keep_checkpoints, on_nonfinite, tensorboard, weights and stream_every (a longer ``steps``
+    steps, threads, log_every, checkpoint_every, keep_checkpoints, on_nonfinite, tensorboard, weights and the
+    recorders' keys (a longer ``steps``
     extends the run). The returned metrics cover the whole run: the steps up to the checkpoint as
     metrics.csv holds them (9 significant digits), the rest as computed. A run is checkpointed by
     ``checkpoint_every`` and when interrupted (KeyboardInterrupt names the checkpoint written).
@@ -352,8 +354,7 @@ def train(config: Any = None, *, progress: bool = True, overwrite: bool = False,
 
     model = Model(resolved)
     try:
-        summary = _core.train(toml_path, items, overwrite, on_step, model._core, probe_every, start,
-                              curvature_every, curvature_per_block)
+        summary = _core.train(toml_path, items, overwrite, on_step, model._core, start)
     finally:
         if bar is not None:
             bar.close()
@@ -430,11 +431,13 @@ def curvature(run: Any, *, checkpoint: int | None = None, batch_seed: int | None
     (lambda_max(P^-1 H), P = (1 - beta1^t) diag(sqrt(v_hat) + eps) from Adam's state; None without one),
     ``trace`` (Hutchinson) and ``trace_std_error``, ``per_block`` (lambda_max of each block's Hessian), ``method``,
     ``batch``, ``step``, ``lr`` (of the next update), ``edge_gd`` (2/lr), ``edge_adam`` ((2+2 beta1)/((1-beta1) lr)),
-    ``loss``, ``iterations``, ``converged``, ``preconditioned_converged``, ``gradients``, ``seconds``.
+    ``loss``, ``iterations``, ``converged``, ``preconditioned_converged``, ``gradients``, ``seconds``, ``threads``;
+    a non-finite number is None.
     """
     run_dir = run.out if isinstance(run, Run) else os.fspath(run)
-    return _core.curvature(run_dir, -1 if checkpoint is None else checkpoint, batch_seed, tokens, batch, top,
-                           max_iter, tol, trace_samples, per_block, block_max_iter, order, seed, threads)
+    return json.loads(_core.curvature(run_dir, -1 if checkpoint is None else checkpoint, batch_seed, tokens, batch,
+                                      top, max_iter, tol, trace_samples, per_block, block_max_iter, order, seed,
+                                      threads))
 
 
 def gradnorm(config: Any = None, *, placements=("post", "pre"), seeds=(0, 1, 2), batches: int = 1,
@@ -476,8 +479,10 @@ def sweep(config: Any = None, *, grid: Mapping[str, Any], seeds=(0,), jobs: int 
         seeds = [seeds]
     if out is None:
         out = tempfile.mkdtemp(prefix="blocklab-sweep-")
+    if probe_every:
+        kwargs["probe_every"] = probe_every
     return _core.sweep(*_config_args(config, kwargs), specs, [int(s) for s in seeds], jobs, os.fspath(out),
-                       probe_every, _cli_path(), log if log is not None else (lambda line: None))
+                       _cli_path(), log if log is not None else (lambda line: None))
 
 
 def _with_layers(norms: dict[str, Any]) -> dict[str, Any]:

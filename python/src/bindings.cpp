@@ -22,16 +22,14 @@
 #include "experiments/gradnorm.h"
 #include "experiments/residual.h"
 #include "experiments/sweep.h"
-#include "probe/hf_probe.h"
+#include "jobs/hf_probe_job.h"
 #include "text/tokenizer.h"
 #include "io/safetensors.h"
 #include "model/model.h"
-#include "io/npy.h"
-#include "probe/curvature.h"
-#include "probe/curvature_run.h"
+#include "jobs/curvature_job.h"
+#include "jobs/train_job.h"
 #include "probe/residual_norms.h"
 #include "probe/residual_probe.h"
-#include "probe/stream_probe.h"
 #include "train/run.h"
 #include "train/run_config.h"
 #include "train/sample.h"
@@ -267,7 +265,7 @@ nb::dict summary_dict(const RunSummary& s) {
 // Where a resumed run starts: the run directory's newest verified checkpoint (find_resume_point) and the
 // config to continue with, the checkpoint's with the TOML file and keys applied over it as the CLI applies
 // its flags over --resume's, resolved and checked (check_resume_config: only steps, threads, log_every,
-// checkpoint_every, keep_checkpoints, on_nonfinite, tensorboard, weights and stream_every may change). Nothing on disk changes here.
+// checkpoint_every, keep_checkpoints, on_nonfinite, tensorboard, weights and the recorders' keys may change). Nothing on disk changes here.
 struct Resume {
   ResumePoint from;
   RunConfig config;
@@ -284,114 +282,63 @@ Resume resume_point(const std::string& run_dir, const std::string& toml_path, co
   return r;
 }
 
-// Training: train_run (or, with `resume`, resume_run from its checkpoint) with the GIL released;
-// on_step(step, loss, lr, grad_norm, nonfinite, val_loss) is called with the GIL held after every step
-// (val_loss: None, except at the text task's evaluated steps). The final weights are copied into `into` (a
-// float32 model of the same config) after the last step.
+// Training: jobs::train_job (a new run, or with `resume` the run continued from its checkpoint; the recorders
+// its config asks for) with the GIL released; on_step(step, loss, lr, grad_norm, nonfinite, val_loss) is called
+// with the GIL held after every step (val_loss: None, except at the text task's evaluated steps). The final
+// weights are copied into `into` (a float32 model of the same config) after the last step.
 nb::dict train(const std::string& toml_path, const Items& items, bool overwrite, nb::object on_step, PyModel* into,
-               int probe_every, const Resume* resume, int curvature_every, bool curvature_per_block) {
-  RunConfig config = resume != nullptr ? resume->config : resolved_config(toml_path, items);
+               const Resume* resume) {
+  jobs::TrainJob job;
+  job.config = resume != nullptr ? resume->config : resolved_config(toml_path, items);
+  const RunConfig& config = job.config;
   if (into != nullptr && (into->float64() || static_cast<long>(into->f32().model().params().size()) != ParameterTable(config.model).total()))
     throw Error("internal: the model to receive the trained weights does not match the config");
-  std::optional<probe::ResidualProbeWriter> probe;
-  if (probe_every > 0) probe.emplace(config.out + "/residual.csv", probe_every);
-  std::optional<probe::CurvatureRecorder> curvature;
-  if (curvature_every > 0) {
-    probe::CurvatureOptions options;
-    options.per_block = curvature_per_block;
-    curvature.emplace(config.out + "/curvature.csv", curvature_every, options);
-  }
-  const StepObserver observer = [&](const StepResult& r) {
+  job.resume = resume != nullptr ? &resume->from : nullptr;
+  job.overwrite = overwrite;
+  job.observer = [&](const StepResult& r) {
     nb::gil_scoped_acquire gil;
     if (on_step.is_valid() && !on_step.is_none()) {
       nb::object val_loss = r.val_loss ? nb::cast(*r.val_loss) : nb::none();
       on_step(r.step, r.loss, r.lr, r.grad_norm, r.nonfinite, val_loss);
     }
   };
-  const TrainerHook hook = probe::with_stream_recorder(config, [&](Trainer& trainer) {
-    if (probe) (*probe)(trainer);
-    if (curvature) (*curvature)(trainer);
-    if (into != nullptr && trainer.steps_done() == config.steps) {
+  if (into != nullptr)
+    job.hook = [&](Trainer& trainer) {
+      if (trainer.steps_done() != config.steps) return;
       const auto src = trainer.model().params();
       std::copy(src.begin(), src.end(), into->f32().model().params().begin());
-    }
-  });
-  RunSummary summary;
+    };
+  jobs::TrainJobResult result;
   {
     nb::gil_scoped_release release;
-    summary = resume != nullptr ? resume_run(config, resume->from, observer, hook)
-                                : train_run(config, overwrite, observer, hook);
+    result = jobs::train_job(job);
   }
-  return summary_dict(summary);
+  return summary_dict(result.summary);
 }
 
-// Curvature of a run's loss at a checkpoint or its final weights (probe/curvature.h), as `blocklab curvature
-// --json` computes it, with the GIL released; a dict with the same keys.
-nb::dict curvature(const std::string& run_dir, int checkpoint, const std::optional<uint64_t>& batch_seed,
-                   const std::optional<std::string>& tokens, int batch, int top, int max_iter, double tol,
-                   int trace_samples, bool per_block, int block_max_iter, int order, uint64_t seed, int threads) {
-  if (threads < 0) throw Error("threads must be >= 0");
-  if (batch_seed && tokens) throw Error("give batch_seed or tokens, not both");
-  set_num_threads(threads);
-  probe::RunWeights w = probe::load_run_weights(run_dir, checkpoint);
-  const RunConfig& config = w.config;
-  Batch b;
-  nb::dict batch_info;
-  if (tokens) {
-    b = probe::batch_from_tokens(config, io::read_token_file(*tokens), *tokens);
-    batch_info["source"] = "file";
-    batch_info["path"] = *tokens;
-  } else {
-    const uint64_t s = batch_seed ? *batch_seed : probe::curvature_batch_seed(config.seed);
-    if (batch > 65536) throw Error("batch must be <= 65536");
-    b = probe::curvature_batch(config, s, batch > 0 ? batch : config.batch);
-    batch_info["source"] = "task";
-    batch_info["task"] = config.task;
-    batch_info["seed"] = s;
-  }
-  batch_info["sequences"] = b.batch;
-  batch_info["tokens"] = b.seq_len + 1;
-  probe::CurvatureOptions o;
-  o.top = top;
-  o.max_iter = max_iter;
-  o.tol = tol;
-  o.trace_samples = trace_samples;
-  o.per_block = per_block;
-  o.block_max_iter = block_max_iter;
-  o.order = order;
-  o.seed = seed;
-  if (top < 1 || max_iter < 1 || block_max_iter < 1 || trace_samples < 0 || !(tol > 0))
-    throw Error("top, max_iter and block_max_iter must be >= 1, trace_samples >= 0, tol > 0");
-  const bool have_adam = !w.adam_v.empty() && w.adam_steps >= 1;
-  const probe::AdamMoments adam{w.adam_v, w.adam_steps, config.adam.beta1, config.adam.beta2, config.adam.eps};
-  probe::CurvatureResult r;
-  {
-    nb::gil_scoped_release release;
-    probe::CurvatureLoss loss(config.model, std::span<const float>(w.params), b);
-    r = probe::measure_curvature(loss, have_adam ? &adam : nullptr, o);
-  }
-  const double lr = probe::next_learning_rate(config, w.step);
-  nb::dict d;
-  d["sharpness"] = r.top[0];
-  d["top"] = r.top;
-  d["preconditioned_sharpness"] = r.preconditioned ? nb::cast(*r.preconditioned) : nb::none();
-  d["trace"] = r.trace ? nb::cast(r.trace->value) : nb::none();
-  d["trace_std_error"] = r.trace ? nb::cast(r.trace->std_error) : nb::none();
-  d["per_block"] = r.per_block;
-  d["method"] = r.method;
-  d["batch"] = batch_info;
-  d["weights"] = w.source;
-  d["step"] = w.step;
-  d["loss"] = r.loss;
-  d["lr"] = lr;
-  d["edge_gd"] = 2 / lr;
-  d["edge_adam"] = probe::adam_edge(config.adam.beta1, lr);
-  d["iterations"] = r.iterations;
-  d["converged"] = r.converged;
-  d["preconditioned_converged"] = r.preconditioned ? nb::cast(r.preconditioned_converged) : nb::none();
-  d["gradients"] = r.gradients;
-  d["seconds"] = r.seconds;
-  return d;
+// Curvature of a run's loss at a checkpoint or its final weights (jobs/curvature_job.h) with the GIL released:
+// the JSON text `blocklab curvature --json` prints.
+std::string curvature(const std::string& run_dir, int checkpoint, const std::optional<uint64_t>& batch_seed,
+                      const std::optional<std::string>& tokens, int batch, int top, int max_iter, double tol,
+                      int trace_samples, bool per_block, int block_max_iter, int order, uint64_t seed, int threads) {
+  jobs::CurvatureJob job;
+  job.run_dir = run_dir;
+  job.checkpoint = checkpoint;
+  job.batch_seed = batch_seed;
+  job.tokens = tokens.value_or("");
+  if (tokens && tokens->empty()) throw Error("tokens: the path is empty");
+  job.batch = batch;
+  job.threads = threads;
+  job.options.top = top;
+  job.options.max_iter = max_iter;
+  job.options.tol = tol;
+  job.options.trace_samples = trace_samples;
+  job.options.per_block = per_block;
+  job.options.block_max_iter = block_max_iter;
+  job.options.order = order;
+  job.options.seed = seed;
+  nb::gil_scoped_release release;
+  return jobs::to_json(jobs::curvature_job(job)).dump();
 }
 
 // Sampling (train/sample.h) from a run directory: the continuation of a text prompt (decoded to text, the run's
@@ -476,7 +423,7 @@ nb::dict gradnorm(const std::string& toml_path, const Items& items, const std::v
 }
 
 nb::list sweep(const std::string& toml_path, const Items& items, const std::vector<std::string>& grid_specs,
-               const std::vector<uint64_t>& seeds, int jobs, const std::string& out, int probe_every,
+               const std::vector<uint64_t>& seeds, int jobs, const std::string& out,
                const std::string& worker, nb::object log) {
   experiments::SweepOptions options;
   options.base = build_config(toml_path, items, experiments::sweep_base_config());
@@ -484,7 +431,6 @@ nb::list sweep(const std::string& toml_path, const Items& items, const std::vect
   options.seeds = seeds;
   options.jobs = jobs;
   options.out = out;
-  options.probe_every = probe_every;
   options.worker = worker;
   const experiments::Log log_line = [&](const std::string& line) {
     nb::gil_scoped_acquire gil;
@@ -553,22 +499,17 @@ nb::dict residual_of_run(const std::string& run_dir) {
 nb::dict residual_of_hf_model(const std::string& model_dir, const std::optional<std::string>& text,
                               const std::optional<std::vector<int32_t>>& token_list) {
   if (text.has_value() == token_list.has_value()) throw Error("give the prompt as text=... or tokens=[...], one of them");
-  hf::Model model = hf::Model::load(model_dir);
-  std::vector<int32_t> tokens;
-  if (text) {
-    const std::filesystem::path tok_file = std::filesystem::path(model_dir) / "tokenizer.json";
-    if (!std::filesystem::exists(tok_file))
-      throw Error(tok_file.string() + ": not found; text needs the model's tokenizer.json (or use tokens)");
-    tokens = text::Tokenizer::load(tok_file).encode(*text);
-  } else {
-    tokens = *token_list;
-  }
-  if (tokens.empty()) throw Error("the prompt has no tokens");
-  probe::ResidualProbeResult result;
+  jobs::ResidualProbeJob job;
+  job.prompt.model_dir = model_dir;
+  job.prompt.text = text;
+  job.prompt.tokens = token_list;
+  jobs::ResidualProbeJobResult r;
   {
     nb::gil_scoped_release release;
-    result = probe::probe_residual(model, tokens);
+    r = jobs::residual_probe_job(job);
   }
+  const std::vector<int32_t>& tokens = r.tokens;
+  const probe::ResidualProbeResult& result = r.result;
   std::vector<double> vec, tok, rel, rms, max_abs, sink;
   std::vector<int32_t> max_channel;
   for (const auto& s : result.layers) {
@@ -688,8 +629,8 @@ NB_MODULE(_core, m) {
       })
       .def_prop_ro("notes", [](const Resume& r) { return r.from.notes; });
   m.def("resume_point", &resume_point, "run_dir"_a, "toml_path"_a, "items"_a);
-  m.def("train", &train, "toml_path"_a, "items"_a, "overwrite"_a, "on_step"_a, "into"_a.none(), "probe_every"_a,
-        "resume"_a.none() = nb::none(), "curvature_every"_a = 0, "curvature_per_block"_a = true);
+  m.def("train", &train, "toml_path"_a, "items"_a, "overwrite"_a, "on_step"_a, "into"_a.none(),
+        "resume"_a.none() = nb::none());
   m.def("curvature", &curvature, "run_dir"_a, "checkpoint"_a = -1, "batch_seed"_a.none() = nb::none(),
         "tokens"_a.none() = nb::none(), "batch"_a = 0, "top"_a = 1, "max_iter"_a = 50, "tol"_a = 1e-5,
         "trace_samples"_a = 8, "per_block"_a = true, "block_max_iter"_a = 30, "order"_a = 2, "seed"_a = 0,

@@ -5,12 +5,12 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "experiments/labels.h"
+#include "report/labels.h"
 #include "io/atomic_file.h"
 #include "io/csv.h"
 #include "model/model.h"
 #include "probe/curvature_run.h"
-#include "probe/stream_probe.h"
+#include "jobs/train_job.h"
 #include "train/run.h"
 #include "util/error.h"
 
@@ -83,13 +83,16 @@ CurvatureGridResult run_curvature_grid(const CurvatureGridOptions& o, const Log&
       const bool done = fs::exists(fs::path(c.out) / "summary.json") && fs::exists(fs::path(c.out) / "curvature.csv");
       if (!done) {
         if (log)
-          log("curvature: " + placement_label(p) + ", warm-up " + std::to_string(w) + ": " + std::to_string(c.steps) +
+          log("curvature: " + report::placement_label(p) + ", warm-up " + std::to_string(w) + ": " + std::to_string(c.steps) +
               " steps, preconditioned sharpness every " + std::to_string(o.every));
-        probe::CurvatureRecorder recorder((fs::path(c.out) / "curvature.csv").string(), o.every, during, o.batch);
-        std::vector<int> early;  // the first steps densely: 1, 2, 4, 8, ...
-        for (int s = 1; s < o.every; s *= 2) early.push_back(s);
-        recorder.also_at(early);
-        train_run(c, true, {}, probe::with_stream_recorder(c, [&](Trainer& t) { recorder(t); }));
+        jobs::TrainJob job;
+        job.config = c;
+        job.config.curvature_every = o.every;
+        job.config.curvature_per_block = false;
+        job.overwrite = true;
+        job.curvature = {during, o.batch, {}};
+        for (int s = 1; s < o.every; s *= 2) job.curvature.also_at.push_back(s);  // the first steps densely: 1, 2, 4, ...
+        jobs::train_job(job);
       }
       read_run(run);
       result.runs.push_back(std::move(run));
@@ -104,7 +107,7 @@ CurvatureGridResult run_curvature_grid(const CurvatureGridOptions& o, const Log&
   } else {
     std::string text = io::csv_line({"placement", "block", "sharpness"});
     for (NormPlacement p : {NormPlacement::Post, NormPlacement::Pre}) {
-      if (log) log("curvature: " + placement_label(p) + ", per-block sharpness at initialization");
+      if (log) log("curvature: " + report::placement_label(p) + ", per-block sharpness at initialization");
       const RunConfig c = run_config(o, p, 0);
       Model<float> model(c.model);
       model.init_weights(c.seed);
@@ -147,7 +150,7 @@ report::PlotFigure curvature_grid_figure(const CurvatureGridResult& result, cons
   const double steps = o.base.steps;
   std::vector<report::PlotPanel> top, bottom;
   for (const CurvatureGridRun& run : result.runs) {
-    const std::string name = placement_label(run.placement, o.lang) + ", " +
+    const std::string name = report::placement_label(run.placement, o.lang) + ", " +
                              (run.warmup > 0 ? t("warm-up ") + std::to_string(run.warmup) : t("no warm-up"));
     report::PlotPanel p;
     p.title = name;
@@ -221,7 +224,7 @@ report::PlotFigure per_block_init_figure(const CurvatureGridResult& result, repo
       s.x.push_back(static_cast<double>(l + 1));
       s.y.push_back(values[l]);
     }
-    s.title = placement_label(placement, lang);
+    s.title = report::placement_label(placement, lang);
     s.color = report::palette(i++);
     s.points = true;
     s.line_width = 2;

@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "experiments/labels.h"
+#include "report/labels.h"
 #include "experiments/manifest.h"
 #include "experiments/reproduce_text.h"
 #include "io/atomic_file.h"
@@ -28,7 +28,7 @@ namespace fs = std::filesystem;
 DepthMapOptions depthmap_preset(bool quick) {
   DepthMapOptions o;
   o.quick = quick;
-  o.placements = all_placements();
+  o.placements = report::all_placements();
   o.seeds = {0};
   RunConfig& c = o.base;  // the source's model: width 128, 4 heads, V 64, n 32, Xavier
   c.batch = 16;
@@ -317,7 +317,7 @@ std::optional<report::PlotFigure> depthmap_stream_figure(const DepthMapOptions& 
         if (r.placement == p && r.depth == depth && r.warmup == warmup && r.seed == options.seeds.front() && r.stream) {
           RunConfig c = options.base;
           c.model.norm_placement = p;
-          curves.push_back({design_label(c.model) + ": " + probe::to_string(r.outcome), *r.stream});
+          curves.push_back({report::design_label(c.model) + ": " + probe::to_string(r.outcome), *r.stream});
         }
     any = any || !curves.empty();
     figure.panels.push_back(report::stream_panel(
@@ -341,7 +341,7 @@ std::vector<std::vector<std::string>> depthmap_table(const DepthMapOptions& opti
                                                       const std::vector<DepthMapCell>& cells, int warmup) {
   std::vector<std::vector<std::string>> rows;
   for (NormPlacement p : options.placements) {
-    std::vector<std::string> row = {placement_label(p, options.lang)};
+    std::vector<std::string> row = {report::placement_label(p, options.lang)};
     for (int d : options.depths) {
       const DepthMapCell* c = find_cell(cells, p, d, warmup);
       row.push_back(c ? c->text : report::tr(options.lang, "no runs"));
@@ -424,7 +424,7 @@ report::PlotFigure depthmap_figure(const DepthMapOptions& options, const std::ve
     g << "set xtics (";
     for (int c = 0; c < cols; ++c) g << (c ? ", " : "") << quoted(std::to_string(options.depths[c])) << " " << c;
     g << ")\nset ytics (";
-    for (int r = 0; r < rows; ++r) g << (r ? ", " : "") << quoted(placement_label(options.placements[r], L)) << " " << r;
+    for (int r = 0; r < rows; ++r) g << (r ? ", " : "") << quoted(report::placement_label(options.placements[r], L)) << " " << r;
     g << ")\n";
     int id = 0;
     for (int r = 0; r < rows; ++r)
@@ -528,7 +528,7 @@ std::vector<std::vector<std::string>> depthmap_anchor_rows(const DepthMapOptions
         if (std::abs(d - a.depth) < std::abs(depth - a.depth)) depth = d;
       const int warmup = a.warmup ? *std::max_element(options.warmups.begin(), options.warmups.end())
                                   : *std::min_element(options.warmups.begin(), options.warmups.end());
-      where = placement_label(a.placement, L) + ", " + report::tr(L, "{1} blocks, ", {std::to_string(depth)}) +
+      where = report::placement_label(a.placement, L) + ", " + report::tr(L, "{1} blocks, ", {std::to_string(depth)}) +
               (warmup == 0 ? report::tr(L, "no warm-up") : report::tr(L, "warm-up ") + std::to_string(warmup));
       const DepthMapCell* c = find_cell(cells, a.placement, depth, warmup);
       here = c ? c->text : report::tr(L, "no runs");

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "data/copy_task.h"
-#include "experiments/labels.h"
+#include "report/labels.h"
 #include "experiments/manifest.h"
 #include "experiments/reproduce_text.h"
 #include "io/atomic_file.h"
@@ -38,7 +38,7 @@ std::string init_text(const RunConfig& base, const std::vector<NormPlacement>& p
   for (NormPlacement placement : placements) {
     m.norm_placement = placement;
     const std::string own = name(m.effective_init());
-    if (own != common) exceptions.push_back(own + ": " + placement_label(placement));
+    if (own != common) exceptions.push_back(own + ": " + report::placement_label(placement));
   }
   return exceptions.empty() ? common : common + " (" + reproduce_text::join(exceptions, ", ") + ")";
 }
@@ -69,7 +69,7 @@ const std::string& placement_color(NormPlacement placement) {
   static const std::vector<std::string> colors = {"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00",
                                                   "#56B4E9", "#000000", "#882255", "#999933", "#888888",
                                                   "#332288", "#44AA99"};
-  const auto& all = all_placements();
+  const auto& all = report::all_placements();
   return colors[static_cast<size_t>(std::find(all.begin(), all.end(), placement) - all.begin()) % colors.size()];
 }
 
@@ -131,7 +131,7 @@ report::PlotFigure gradnorm_figure(const std::vector<GradNormProfile>& profiles,
   for (size_t p = 0; p < profiles.size(); ++p) {
     const GradNormProfile& prof = profiles[p];
     const std::string color = placement_color(prof.placement);
-    const std::string label = placement_label(prof.placement, lang);
+    const std::string label = report::placement_label(prof.placement, lang);
     std::vector<double> blocks;
     for (size_t b = 0; b < prof.mean.size(); ++b) blocks.push_back(static_cast<double>(b + 1));
     for (size_t s = 0; s < prof.per_seed.size(); ++s) {
@@ -180,7 +180,7 @@ report::PlotFigure gradnorm_family_figure(const GradNormFamily& family, const Ru
       any_positive = any_positive || (std::isfinite(v) && v > 0);
       any_zero = any_zero || v == 0;
     }
-    std::string label = placement_label(prof.placement);
+    std::string label = report::placement_label(prof.placement);
     if (!any_positive) label += " (0 at every block)";
     else if (any_zero && panel.log_y) label += " (zeros not drawn)";
     auto drawn = [&](const std::vector<double>& ys) {
@@ -234,7 +234,7 @@ std::string gradnorm_summary(const std::vector<GradNormProfile>& profiles, const
     } else if (ratio < 1 / 1.1) {
       verdict = "shrinks";
     }
-    md << "| " << placement_label(prof.placement) << " | `" << to_string(prof.placement) << "` | "
+    md << "| " << report::placement_label(prof.placement) << " | `" << to_string(prof.placement) << "` | "
        << fmt(prof.mean.front()) << " | " << fmt(prof.mean.back()) << " | " << (std::isfinite(ratio) ? fmt(ratio, "%.3g") : "n/a") << " |";
     if (seeds.size() > 1) {
       double lo = std::numeric_limits<double>::infinity(), hi = -lo;
@@ -298,7 +298,7 @@ GradNormResult run_gradnorm(const GradNormOptions& options, const Log& log) {
         per_seed[s][p.block - 1] = p.norm;
       }
       if (log)
-        log(placement_label(placement) + " seed " + std::to_string(seed) + ": fc2 gradient norm block 1 " +
+        log(report::placement_label(placement) + " seed " + std::to_string(seed) + ": fc2 gradient norm block 1 " +
             fmt(fc2.front()) + ", block " + std::to_string(base.model.layers) + " " + fmt(fc2.back()));
       prof.per_seed.push_back(fc2);
     }

@@ -259,7 +259,7 @@ ReproducePlan plan_reproduce(const ReproduceOptions& options) {
   grid.seeds = options.seeds;
   grid.jobs = options.jobs;
   grid.out = (out / "sweep").string();
-  grid.probe_every = options.probe_every;
+  grid.base.probe_every = options.probe_every;
   grid.worker = options.worker;
   grid.lang = options.lang;
   const std::string layers_b = std::to_string(options.train.model.layers), width_b = std::to_string(options.train.model.width),

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "experiments/labels.h"
+#include "report/labels.h"
 #include "experiments/reproduce.h"
 #include "experiments/reproduce_text.h"
 #include "io/atomic_file.h"
@@ -281,7 +281,7 @@ struct ReportWriter {
             if (first_above < 0) first_above = static_cast<int>(run.steps[i]);
           }
         }
-        const std::string name = placement_label(run.placement, L) + ", " +
+        const std::string name = report::placement_label(run.placement, L) + ", " +
                                  (run.warmup > 0 ? t("warm-up ") + std::to_string(run.warmup) : t("no warm-up"));
         const double loss_end = run.loss.empty() ? std::nan("") : run.loss.back();
         crows.push_back({name, run.sharpness.empty() ? "-" : fmt(run.sharpness.front(), "%.4g"),
@@ -320,7 +320,7 @@ struct ReportWriter {
         for (const auto& [placement, values] : cr.per_block_init) {
           if (values.empty()) continue;
           const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
-          prows.push_back({placement_label(placement, L), fmt(values.front(), "%.4g"), fmt(values.back(), "%.4g"),
+          prows.push_back({report::placement_label(placement, L), fmt(values.front(), "%.4g"), fmt(values.back(), "%.4g"),
                            fmt(*lo, "%.4g") + " (" + t("block ") + std::to_string(lo - values.begin() + 1) + ")",
                            fmt(*hi, "%.4g") + " (" + t("block ") + std::to_string(hi - values.begin() + 1) + ")"});
         }
@@ -454,7 +454,7 @@ struct ReportWriter {
     {
       std::vector<std::string> lines;
       for (const auto& p : m.residual.init)
-        lines.push_back(placement_label(p.placement, L) + t(" at init: mean per-token norm ") +
+        lines.push_back(report::placement_label(p.placement, L) + t(" at init: mean per-token norm ") +
                         fmt(p.norms.mean_token_norm.front(), "%.2f") + t(" (embeddings) -> ") +
                         fmt(p.norms.mean_token_norm.back(), "%.2f") +
                         t(" (after block {1}); norm of the mean token vector ",

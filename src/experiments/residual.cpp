@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "data/copy_task.h"
-#include "experiments/labels.h"
+#include "report/labels.h"
 #include "experiments/manifest.h"
 #include "io/atomic_file.h"
 #include "io/csv.h"
@@ -47,7 +47,7 @@ std::pair<std::string, bool> run_label(const fs::path& dir, report::Lang lang) {
     const int warmup = j.value("warmup", 0);
     std::string name = placement;
     try {
-      name = placement_label(parse_norm_placement(placement), lang);
+      name = report::placement_label(parse_norm_placement(placement), lang);
     } catch (const Error&) {
     }
     const std::string layers = std::to_string(j.value("layers", 0)), seed = std::to_string(j.value("seed", 0));
@@ -279,7 +279,7 @@ report::PlotFigure residual_probe_figure(const std::vector<InitResidualProbe>& i
   // Models at init in black/grey; each training run in one hue, lighter for earlier probes.
   for (const auto& p : init)
     add(p.norms,
-        placement_label(p.placement, lang) + ", " +
+        report::placement_label(p.placement, lang) + ", " +
             report::tr(lang, "{1} blocks, at init", {std::to_string(p.norms.mean_token_norm.size() - 1)}),
         p.placement == NormPlacement::Pre ? "#000000" : "#8c8c8c", 1, 3.0);
   size_t run_index = 0;
@@ -361,7 +361,7 @@ ResidualResult run_residual(const ResidualOptions& options, const Log& log) {
         init_csv.row({to_string(p.placement), std::to_string(p.seed), std::to_string(l),
                       io::csv_number(p.norms.mean_vector_norm[l]), io::csv_number(p.norms.mean_token_norm[l])});
       if (log)
-        log(placement_label(p.placement) + " at init, seed " + std::to_string(p.seed) + ": mean token norm " +
+        log(report::placement_label(p.placement) + " at init, seed " + std::to_string(p.seed) + ": mean token norm " +
             fmt(p.norms.mean_token_norm.front(), "%.2f") + " (embeddings) -> " +
             fmt(p.norms.mean_token_norm.back(), "%.2f") + " (after block " +
             std::to_string(p.norms.mean_token_norm.size() - 1) + ")");

@@ -12,7 +12,7 @@
 #include <sstream>
 #include <thread>
 
-#include "experiments/labels.h"
+#include "report/labels.h"
 #include "experiments/manifest.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
@@ -64,7 +64,7 @@ std::pair<int, double> last_metrics_row(const fs::path& path) {
 std::string pretty_value(const std::string& key, const std::string& value, report::Lang lang) {
   if (key == "norm_placement") {
     try {
-      return placement_label(parse_norm_placement(value), lang);
+      return report::placement_label(parse_norm_placement(value), lang);
     } catch (const Error&) {
       return value;
     }
@@ -111,7 +111,6 @@ std::vector<SweepRun> plan_sweep(const SweepOptions& options) {
   if (options.seeds.empty()) throw Error("seeds: the list is empty");
   if (options.jobs < 0) throw Error("jobs must be >= 1 (or 0 for one per core), got " + std::to_string(options.jobs));
   if (options.out.empty()) throw Error("no output directory given");
-  if (options.probe_every < 0) throw Error("probe interval must be >= 0");
   std::set<std::string> keys, seeds;
   for (const GridAxis& axis : options.grid) {
     if (!keys.insert(axis.key).second) throw Error("--grid: key '" + axis.key + "' appears twice");
@@ -176,7 +175,7 @@ nlohmann::json sweep_settings(const SweepOptions& options) {
     b.erase(axis.key);
     grid.push_back({{"key", axis.key}, {"values", axis.values}});
   }
-  return {{"base", b}, {"grid", grid}, {"seeds", options.seeds}, {"probe_every", options.probe_every}};
+  return {{"base", b}, {"grid", grid}, {"seeds", options.seeds}, {"probe_every", options.base.probe_every}};
 }
 
 bool run_finished(const std::string& run_dir) {

@@ -47,7 +47,6 @@ struct SweepOptions {
   std::vector<uint64_t> seeds;   // runs per cell
   int jobs = 0;                  // runs at a time; 0 = the number of cores
   std::string out;
-  int probe_every = 0;           // > 0: each run also writes residual.csv (train --probe-every)
   std::string worker;            // the blocklab executable ("" = the running program)
   bool log_loss = true;          // loss axis of the figure
   std::string title;             // figure title ("" = derived from the settings)
@@ -151,7 +150,7 @@ struct SweepPlan {
   std::string out;
   std::vector<GridAxis> grid;
   std::vector<uint64_t> seeds;
-  int probe_every = 0;
+  int probe_every = 0;  // the settings' probe_every (old plans; newer ones carry it in each run's config)
   std::vector<SweepRun> runs;
   std::vector<std::string> fingerprints;  // one per run
 };

@@ -20,8 +20,7 @@
 #include "io/csv.h"
 #include "io/metrics.h"
 #include "io/read_file.h"
-#include "probe/residual_probe.h"
-#include "probe/stream_probe.h"
+#include "jobs/train_job.h"
 #include "util/error.h"
 #include "util/rng.h"
 
@@ -212,22 +211,21 @@ PlannedRunOutcome run_planned(const SweepPlan& plan, size_t index, int threads, 
 
   RunConfig config = run.config;
   if (threads >= 0) config.threads = threads;
-  std::optional<probe::ResidualProbeWriter> probe;
-  TrainerHook hook;
-  if (plan.probe_every > 0) {
-    probe.emplace((dir / "residual.csv").string(), plan.probe_every);
-    hook = [&](Trainer& trainer) { (*probe)(trainer); };
-  }
-  hook = probe::with_stream_recorder(config, std::move(hook));  // stream_every > 0: DIR/stream.csv
+  if (plan.probe_every > 0) config.probe_every = plan.probe_every;  // a plan whose configs predate the key
+  jobs::TrainJob job;
+  job.config = config;
+  job.observer = observer;
+  job.overwrite = true;
   PlannedRunOutcome outcome;
   if (!io::list_checkpoints(dir).empty()) {  // interrupted: continue bit-exactly
     const ResumePoint from = find_resume_point(dir.string());
-    resume_run(config, from, observer, hook);
+    job.resume = &from;
+    jobs::train_job(job);
     outcome = PlannedRunOutcome::Resumed;
   } else if (run_finished(dir.string())) {  // ended, but killed before its record was written
     outcome = PlannedRunOutcome::Trained;
   } else {
-    train_run(config, /*overwrite=*/true, observer, hook);
+    jobs::train_job(job);
     outcome = PlannedRunOutcome::Trained;
   }
   write_result(plan, index, dir);

@@ -401,11 +401,21 @@ ResumePoint find_resume_point(const std::string& run_dir) {
 }
 
 const std::vector<std::string>& keys_changeable_on_resume() {
-  static const std::vector<std::string> keys = {"steps",           "threads",          "log_every",
-                                                "checkpoint_every", "keep_checkpoints", "on_nonfinite",
-                                                "tensorboard",     "weights",          "stream_every"};
+  static const std::vector<std::string> keys = {
+      "steps",       "threads", "log_every",    "checkpoint_every", "keep_checkpoints",   "on_nonfinite",
+      "tensorboard", "weights", "stream_every", "probe_every",      "curvature_every", "curvature_per_block"};
   return keys;
 }
+
+namespace {
+// "steps, threads, ... and curvature_per_block"
+std::string changeable_keys_text() {
+  const auto& keys = keys_changeable_on_resume();
+  std::string text;
+  for (size_t i = 0; i < keys.size(); ++i) text += (i == 0 ? "" : i + 1 == keys.size() ? " and " : ", ") + keys[i];
+  return text;
+}
+}  // namespace
 
 void check_resume_config(const ResumePoint& from, const RunConfig& requested) {
   const auto& changeable = keys_changeable_on_resume();
@@ -414,8 +424,7 @@ void check_resume_config(const ResumePoint& from, const RunConfig& requested) {
     const nlohmann::json was = k.get(from.config), now = k.get(requested);
     if (was != now)
       throw Error("--resume: " + k.name + " is " + was.dump() + " in the checkpoint, cannot change it to " + now.dump() +
-                  " (a resumed run may change only steps, threads, log_every, checkpoint_every, keep_checkpoints, "
-                  "on_nonfinite, tensorboard, weights and stream_every)");
+                  " (a resumed run may change only " + changeable_keys_text() + ")");
   }
   if (requested.steps < from.step)
     throw Error("--resume: steps " + std::to_string(requested.steps) + " is below the checkpoint's step " +

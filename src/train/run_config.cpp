@@ -209,10 +209,23 @@ std::vector<ConfigKey> make_keys() {
           "every N steps (and at step 0 and the last step) append per-block residual-stream statistics (RMS, max "
           "|h| and its channel, attention-sink share) to OUT/stream.csv; the run's numbers do not change (0: off)",
           [](RunConfig& c) -> int& { return c.stream_every; });
-  // How and where a run executes, not what it computes.
+  add_int("probe_every",
+          "every N steps (and at the first and last) append residual-stream norms after each block to OUT/residual.csv "
+          "(step,layer,mean_vector_norm,mean_token_norm); the run's numbers do not change (0: off)",
+          [](RunConfig& c) -> int& { return c.probe_every; });
+  add_int("curvature_every",
+          "every N steps (and at the first and last) append the sharpness, Adam's preconditioned sharpness, their "
+          "thresholds 2/lr and 38/lr, the Hessian trace and each block's sharpness to OUT/curvature.csv (see blocklab "
+          "curvature --help); the run's numbers do not change (0: off)",
+          [](RunConfig& c) -> int& { return c.curvature_every; });
+  add_bool("curvature_per_block",
+           "with curvature_every: record each block's sharpness too, the costliest part (--no-curvature-per-block: "
+           "leave it out)",
+           [](RunConfig& c) -> bool& { return c.curvature_per_block; });
+  // How and where a run executes, or what it records beside it, not what it computes.
   for (ConfigKey& key : k)
     for (const char* name : {"out", "threads", "log_every", "checkpoint_every", "keep_checkpoints", "tensorboard",
-                             "weights", "stream_every"})
+                             "weights", "stream_every", "probe_every", "curvature_every", "curvature_per_block"})
       if (key.name == name) key.changes_results = false;
   return k;
 }
@@ -487,6 +500,8 @@ void resolve(RunConfig& config) {
   if (config.checkpoint_every < 0) throw Error("checkpoint_every must be >= 0");
   if (config.keep_checkpoints < 0) throw Error("keep_checkpoints must be >= 0");
   if (config.stream_every < 0) throw Error("stream_every must be >= 0");
+  if (config.probe_every < 0) throw Error("probe_every must be >= 0");
+  if (config.curvature_every < 0) throw Error("curvature_every must be >= 0");
 }
 
 nlohmann::json results_json(const RunConfig& config) {

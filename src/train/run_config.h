@@ -51,7 +51,11 @@ struct RunConfig {
   NonFinitePolicy on_nonfinite = NonFinitePolicy::Abort;
   bool tensorboard = true;  // OUT/events.out.tfevents.* beside metrics.csv (train/run.h)
   bool weights = true;      // OUT/model.safetensors, the final weights, at the end of the run (train/run.h)
+  // Recorders that read the model while it trains; none changes the run's numbers (jobs/train_job.h runs them).
   int stream_every = 0;     // > 0: OUT/stream.csv, residual-stream statistics every N steps (probe/stream_probe.h)
+  int probe_every = 0;      // > 0: OUT/residual.csv, residual-stream norms after each block (probe/residual_probe.h)
+  int curvature_every = 0;  // > 0: OUT/curvature.csv, sharpness and its thresholds (probe/curvature_run.h)
+  bool curvature_per_block = true;  // curvature.csv also holds each block's sharpness (the costliest part)
 
   Schedule make_schedule() const { return Schedule{schedule, lr, warmup, steps, min_lr}; }
   bool is_text() const { return task == "text"; }

@@ -6,24 +6,24 @@
 #include "model/config.h"
 #include "report/lang.h"
 
-namespace blocklab::experiments {
+namespace blocklab::report {
 
 // "Post-LN", "Pre-LN", "Peri-LN", "DeepNorm", ... (the names the papers use).
 std::string placement_label(NormPlacement placement);
 // In Korean, Post-LN and Pre-LN carry the source's names: "뒤 정규화 (Post-LN)", "앞 정규화 (Pre-LN)"; the
 // other placements keep the papers' names in both languages.
-std::string placement_label(NormPlacement placement, report::Lang lang);
+std::string placement_label(NormPlacement placement, Lang lang);
 // The same for a norm_placement value as a config holds it ("post", "peri"); any other text as it is.
 std::string placement_label(const std::string& value);
 // Every placement, in the order of docs/placements.md.
 const std::vector<NormPlacement>& all_placements();
 
-}  // namespace blocklab::experiments
+}  // namespace blocklab::report
 
-namespace blocklab::experiments {
+namespace blocklab::report {
 
 // A design as figures name it: the placement's label, then what sets it apart from the plain block:
 // "Pre-LN", "Pre-LN rmsnorm +attn_gate +value_residual".
 std::string design_label(const ModelConfig& config);
 
-}  // namespace blocklab::experiments
+}  // namespace blocklab::report

@@ -1,8 +1,8 @@
-#include "experiments/labels.h"
+#include "report/labels.h"
 
 #include "util/error.h"
 
-namespace blocklab::experiments {
+namespace blocklab::report {
 
 std::string placement_label(NormPlacement placement) {
   switch (placement) {
@@ -25,7 +25,7 @@ std::string placement_label(NormPlacement placement) {
   return to_string(placement);
 }
 
-std::string placement_label(NormPlacement placement, report::Lang lang) {
+std::string placement_label(NormPlacement placement, Lang lang) {
   return report::trc(lang, "placement", placement_label(placement));  // po/ko.po: msgctxt "placement"
 }
 
@@ -46,9 +46,9 @@ const std::vector<NormPlacement>& all_placements() {
   return all;
 }
 
-}  // namespace blocklab::experiments
+}  // namespace blocklab::report
 
-namespace blocklab::experiments {
+namespace blocklab::report {
 
 std::string design_label(const ModelConfig& config) {
   std::string label = placement_label(config.norm_placement);
@@ -61,4 +61,4 @@ std::string design_label(const ModelConfig& config) {
   return label;
 }
 
-}  // namespace blocklab::experiments
+}  // namespace blocklab::report
