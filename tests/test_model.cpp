@@ -3,6 +3,8 @@
 // parameter table, initialisation, bit-identical results for any thread count, and explicit activations.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <span>
 #include <tuple>
@@ -38,12 +40,13 @@ struct Variant {
   // Finite-difference step: larger where an unnormalised stack (no norms, random gates) makes the loss and
   // its rounding error large, so that rounding / step stays below the tolerance on the smallest entries.
   double step = 1e-4;
-  // Whether the whole-model central differences can resolve every gradient. mHC with n >= 2 dynamic streams:
-  // its doubly stochastic mix keeps the streams' sum and acts on the loss only through the next inputs'
-  // slightly unequal weights, so the gradients of W_r are ~1e-9, below the differences' rounding; its mixing
-  // is checked on its own (HyperConnections.MixingGradientsMatchFiniteDifferences) and against the PyTorch
-  // reference instead.
-  bool finite_differences = true;
+  // Tensors (a name fragment) whose gradients the whole-model central differences resolve only to a few digits.
+  // mHC with n >= 2 dynamic streams: its doubly stochastic mix keeps the streams' sum and acts on the loss only
+  // through the next inputs' slightly unequal weights, so the gradients of W_r, of the residual mix and of its
+  // scale are 1e-10..1e-6, near the differences' rounding. Such an entry must agree to 1e-4 of itself plus 1e-9
+  // of the model's largest gradient (instead of 1e-6 relative); its mixing is also checked on its own
+  // (HyperConnections.MixingGradientsMatchFiniteDifferences) and against the PyTorch reference.
+  std::vector<std::string> unresolved = {};
 };
 
 std::vector<Variant> variants() {
@@ -167,16 +170,17 @@ std::vector<Variant> variants() {
   hc_qwen.value_residual = hc_qwen.attn_gate = true, hc_qwen.layers = 3;
   v.push_back({"qwen3_hc_value_residual_attn_gate", hc_qwen});
   // mHC: sigmoid, 2 sigmoid and Sinkhorn on the same weights, static and dynamic.
+  const std::vector<std::string> mhc_mixing = {"_hc.w_res", "_hc.alpha_res", "_hc.scale_alpha"};
   for (bool dynamic : {false, true})
     for (int n : {1, 3}) {
       ModelConfig mhc = tiny_config(NormPlacement::Mhc, NormKind::LayerNorm);
       mhc.residual_streams = n, mhc.hc_dynamic = dynamic, mhc.norm_eps = 0.5;
       v.push_back({std::string("mhc_") + (dynamic ? "dynamic" : "static") + "_n" + std::to_string(n), mhc, 1e-4,
-                   !dynamic || n == 1});
+                   dynamic && n > 1 ? mhc_mixing : std::vector<std::string>{}});
     }
   ModelConfig mhc_rms = tiny_config(NormPlacement::Mhc, NormKind::RMSNorm);
   mhc_rms.residual_streams = 4, mhc_rms.norm_eps = 0.5;
-  v.push_back({"mhc_dynamic_rmsnorm_n4", mhc_rms, 1e-4, false});
+  v.push_back({"mhc_dynamic_rmsnorm_n4", mhc_rms, 1e-4, mhc_mixing});
   // nGPT: the seed block (fused qkv with biases, learned positions, exact GELU under s_uv) on three blocks; separate
   // q/k/v with RoPE and SwiGLU (nGPT's own MLP) without biases; fused with RoPE and tanh GELU; with the value
   // residual and the attention gate.
@@ -246,7 +250,6 @@ class WholeModel : public ::testing::TestWithParam<Variant> {};
 
 TEST_P(WholeModel, EveryParameterGradientMatchesFiniteDifferences) {
   const ModelConfig config = GetParam().config;
-  if (!GetParam().finite_differences) GTEST_SKIP() << "gradients below the central differences' resolution";
   const int B = 2;
   set_num_threads(1);  // thousands of tiny forward passes: threads would only add overhead
   Model<double> model(config);
@@ -277,6 +280,21 @@ TEST_P(WholeModel, EveryParameterGradientMatchesFiniteDifferences) {
     // checked to be zero, analytic and by one central difference per entry, not relative to itself.
     double tensor_largest = 0;
     for (double v : g) tensor_largest = std::max(tensor_largest, std::abs(v));
+    const auto& unresolved = GetParam().unresolved;
+    if (std::any_of(unresolved.begin(), unresolved.end(), [&](const std::string& f) { return s.name.find(f) != std::string::npos; })) {
+      for (size_t i = 0; i < x.size(); ++i) {
+        const double h = GetParam().step;
+        p[i] = x[i] + h;
+        const double up = loss();
+        p[i] = x[i] - h;
+        const double down = loss();
+        p[i] = x[i];
+        const double numeric = (up - down) / (2 * h);
+        EXPECT_LE(std::abs(numeric - g[i]), 1e-4 * std::abs(g[i]) + 1e-9 * largest)
+            << s.name << "[" << i << "]: analytic " << g[i] << ", numeric " << numeric;
+      }
+      continue;
+    }
     if (tensor_largest < 1e-14 * largest) {
       for (size_t i = 0; i < x.size(); ++i) {
         const double h = GetParam().step;

@@ -91,6 +91,12 @@ for t in 1 2; do
   run "hs16-T79-post-t$t" --layers 2 --width 64 --heads 4 --copy-len 40 --steps 6 --batch 6 --threads "$t" \
       --norm-placement post
   run "rmsnorm-t$t" --layers 3 --width 64 --heads 2 --steps 8 --batch 8 --threads "$t" --norm rmsnorm
+  # the residual designs with parameters of their own (their init reads the parameter table's roles and parts)
+  run "ngpt-t$t" --layers 3 --width 32 --heads 2 --steps 8 --batch 8 --threads "$t" --norm-placement ngpt
+  run "mhc-dynamic-t$t" --layers 3 --width 32 --heads 2 --steps 8 --batch 8 --threads "$t" --norm-placement mhc \
+      --residual-streams 3 --hc-dynamic true
+  run "admin-t$t" --layers 3 --width 32 --heads 2 --steps 8 --batch 8 --threads "$t" --norm-placement admin
+  run "rezero-t$t" --layers 3 --width 32 --heads 2 --steps 8 --batch 8 --threads "$t" --norm-placement rezero
   # bf16 mixed precision: the bf16 GEMM path this CPU dispatches to (fp32 where it has none)
   run "bf16-width128-t$t" --layers 2 --width 128 --heads 4 --steps 6 --batch 32 --threads "$t" --precision bf16
   run "bf16-width96-t$t" --layers 2 --width 96 --heads 4 --steps 6 --batch 20 --threads "$t" --precision bf16

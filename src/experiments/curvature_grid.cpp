@@ -150,8 +150,9 @@ report::PlotFigure curvature_grid_figure(const CurvatureGridResult& result, cons
   const double steps = o.base.steps;
   std::vector<report::PlotPanel> top, bottom;
   for (const CurvatureGridRun& run : result.runs) {
-    const std::string name = report::placement_label(run.placement, o.lang) + ", " +
-                             (run.warmup > 0 ? t("warm-up ") + std::to_string(run.warmup) : t("no warm-up"));
+    const std::string placement = report::placement_label(run.placement, o.lang);
+    const std::string name = run.warmup > 0 ? t("{1}, warm-up {2}", {placement, std::to_string(run.warmup)})
+                                            : t("{1}, no warm-up", {placement});
     report::PlotPanel p;
     p.title = name;
     p.xlabel = t("step");

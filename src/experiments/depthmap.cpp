@@ -233,8 +233,9 @@ std::vector<DepthMapCell> summarize_depthmap(const DepthMapOptions& options, con
             c.text = c.median_steps ? median : report::tr(L, "learned (not below 0.01)");
             c.short_text = c.median_steps ? median : "learned";
           } else {
-            c.text = std::to_string(c.learned) + "/" + std::to_string(c.runs) + " learned" +
-                     (c.median_steps ? report::tr(L, ", median {1} steps", {median}) : report::tr(L, " (not below 0.01)"));
+            const std::string learned = std::to_string(c.learned), of = std::to_string(c.runs);
+            c.text = c.median_steps ? report::tr(L, "{1}/{2} learned, median {3} steps", {learned, of, median})
+                                    : report::tr(L, "{1}/{2} learned (not below 0.01)", {learned, of});
             c.short_text = std::to_string(c.learned) + "/" + std::to_string(c.runs) + ": " +
                            (c.median_steps ? median : "learned");
           }
@@ -528,11 +529,16 @@ std::vector<std::vector<std::string>> depthmap_anchor_rows(const DepthMapOptions
         if (std::abs(d - a.depth) < std::abs(depth - a.depth)) depth = d;
       const int warmup = a.warmup ? *std::max_element(options.warmups.begin(), options.warmups.end())
                                   : *std::min_element(options.warmups.begin(), options.warmups.end());
-      where = report::placement_label(a.placement, L) + ", " + report::tr(L, "{1} blocks, ", {std::to_string(depth)}) +
-              (warmup == 0 ? report::tr(L, "no warm-up") : report::tr(L, "warm-up ") + std::to_string(warmup));
+      const std::string placement = report::placement_label(a.placement, L), blocks = std::to_string(depth);
+      where = warmup == 0 ? report::tr(L, "{1}, {2} blocks, no warm-up", {placement, blocks})
+                          : report::tr(L, "{1}, {2} blocks, warm-up {3}", {placement, blocks, std::to_string(warmup)});
       const DepthMapCell* c = find_cell(cells, a.placement, depth, warmup);
-      here = c ? c->text : report::tr(L, "no runs");
-      if (c && c->shown == probe::Outcome::Learned && c->median_steps) here += report::tr(L, " steps to < 0.01");
+      if (!c)
+        here = report::tr(L, "no runs");
+      else if (c->shown == probe::Outcome::Learned && c->median_steps)
+        here = report::tr(L, "{1} steps to < 0.01", {c->text});
+      else
+        here = c->text;
     }
     rows.push_back({a.source, a.task, a.result, where, here});
   }
@@ -572,9 +578,10 @@ void write_depthmap(const DepthMapOptions& options, DepthMapResult& result) {
   result.csv = (out / "depthmap.csv").string();
   result.markdown = (out / "depthmap.md").string();
   io::write_file_atomic(result.csv, depthmap_csv(result.runs));
+  const std::string settings = settings_text(options);
   const std::string title =
-      report::tr(options.lang, "Depth map{1}: steps to loss < 0.01, or the run's label\n{2}",
-             {options.quick ? report::tr(options.lang, " (quick)") : std::string(), settings_text(options)});
+      options.quick ? report::tr(options.lang, "Depth map (quick): steps to loss < 0.01, or the run's label\n{1}", {settings})
+                    : report::tr(options.lang, "Depth map: steps to loss < 0.01, or the run's label\n{1}", {settings});
   result.figure = report::render_figure(depthmap_figure(options, result.cells, title), (out / "depthmap").string());
   const std::optional<report::PlotFigure> stream = depthmap_stream_figure(options, result.runs);
   if (stream) result.stream_figure = report::render_figure(*stream, (out / "depthmap_stream").string());

@@ -55,11 +55,15 @@ std::string model_line(const RunConfig& base, int batches, const std::vector<Nor
                        report::Lang lang = report::Lang::En) {
   std::ostringstream std_text;
   std_text << base.model.embed_init_std;
-  return report::tr(lang, "{1} blocks x {2}, {3} heads, V={4} n={5}, batch {6}, {7}, emb N(0, {8}^2){9}",
-                {std::to_string(base.model.layers), std::to_string(base.model.width), std::to_string(base.model.heads),
-                 std::to_string(base.model.vocab), std::to_string(base.copy_len), std::to_string(base.batch),
-                 init_text(base, placements, lang), std_text.str(),
-                 batches > 1 ? report::tr(lang, ", {1} batches", {std::to_string(batches)}) : std::string()});
+  const std::string layers = std::to_string(base.model.layers), width = std::to_string(base.model.width),
+                    heads = std::to_string(base.model.heads), vocab = std::to_string(base.model.vocab),
+                    n = std::to_string(base.copy_len), batch = std::to_string(base.batch),
+                    init = init_text(base, placements, lang);
+  if (batches > 1)
+    return report::tr(lang, "{1} blocks x {2}, {3} heads, V={4} n={5}, batch {6}, {7}, emb N(0, {8}^2), {9} batches",
+                      {layers, width, heads, vocab, n, batch, init, std_text.str(), std::to_string(batches)});
+  return report::tr(lang, "{1} blocks x {2}, {3} heads, V={4} n={5}, batch {6}, {7}, emb N(0, {8}^2)",
+                    {layers, width, heads, vocab, n, batch, init, std_text.str()});
 }
 
 // Ten colours that stay apart on white: Okabe-Ito without its yellow, then three of Paul Tol's.
@@ -135,13 +139,13 @@ report::PlotFigure gradnorm_figure(const std::vector<GradNormProfile>& profiles,
     std::vector<double> blocks;
     for (size_t b = 0; b < prof.mean.size(); ++b) blocks.push_back(static_cast<double>(b + 1));
     for (size_t s = 0; s < prof.per_seed.size(); ++s) {
-      report::PlotSeries ser{blocks, prof.per_seed[s], s == 0 ? label + report::tr(lang, ", each seed") : "", color, 1.0, 1,
-                         false};
+      report::PlotSeries ser{blocks, prof.per_seed[s], s == 0 ? report::tr(lang, "{1}, each seed", {label}) : "",
+                             color, 1.0, 1, false};
       panel.series.push_back(ser);
       for (double v : prof.per_seed[s]) hi = std::max(hi, v);
     }
     const std::string n = std::to_string(prof.per_seed.size());
-    panel.series.push_back({blocks, prof.mean, label + report::tr(lang, ", mean of {1} seeds", {n}), color, 3.5, 1, true});
+    panel.series.push_back({blocks, prof.mean, report::tr(lang, "{1}, mean of {2} seeds", {label, n}), color, 3.5, 1, true});
   }
   panel.x_range = std::make_pair(0.5, profiles.empty() ? 1.5 : profiles[0].mean.size() + 0.5);
   panel.y_range = std::make_pair(0.0, hi * 1.1);

@@ -264,10 +264,14 @@ ReproducePlan plan_reproduce(const ReproduceOptions& options) {
   grid.lang = options.lang;
   const std::string layers_b = std::to_string(options.train.model.layers), width_b = std::to_string(options.train.model.width),
                     batch_b = std::to_string(options.train.batch), seeds_b = std::to_string(options.seeds.size());
+  const std::string lr_b = fmt(options.train.lr, "%g");
   grid.title =
-      report::tr(options.lang, "Experiment B{1}: copy-task loss, {2} blocks x width {3}, batch {4}, Adam {5}, {6} seeds",
-             {options.quick ? report::tr(options.lang, " (quick version)") : std::string(), layers_b, width_b, batch_b,
-              fmt(options.train.lr, "%g"), seeds_b});
+      options.quick
+          ? report::tr(options.lang,
+                       "Experiment B (quick version): copy-task loss, {1} blocks x width {2}, batch {3}, Adam {4}, {5} seeds",
+                       {layers_b, width_b, batch_b, lr_b, seeds_b})
+          : report::tr(options.lang, "Experiment B: copy-task loss, {1} blocks x width {2}, batch {3}, Adam {4}, {5} seeds",
+                       {layers_b, width_b, batch_b, lr_b, seeds_b});
   plan_sweep(grid);
 
   // Depth sweep
@@ -285,12 +289,12 @@ ReproducePlan plan_reproduce(const ReproduceOptions& options) {
       d.out = (out / (std::string("depth_") + placement)).string();
       d.worker = options.worker;
       d.lang = options.lang;
-      const std::string w = std::to_string(options.warmup);
+      const std::string w = std::to_string(options.warmup), batch = std::to_string(d.base.batch),
+                        seed = std::to_string(d.seeds[0]);
       d.title = std::string(placement) == "post"
-                    ? report::tr(options.lang, "Depth sweep: Post-LN with {1} warm-up steps", {w})
-                    : report::tr(options.lang, "Depth sweep: Pre-LN without warm-up");
-      d.title += report::tr(options.lang, ", batch ") + std::to_string(d.base.batch) + report::tr(options.lang, ", seed ") +
-                 std::to_string(d.seeds[0]);
+                    ? report::tr(options.lang, "Depth sweep: Post-LN with {1} warm-up steps, batch {2}, seed {3}",
+                                 {w, batch, seed})
+                    : report::tr(options.lang, "Depth sweep: Pre-LN without warm-up, batch {1}, seed {2}", {batch, seed});
       plan_sweep(d);
       plan.depth.push_back(d);
     }

@@ -169,7 +169,7 @@ enum class Verdict {
   Agrees,         // the measurement reproduces the claim
   Partly,         // part of the claim holds
   Differs,        // it does not
-  NotComparable,  // not measured here, or (quick version) not measured under the source's settings
+  NotComparable,  // (quick version) not measured under the source's settings
   None,           // no verdict: a value to compare by eye, or a difference in percent
 };
 std::string to_string(Verdict);

@@ -27,19 +27,25 @@ std::string model_text(const RunConfig& c, report::Lang lang, bool depth_and_ini
   const auto t = [lang](const char* msgid, std::initializer_list<std::string> args = {}) {
     return report::tr(lang, msgid, args);
   };
-  std::string s = depth_and_init ? t("{1} blocks x ", {std::to_string(c.model.layers)}) : "";
-  s += t("width {1}, {2} heads, MLP {3}x, {4}, ", {std::to_string(c.model.width), std::to_string(c.model.heads),
-                                                   std::to_string(c.model.mlp_ratio), to_string(c.model.norm)});
+  const std::string width = std::to_string(c.model.width), heads = std::to_string(c.model.heads),
+                    mlp = std::to_string(c.model.mlp_ratio), norm = to_string(c.model.norm),
+                    emb = fmt(c.model.embed_init_std, "%g"), vocab = std::to_string(c.model.vocab),
+                    n = std::to_string(c.copy_len);
   if (depth_and_init) {
     const InitScheme init = c.model.effective_init();
-    s += t("{1} Linear init", {init == InitScheme::Xavier ? report::trc(lang, "init scheme", "xavier") : to_string(init)});
-  } else if (c.model.init == InitScheme::Auto) {
-    s += t("each placement's own init (init = auto)");
-  } else {
-    s += t("{1} Linear init for every placement", {to_string(c.model.init)});
+    return t("{1} blocks x width {2}, {3} heads, MLP {4}x, {5}, {6} Linear init, embeddings N(0, {7}^2); copy task "
+             "V={8}, n={9}",
+             {std::to_string(c.model.layers), width, heads, mlp, norm,
+              init == InitScheme::Xavier ? report::trc(lang, "init scheme", "xavier") : to_string(init), emb, vocab,
+              n});
   }
-  return s + t(", embeddings N(0, {1}^2); copy task V={2}, n={3}",
-               {fmt(c.model.embed_init_std, "%g"), std::to_string(c.model.vocab), std::to_string(c.copy_len)});
+  if (c.model.init == InitScheme::Auto)
+    return t("width {1}, {2} heads, MLP {3}x, {4}, each placement's own init (init = auto), embeddings N(0, {5}^2); "
+             "copy task V={6}, n={7}",
+             {width, heads, mlp, norm, emb, vocab, n});
+  return t("width {1}, {2} heads, MLP {3}x, {4}, {5} Linear init for every placement, embeddings N(0, {6}^2); copy "
+           "task V={7}, n={8}",
+           {width, heads, mlp, norm, to_string(c.model.init), emb, vocab, n});
 }
 
 std::string train_text(const RunConfig& c, report::Lang lang) {
@@ -125,24 +131,20 @@ struct ReportWriter {
       for (int b : options.gradnorm_batch_sizes) bs.push_back(std::to_string(b));
       const std::string seeds_n = std::to_string(options.seeds.size()), warmup_n = std::to_string(options.warmup);
       rows.push_back({t("Experiment A"),
-                      model_text(options.gradnorm_model, L) +
-                          t("; gradient at initialization, batch sizes {1}, {2} seeds, mean of {3} batch(es) "
-                            "each",
-                            {join(bs, ", "), seeds_n, std::to_string(options.gradnorm_batches)}),
+                      t("{1}; gradient at initialization, batch sizes {2}, {3} seeds, mean of {4} batch(es) each",
+                        {model_text(options.gradnorm_model, L), join(bs, ", "), seeds_n,
+                         std::to_string(options.gradnorm_batches)}),
                       dur(timing("experiment A"))});
       rows.push_back({t("Experiment B"),
-                      model_text(options.train, L) + "; " + train_text(options.train, L) +
-                          t("; {Post-LN, Pre-LN} x {no warm-up, {1} linear warm-up steps, then constant} x {2} "
-                            "seeds",
-                            {warmup_n, seeds_n}),
+                      t("{1}; {2}; {Post-LN, Pre-LN} x {no warm-up, {3} linear warm-up steps, then constant} x {4} "
+                        "seeds",
+                        {model_text(options.train, L), train_text(options.train, L), warmup_n, seeds_n}),
                       dur(timing("experiment B"))});
       if (!plan.depth.empty())
         rows.push_back({t("Depth sweep"),
-                        model_text(options.depth_train, L) +
-                            t(" at {1} depths; ", {std::to_string(options.depth_layers.size())}) +
-                            train_text(options.depth_train, L) +
-                            t("; Post-LN with warm-up {1}, Pre-LN without; seed ", {std::to_string(options.warmup)}) +
-                            std::to_string(options.seeds.front()),
+                        t("{1} at {2} depths; {3}; Post-LN with warm-up {4}, Pre-LN without; seed {5}",
+                          {model_text(options.depth_train, L), std::to_string(options.depth_layers.size()),
+                           train_text(options.depth_train, L), warmup_n, std::to_string(options.seeds.front())}),
                         dur(timing("depth sweep"))});
       if (plan.depthmap) {
         const DepthMapOptions& d = *plan.depthmap;
@@ -150,9 +152,9 @@ struct ReportWriter {
         for (int x : d.depths) depths.append(depths.empty() ? "" : "/").append(std::to_string(x));
         for (int x : d.warmups) warmups.append(warmups.empty() ? "" : "/").append(std::to_string(x));
         rows.push_back({t("Depth map"),
-                        model_text(d.base, L, false) + "; " + train_text(d.base, L) + "; " +
-                            t("{1} placements x {2} blocks x warm-up {3}; {4} seed(s)",
-                              {std::to_string(d.placements.size()), depths, warmups, std::to_string(d.seeds.size())}),
+                        t("{1}; {2}; {3} placements x {4} blocks x warm-up {5}; {6} seed(s)",
+                          {model_text(d.base, L, false), train_text(d.base, L), std::to_string(d.placements.size()),
+                           depths, warmups, std::to_string(d.seeds.size())}),
                         dur(timing("depth map"))});
       }
       const std::string dim = std::to_string(options.walk.dim), trials = std::to_string(options.walk.trials),
@@ -237,8 +239,8 @@ struct ReportWriter {
       doc.table({t("case"), t("seed"), t("outcome"), t("step 100"), t("step 200"), t("step 300"), t("final"), t("min"),
                  t("first < 0.01")},
                 srows);
-      doc.paragraph(outcome_labels_text(L) + t(" Every run's curve is in `sweep/<run>/metrics.csv`, its "
-                                               "summary in `sweep/summary.csv`."));
+      doc.paragraph(t("{1} Every run's curve is in `sweep/<run>/metrics.csv`, its summary in `sweep/summary.csv`.",
+                      {outcome_labels_text(L)}));
     }
   }
 
@@ -281,8 +283,9 @@ struct ReportWriter {
             if (first_above < 0) first_above = static_cast<int>(run.steps[i]);
           }
         }
-        const std::string name = report::placement_label(run.placement, L) + ", " +
-                                 (run.warmup > 0 ? t("warm-up ") + std::to_string(run.warmup) : t("no warm-up"));
+        const std::string placement = report::placement_label(run.placement, L);
+        const std::string name = run.warmup > 0 ? t("{1}, warm-up {2}", {placement, std::to_string(run.warmup)})
+                                                : t("{1}, no warm-up", {placement});
         const double loss_end = run.loss.empty() ? std::nan("") : run.loss.back();
         crows.push_back({name, run.sharpness.empty() ? "-" : fmt(run.sharpness.front(), "%.4g"),
                          run.sharpness.empty() ? "-" : fmt(run.sharpness.back(), "%.4g"),
@@ -290,10 +293,10 @@ struct ReportWriter {
                          first_above >= 0 ? std::to_string(first_above) : "-", fmt(max_ratio, "%.3g"),
                          run.preconditioned.empty() ? "-" : fmt(run.preconditioned.back(), "%.4g"),
                          run.edge_adam.empty() ? "-" : fmt(run.edge_adam.back(), "%.4g"), fmt(loss_end, "%.4f")});
-        observations.push_back(name + t(": above 38/lr at ") + std::to_string(above) + " / " +
-                               std::to_string(measured) + t(" measured steps (largest ratio ") +
-                               fmt(max_ratio, "%.3g") + t("), loss ") + fmt(loss_end, "%.3f") + t(" at step ") +
-                               steps_c);
+        observations.push_back(
+            t("{1}: above 38/lr at {2} / {3} measured steps (largest ratio {4}), loss {5} at step {6}",
+              {name, std::to_string(above), std::to_string(measured), fmt(max_ratio, "%.3g"), fmt(loss_end, "%.3f"),
+               steps_c}));
       }
       doc.table({t("case"), t("lambda_max(H) at init"), t("lambda_max(H) at step {1}", {steps_c}),
                  t("steps above 38/lr"), t("first above"), t("max lambda(P^-1 H) / (38/lr)"),
@@ -321,8 +324,8 @@ struct ReportWriter {
           if (values.empty()) continue;
           const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
           prows.push_back({report::placement_label(placement, L), fmt(values.front(), "%.4g"), fmt(values.back(), "%.4g"),
-                           fmt(*lo, "%.4g") + " (" + t("block ") + std::to_string(lo - values.begin() + 1) + ")",
-                           fmt(*hi, "%.4g") + " (" + t("block ") + std::to_string(hi - values.begin() + 1) + ")"});
+                           t("{1} (block {2})", {fmt(*lo, "%.4g"), std::to_string(lo - values.begin() + 1)}),
+                           t("{1} (block {2})", {fmt(*hi, "%.4g"), std::to_string(hi - values.begin() + 1)})});
         }
         doc.table({t("placement"), t("block 1"), t("block {1}", {layers_c}), t("smallest"), t("largest")}, prows);
       }
@@ -379,9 +382,8 @@ struct ReportWriter {
       doc.heading(2, t("Depth map: every placement, with and without warm-up"));
       doc.paragraph(t("Each placement trained at {1} depths, width {2}, copy task n={3}, batch {4}, Adam {5}, "
                       "{6} steps, {7} seed(s). A cell is the first step with loss < 0.01 of a run labelled "
-                      "`learned`, or the run's label. ",
-                      {nd, width, n, batch, lr, steps, ns}) +
-                    outcome_labels_text(L) + t(" Every run: `depthmap/depthmap.csv`."));
+                      "`learned`, or the run's label. {8} Every run: `depthmap/depthmap.csv`.",
+                      {nd, width, n, batch, lr, steps, ns, outcome_labels_text(L)}));
       for (int warmup : d.warmups) {
         doc.heading(3, warmup == 0 ? t("No warm-up") : t("Warm-up {1} steps", {std::to_string(warmup)}));
         doc.table(depthmap_table_header(d), depthmap_table(d, m.depthmap->cells, warmup));
@@ -410,19 +412,26 @@ struct ReportWriter {
             {losses_text(post0, -1), outcomes_text(post0, L)}));
       bool any_below = false;
       for (const auto* r : pre0) any_below = any_below || r->curve.first_step_below.has_value();
-      const std::string pre0_end =
-          any_below ? t(", below 0.01 first at step {1}", {first_steps_below_text(pre0, L)})
-                    : t(", final {1} after {2} steps", {losses_text(pre0, -1), std::to_string(options.train.steps)});
-      answers.push_back(t("(b) Post-LN with {1} warm-up steps: {2} (final {3}). Pre-LN without warm-up: {4}{5}.",
-                          {std::to_string(options.warmup), outcomes_text(postw, L), losses_text(postw, -1),
-                           outcomes_text(pre0, L), pre0_end}));
+      const std::string warmup = std::to_string(options.warmup), postw_outcomes = outcomes_text(postw, L),
+                        postw_final = losses_text(postw, -1), pre0_outcomes = outcomes_text(pre0, L);
       answers.push_back(
-          t("(c) No: one task, one size, one learning rate, {1} seeds. What it supports: at this depth "
-            "and rate Post-LN does not start without warm-up, while Pre-LN does{2}",
-            {std::to_string(options.seeds.size()),
-             m.depth.empty() ? std::string(".")
-                             : t("; the depth sweep shows Post-LN with warm-up training at small depth "
-                                 "and failing as blocks are added.")}));
+          any_below ? t("(b) Post-LN with {1} warm-up steps: {2} (final {3}). Pre-LN without warm-up: {4}, below 0.01 "
+                        "first at step {5}.",
+                        {warmup, postw_outcomes, postw_final, pre0_outcomes, first_steps_below_text(pre0, L)})
+                    : t("(b) Post-LN with {1} warm-up steps: {2} (final {3}). Pre-LN without warm-up: {4}, final {5} "
+                        "after {6} steps.",
+                        {warmup, postw_outcomes, postw_final, pre0_outcomes, losses_text(pre0, -1),
+                         std::to_string(options.train.steps)}));
+      const std::string seeds = std::to_string(options.seeds.size());
+      answers.push_back(
+          m.depth.empty()
+              ? t("(c) No: one task, one size, one learning rate, {1} seeds. What it supports: at this depth and rate "
+                  "Post-LN does not start without warm-up, while Pre-LN does.",
+                  {seeds})
+              : t("(c) No: one task, one size, one learning rate, {1} seeds. What it supports: at this depth and rate "
+                  "Post-LN does not start without warm-up, while Pre-LN does; the depth sweep shows Post-LN with "
+                  "warm-up training at small depth and failing as blocks are added.",
+                  {seeds}));
       doc.bullets(answers);
     }
   }
@@ -454,13 +463,13 @@ struct ReportWriter {
     {
       std::vector<std::string> lines;
       for (const auto& p : m.residual.init)
-        lines.push_back(report::placement_label(p.placement, L) + t(" at init: mean per-token norm ") +
-                        fmt(p.norms.mean_token_norm.front(), "%.2f") + t(" (embeddings) -> ") +
-                        fmt(p.norms.mean_token_norm.back(), "%.2f") +
-                        t(" (after block {1}); norm of the mean token vector ",
-                          {std::to_string(p.norms.mean_token_norm.size() - 1)}) +
-                        fmt(p.norms.mean_vector_norm.front(), "%.2f") + " -> " +
-                        fmt(p.norms.mean_vector_norm.back(), "%.2f") + ".");
+        lines.push_back(t("{1} at init: mean per-token norm {2} (embeddings) -> {3} (after block {4}); norm of the "
+                          "mean token vector {5} -> {6}.",
+                          {report::placement_label(p.placement, L), fmt(p.norms.mean_token_norm.front(), "%.2f"),
+                           fmt(p.norms.mean_token_norm.back(), "%.2f"),
+                           std::to_string(p.norms.mean_token_norm.size() - 1),
+                           fmt(p.norms.mean_vector_norm.front(), "%.2f"),
+                           fmt(p.norms.mean_vector_norm.back(), "%.2f")}));
       for (const auto& run : m.residual.trained) {
         const auto& first = run.norms.front();
         const auto& last = run.norms.back();
@@ -478,8 +487,9 @@ struct ReportWriter {
   // Problem 9: standardizing the score table.
   void problem_9(report::ReportDocument& doc) const {
     doc.heading(2, t("Problem 9: standardizing per student and per subject"));
-    doc.code(t("scores\n") + format_table(m.scores, 0) + t("\nper student (row): mean 0, population sd 1\n") +
-             format_table(m.per_row, 3) + t("\nper subject (column) over A and B\n") + format_table(m.per_column, 3));
+    doc.code(t("scores") + "\n" + format_table(m.scores, 0) + "\n" + t("per student (row): mean 0, population sd 1") +
+             "\n" + format_table(m.per_row, 3) + "\n" + t("per subject (column) over A and B") + "\n" +
+             format_table(m.per_column, 3));
     doc.paragraph(
         t("Per student, A and B become identical: the 30-point gap (level) and the spread are gone "
           "and only the shape (Korean > English > Math) is left, which is what LayerNorm does to "
@@ -549,7 +559,8 @@ struct ReportWriter {
   void regenerate(report::ReportDocument& doc) const {
     doc.heading(2, t("Regenerate"));
     doc.code("blocklab reproduce" + std::string(options.quick ? " --quick" : "") +
-             (L == report::Lang::Ko ? " --lang ko" : "") + " --out " + options.out + t("\n# or piece by piece:\n") +
+             (L == report::Lang::Ko ? " --lang ko" : "") + " --out " + options.out + "\n" +
+             t("# or piece by piece:") + "\n" +
              "blocklab standardize\n"
              "blocklab gradnorm --batch 16 --seeds 0,1,2 --out runs/gradnorm\n"
              "blocklab sweep --grid norm_placement=post,pre --grid warmup=0,400 --seeds 0,1,2 --steps 1200 --batch 32 "
@@ -580,7 +591,7 @@ ReproduceResult write_reproduce_report(const ReproduceOptions& options, const Re
   result.claims = claims;
   io::write_file_atomic(result.report_md, doc.markdown());
   io::write_file_atomic(result.report_html,
-                        doc.html(options.out, w.t("blocklab reproduction (") + w.version + ")", w.L));
+                        doc.html(options.out, w.t("blocklab reproduction ({1})", {w.version}), w.L));
   return result;
 }
 

@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <tuple>
 #include <utility>
 
@@ -51,8 +50,9 @@ std::pair<std::string, bool> run_label(const fs::path& dir, report::Lang lang) {
     } catch (const Error&) {
     }
     const std::string layers = std::to_string(j.value("layers", 0)), seed = std::to_string(j.value("seed", 0));
-    std::string s = name + report::tr(lang, " {1} blocks, seed {2}", {layers, seed});
-    if (warmup > 0) s += report::tr(lang, ", warm-up ") + std::to_string(warmup);
+    const std::string s =
+        warmup > 0 ? report::tr(lang, "{1} {2} blocks, seed {3}, warm-up {4}", {name, layers, seed, std::to_string(warmup)})
+                   : report::tr(lang, "{1} {2} blocks, seed {3}", {name, layers, seed});
     return {s, placement == "pre"};
   } catch (const nlohmann::json::exception&) {
     return {dir.filename().string(), false};
@@ -247,8 +247,10 @@ report::PlotFigure residual_probe_figure(const std::vector<InitResidualProbe>& i
   fig.cols = 1;
   fig.width = 1150;
   fig.height = 1000;
-  fig.title = report::tr(lang, "Residual stream per layer (0 = embeddings, l = after block l)") +
-              (model_text.empty() ? "" : report::tr(lang, "; models at init: ") + model_text);
+  fig.title = model_text.empty()
+                  ? report::tr(lang, "Residual stream per layer (0 = embeddings, l = after block l)")
+                  : report::tr(lang, "Residual stream per layer (0 = embeddings, l = after block l); models at init: {1}",
+                               {model_text});
   report::PlotPanel rel, vec;
   rel.title = report::tr(lang, "mean per-token norm, relative to the embeddings");
   rel.xlabel = report::tr(lang, "layer l");
@@ -279,8 +281,8 @@ report::PlotFigure residual_probe_figure(const std::vector<InitResidualProbe>& i
   // Models at init in black/grey; each training run in one hue, lighter for earlier probes.
   for (const auto& p : init)
     add(p.norms,
-        report::placement_label(p.placement, lang) + ", " +
-            report::tr(lang, "{1} blocks, at init", {std::to_string(p.norms.mean_token_norm.size() - 1)}),
+        report::tr(lang, "{1}, {2} blocks, at init",
+                   {report::placement_label(p.placement, lang), std::to_string(p.norms.mean_token_norm.size() - 1)}),
         p.placement == NormPlacement::Pre ? "#000000" : "#8c8c8c", 1, 3.0);
   size_t run_index = 0;
   for (const auto& run : trained) {
@@ -290,8 +292,8 @@ report::PlotFigure residual_probe_figure(const std::vector<InitResidualProbe>& i
       const double shade = picks.size() > 1 ? static_cast<double>(k) / (picks.size() - 1) : 1.0;
       // light -> dark: orange for Pre-LN runs, blue for Post-LN runs
       const std::string col = pre ? ramp("#fdae6b", "#a63603", shade) : ramp("#9ecae1", "#08519c", shade);
-      add(run.norms[picks[k]], run.label + report::tr(lang, ", step ") + std::to_string(run.steps[picks[k]]), col, 1,
-          1.5 + shade);
+      add(run.norms[picks[k]], report::tr(lang, "{1}, step {2}", {run.label, std::to_string(run.steps[picks[k]])}), col,
+          1, 1.5 + shade);
     }
     ++run_index;
   }
@@ -371,11 +373,9 @@ ResidualResult run_residual(const ResidualOptions& options, const Log& log) {
   }
   if (!result.init.empty() || !result.trained.empty()) {
     std::string model_text;
-    if (options.probe_init) {
-      std::ostringstream t;
-      t << report::tr(options.lang, "width ") << base.model.width << report::tr(options.lang, ", batch ") << base.batch;
-      model_text = t.str();
-    }
+    if (options.probe_init)
+      model_text = report::tr(options.lang, "width {1}, batch {2}",
+                              {std::to_string(base.model.width), std::to_string(base.batch)});
     result.probe_figure =
         report::render_figure(residual_probe_figure(result.init, result.trained, model_text, options.lang), (dir / "residual_probe").string());
     if (log && !result.probe_figure.drawn) log(result.probe_figure.message);

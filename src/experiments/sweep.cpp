@@ -69,7 +69,7 @@ std::string pretty_value(const std::string& key, const std::string& value, repor
       return value;
     }
   }
-  if (key == "warmup") return value == "0" ? report::tr(lang, "no warm-up") : report::tr(lang, "warm-up ") + value;
+  if (key == "warmup") return value == "0" ? report::tr(lang, "no warm-up") : report::tr(lang, "warm-up {1}", {value});
   if (key == "layers") return report::tr(lang, "{1} blocks", {value});
   if (key == "norm") return value == "rmsnorm" ? "RMSNorm" : value == "layernorm" ? "LayerNorm" : value;
   return key + " " + value;
@@ -299,7 +299,7 @@ report::PlotFigure sweep_figure(const std::vector<GridAxis>& grid, const std::ve
       s.x.push_back(r.steps[i]);
       s.y.push_back(r.losses[i]);
     }
-    s.title = report::tr(lang, "seed ") + std::to_string(r.run.seed) + " (" + probe::to_string(r.curve.outcome) + ")";
+    s.title = report::tr(lang, "seed {1} ({2})", {std::to_string(r.run.seed), probe::to_string(r.curve.outcome)});
     s.color = report::palette(seed_index[r.run.cell]++);
     s.line_width = 1.2;
     const std::string color = s.color;
@@ -308,7 +308,7 @@ report::PlotFigure sweep_figure(const std::vector<GridAxis>& grid, const std::ve
       report::PlotSeries v;
       v.x.assign(r.val_steps.begin(), r.val_steps.end());
       v.y = r.val_losses;
-      v.title = report::tr(lang, "seed ") + std::to_string(r.run.seed) + report::tr(lang, " validation");
+      v.title = report::tr(lang, "seed {1} validation", {std::to_string(r.run.seed)});
       v.color = color;
       v.line_width = 1.5;
       v.dash = 2;

@@ -66,8 +66,6 @@ class Model {
 
   const Config& config() const { return config_; }
   const WeightStore& weights() const { return weights_; }
-  // The block engine's architecture for this model (sizes, norm, attention and MLP kinds): config().model.
-  const blocklab::ModelConfig& block_config() const { return config_.model; }
 
   ForwardResult forward(std::span<const int32_t> tokens, const ForwardOptions& options = {}) const;
   // Bytes forward() allocates for `tokens` tokens, the memory-mapped weights aside: one block's activations

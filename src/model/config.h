@@ -91,7 +91,6 @@ struct BlockConfig {
   int mlp_hidden() const { return mlp_width > 0 ? mlp_width : mlp_ratio * width; }  // I
   bool gated_mlp() const { return mlp == MlpKind::SwiGLU || mlp == MlpKind::GeGLU; }
   int mlp_in_width() const { return gated_mlp() ? 2 * mlp_hidden() : mlp_hidden(); }  // fc1's outputs
-  bool norm_has_bias() const { return norm != NormKind::RMSNorm; }
   // HybridNorm (hybrid, hybrid_star): the self-attention's Q, K, V each normalised per head (rows of D) by the
   // config's norm kind, before RoPE and before the value-residual mix
   bool qkv_norm() const {
@@ -103,7 +102,6 @@ struct BlockConfig {
   //   alpha (per sub-layer, C): init 0.05, scale 1/sqrt(C); s_qk (Q): init 1, scale 1/sqrt(C);
   //   s_uv (fc1's outputs): init 1, scale 1, used times sqrt(C); s_z (V): init 1, scale 1/sqrt(C)
   double ngpt_alpha_factor() const { return 0.05 * std::sqrt(static_cast<double>(width)); }
-  double ngpt_alpha_store() const { return 1.0 / std::sqrt(static_cast<double>(width)); }
   double ngpt_sqk_factor() const { return std::sqrt(static_cast<double>(width)); }
   double ngpt_suv_factor() const { return std::sqrt(static_cast<double>(width)); }
   double ngpt_sz_factor() const { return std::sqrt(static_cast<double>(width)); }

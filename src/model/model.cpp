@@ -220,7 +220,7 @@ void Model<T>::init_weights(uint64_t seed) {
         std::fill(p, p + s.numel, T(0.5));
         break;
       case ParamRole::HyperInput: {  // A_m = e_(k mod n), k = 2 * block + (0 attention, 1 MLP)
-        const long k = 2L * s.block + (s.name.find(".mlp_hc.") != std::string::npos ? 1 : 0);
+        const long k = 2L * s.block + (s.sublayer == Sublayer::Mlp ? 1 : 0);
         p[k % s.numel] = T(1);
         break;
       }
@@ -236,7 +236,7 @@ void Model<T>::init_weights(uint64_t seed) {
       case ParamRole::HyperDynamic:  // W_m, W_r, W_b = 0
         break;
       case ParamRole::NgptScale: {
-        const bool uv = s.name.ends_with(".s_uv");
+        const bool uv = s.part == LinearPart::Fc1;  // s_uv, on fc1's outputs
         std::fill(p, p + s.numel, static_cast<T>(uv ? 1.0 : ngpt_std));
         break;
       }
@@ -252,17 +252,17 @@ template <typename T>
 void Model<T>::normalize_weights() {
   if (!config_.ngpt()) return;
   for (const ParamSpec& s : table_.specs()) {
-    const bool embedding = s.name == "tok_emb.weight";
-    if (!embedding && s.role != ParamRole::LinearWeight) continue;
+    if (s.role != ParamRole::LinearWeight && s.part != LinearPart::TokenEmbedding) continue;
     T* p = params_.data() + s.offset;
     const long rows = s.shape[0], cols = s.shape[1];
-    switch (embedding ? LinearPart::Head : s.part) {
+    switch (s.part) {
       case LinearPart::Query:
       case LinearPart::Key:
       case LinearPart::Value:
       case LinearPart::QKV:
       case LinearPart::Fc1:
-      case LinearPart::Head: {  // rows over their C inputs
+      case LinearPart::Head:
+      case LinearPart::TokenEmbedding: {  // rows over their C inputs
 #pragma omp parallel for schedule(static)
         for (long r = 0; r < rows; ++r) {
           T* row = p + r * cols;

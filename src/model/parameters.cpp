@@ -8,12 +8,13 @@ namespace blocklab {
 
 namespace {
 
-// Every parameter of a config, in table order: add(name, shape, role, block[, part]). One list serves the
-// table and the allocation-free count.
+// Every parameter of a config, in table order: put(name, shape, role, block, part, sublayer). One list serves the
+// table and the allocation-free count. Inside a block, `in` names the sub-layer whose tensors are being added.
 template <typename Add>
 void for_each_parameter(const ModelConfig& config, Add&& put) {
+  std::optional<Sublayer> in;
   auto add = [&](std::string name, std::vector<int64_t> shape, ParamRole role, int block,
-                 LinearPart part = LinearPart::None) { put(std::move(name), std::move(shape), role, block, part); };
+                 LinearPart part = LinearPart::None) { put(std::move(name), std::move(shape), role, block, part, in); };
   const int64_t C = config.width, V = config.vocab, T = config.seq_len, D = config.head_size();
   const int64_t Q = config.q_dim(), K = config.kv_dim(), I = config.mlp_hidden();
   // A norm of `kind` over rows of `width`: weight, bias, DyT/Derf's alpha, Derf's shift.
@@ -51,12 +52,15 @@ void for_each_parameter(const ModelConfig& config, Add&& put) {
     add(h + "scale_alpha", {config.norm_placement == NormPlacement::Mhc ? 2 : 1}, ParamRole::HyperScale, block);
     add(h + "scale_beta", {1}, ParamRole::HyperScale, block);
   };
-  add("tok_emb.weight", {V, C}, ParamRole::Embedding, -1);
-  if (config.positions == Positions::Learned) add("pos_emb.weight", {T, C}, ParamRole::Embedding, -1);
+  add("tok_emb.weight", {V, C}, ParamRole::Embedding, -1, LinearPart::TokenEmbedding);
+  if (config.positions == Positions::Learned)
+    add("pos_emb.weight", {T, C}, ParamRole::Embedding, -1, LinearPart::PositionEmbedding);
   for (int l = 0; l < config.layers; ++l) {
     const std::string p = "blocks." + std::to_string(l);
     const SublayerPlan plan = config.sublayer_plan(l, Sublayer::Attention);
+    in.reset();
     if (plan.gate) add(p + ".rezero_alpha", {1}, ParamRole::Gate, l);
+    in = Sublayer::Attention;
     if (config.ngpt()) add(p + ".attn_alpha", {C}, ParamRole::NgptScale, l);
     add_hyper(p, "attn", l);
     add_sublayer_norms(p, "norm1", "attn", plan, l);
@@ -81,19 +85,22 @@ void for_each_parameter(const ModelConfig& config, Add&& put) {
     if (config.value_residual && l > 0) add(p + ".attn.value_lambda", {2}, ParamRole::ValueMix, l);
     add_linear(p + ".attn.proj", C, Q, config.proj_bias, l, LinearPart::Output);
     if (config.cross_attention) {
+      in = Sublayer::Cross;
       add_sublayer_norms(p, "cross_norm", "cross", config.sublayer_plan(l, Sublayer::Cross), l);
       add_linear(p + ".cross.q", Q, C, config.qkv_bias, l, LinearPart::Query);
       add_linear(p + ".cross.k", K, C, config.qkv_bias, l, LinearPart::Key);
       add_linear(p + ".cross.v", K, C, config.qkv_bias, l, LinearPart::Value);
       add_linear(p + ".cross.proj", C, Q, config.proj_bias, l, LinearPart::Output);
     }
+    in = Sublayer::Mlp;
     add_hyper(p, "mlp", l);
     add_sublayer_norms(p, "norm2", "mlp", config.sublayer_plan(l, Sublayer::Mlp), l);
     if (config.ngpt()) add(p + ".mlp_alpha", {C}, ParamRole::NgptScale, l);
     add_linear(p + ".mlp.fc1", config.mlp_in_width(), C, config.mlp_bias, l, LinearPart::Fc1);
-    if (config.ngpt()) add(p + ".mlp.s_uv", {config.mlp_in_width()}, ParamRole::NgptScale, l);
+    if (config.ngpt()) add(p + ".mlp.s_uv", {config.mlp_in_width()}, ParamRole::NgptScale, l, LinearPart::Fc1);
     add_linear(p + ".mlp.fc2", C, I, config.mlp_bias, l, LinearPart::Fc2);
   }
+  in.reset();
   if (config.has_final_norm()) add_norm("final_norm", -1);
   if (!config.tie_head) add("head.weight", {V, C}, ParamRole::LinearWeight, -1, LinearPart::Head);  // no bias
   if (config.ngpt()) add("head.s_z", {V}, ParamRole::NgptScale, -1);
@@ -103,12 +110,15 @@ void for_each_parameter(const ModelConfig& config, Add&& put) {
 
 ParameterTable::ParameterTable(const ModelConfig& config) {
   for_each_parameter(config, [&](std::string name, std::vector<int64_t> shape, ParamRole role, int block,
-                                 LinearPart part) { add(std::move(name), std::move(shape), role, block, part); });
+                                 LinearPart part, std::optional<Sublayer> sublayer) {
+    add(std::move(name), std::move(shape), role, block, part, sublayer);
+  });
 }
 
 ParameterTable::Count ParameterTable::count(const ModelConfig& config) {
   Count c;
-  for_each_parameter(config, [&](const std::string&, const std::vector<int64_t>& shape, ParamRole, int, LinearPart) {
+  for_each_parameter(config, [&](const std::string&, const std::vector<int64_t>& shape, ParamRole, int, LinearPart,
+                                 std::optional<Sublayer>) {
     double numel = 1;
     for (int64_t d : shape) numel *= static_cast<double>(d);
     c.tensors += 1;
@@ -117,11 +127,12 @@ ParameterTable::Count ParameterTable::count(const ModelConfig& config) {
   return c;
 }
 
-void ParameterTable::add(std::string name, std::vector<int64_t> shape, ParamRole role, int block, LinearPart part) {
+void ParameterTable::add(std::string name, std::vector<int64_t> shape, ParamRole role, int block, LinearPart part,
+                         std::optional<Sublayer> sublayer) {
   long numel = 1;
   for (int64_t d : shape) numel *= d;
   index_.emplace(name, specs_.size());
-  specs_.push_back(ParamSpec{std::move(name), std::move(shape), role, total_, numel, block, part});
+  specs_.push_back(ParamSpec{std::move(name), std::move(shape), role, total_, numel, block, part, sublayer});
   // Each tensor starts on a 64-byte boundary (16 floats) so kernels see aligned rows.
   total_ += (numel + 15) / 16 * 16;
 }

@@ -26,6 +26,7 @@
 //   final_norm.* [Pre-LN]   head.weight (V,C) [untied]
 // Q = H*D, K = Hkv*D. Biases and norm biases exist as the config's flags and norm kind say.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -54,8 +55,10 @@ enum class ParamRole {
   Embedding
 };
 
-// What a linear weight is in its block (init schemes scale some of them: DeepNorm, T-Fixup).
-enum class LinearPart { None, Query, Key, Value, QKV, Output, Fc1, Fc2, Head, Gate };
+// What a weight is in the model: a linear weight's layer in its block (init schemes scale some of them: DeepNorm,
+// T-Fixup; nGPT normalises some by rows, others by columns), an embedding table, or (nGPT's s_uv) the linear layer
+// whose outputs a learned scale multiplies.
+enum class LinearPart { None, Query, Key, Value, QKV, Output, Fc1, Fc2, Head, Gate, TokenEmbedding, PositionEmbedding };
 
 struct ParamSpec {
   std::string name;
@@ -64,7 +67,8 @@ struct ParamSpec {
   long offset = 0;  // element offset in every arena
   long numel = 0;
   int block = -1;   // block index for blocks.N.*, -1 otherwise
-  LinearPart part = LinearPart::None;  // linear weights only
+  LinearPart part = LinearPart::None;
+  std::optional<Sublayer> sublayer;    // the sub-layer a block tensor belongs to; none for the block's own (ReZero)
 };
 
 class ParameterTable {
@@ -84,8 +88,8 @@ class ParameterTable {
   const ParamSpec& at(std::string_view name) const;
 
  private:
-  void add(std::string name, std::vector<int64_t> shape, ParamRole role, int block,
-           LinearPart part = LinearPart::None);
+  void add(std::string name, std::vector<int64_t> shape, ParamRole role, int block, LinearPart part,
+           std::optional<Sublayer> sublayer);
   std::vector<ParamSpec> specs_;
   std::unordered_map<std::string, size_t> index_;
   long total_ = 0;

@@ -88,16 +88,13 @@ void CurvatureLoss::init(const Batch& batch) {
   base_.assign(model_.params().begin(), model_.params().end());
   loss_ = evaluate(grad_);
   gradients_ = 0;
-  gradient_seconds_ = 0;
 }
 
 double CurvatureLoss::evaluate(std::vector<double>& grad) {
-  const auto start = std::chrono::steady_clock::now();
   const double loss = model_.forward(acts_, batch_.inputs.data(), batch_.targets.data(), batch_.loss_mask.data());
   model_.backward(acts_);
   grad.assign(model_.grads().begin(), model_.grads().end());
   ++gradients_;
-  gradient_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return loss;
 }
 

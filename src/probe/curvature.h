@@ -72,9 +72,8 @@ class CurvatureLoss {
   // out = H_SS v for packed vectors of the subset (v, out: subset.size values). 2 (order 2) or 4 gradients.
   void hvp(const ParamSubset& subset, const double* v, double* out);
   LinearOperator hessian(const ParamSubset& subset);
-  // Gradients computed so far (forward + backward passes), and the seconds they took.
+  // Gradients computed so far (forward + backward passes).
   long gradients() const { return gradients_; }
-  double gradient_seconds() const { return gradient_seconds_; }
 
  private:
   template <typename W>
@@ -91,7 +90,6 @@ class CurvatureLoss {
   int order_ = 2;
   double step_ = 1e-4;
   long gradients_ = 0;
-  double gradient_seconds_ = 0;
 };
 
 // Eigenvalues (ascending) and eigenvectors (column j of the row-major n x n `vectors` belongs to value j)
