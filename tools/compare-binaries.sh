@@ -97,6 +97,17 @@ for t in 1 2; do
       --residual-streams 3 --hc-dynamic true
   run "admin-t$t" --layers 3 --width 32 --heads 2 --steps 8 --batch 8 --threads "$t" --norm-placement admin
   run "rezero-t$t" --layers 3 --width 32 --heads 2 --steps 8 --batch 8 --threads "$t" --norm-placement rezero
+  # every stage of the attention sub-layer: per-head norms on a fused projection (hybrid), separate projections
+  # with q/k norms, RoPE and grouped-query attention (qwen3), the value mix and the gate, cross-attention (sd)
+  run "hybrid-t$t" --layers 3 --width 32 --heads 2 --steps 8 --batch 8 --threads "$t" --norm-placement hybrid_star \
+      --positions rope
+  run "qwen3-t$t" --block qwen3 --layers 3 --width 32 --heads 4 --kv-heads 2 --head-dim 8 --steps 8 --batch 8 \
+      --threads "$t"
+  run "vres-gate-t$t" --layers 3 --width 32 --heads 2 --steps 8 --batch 8 --threads "$t" --value-residual true \
+      --attn-gate true --positions rope
+  run "ngpt-rope-vres-t$t" --layers 3 --width 32 --heads 2 --steps 8 --batch 8 --threads "$t" --norm-placement ngpt \
+      --positions rope --value-residual true
+  run "sd-t$t" --block sd --layers 2 --width 32 --heads 2 --steps 6 --batch 4 --threads "$t"
   # bf16 mixed precision: the bf16 GEMM path this CPU dispatches to (fp32 where it has none)
   run "bf16-width128-t$t" --layers 2 --width 128 --heads 4 --steps 6 --batch 32 --threads "$t" --precision bf16
   run "bf16-width96-t$t" --layers 2 --width 96 --heads 4 --steps 6 --batch 20 --threads "$t" --precision bf16

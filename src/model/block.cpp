@@ -214,278 +214,313 @@ void apply_linear(T* out, const T* inp, const LinearTensors<T>& l, int N, int C,
   }
 }
 
-// The attention read q, k, v at these places (after the per-head norms, RoPE and the value-residual mix).
-template <typename T>
-struct QkvView {
-  const T *q, *k, *v;
-  long q_stride, k_stride, v_stride;
+// Which stages the attention sub-layer runs, from the config, the sub-layer and the block alone (never from
+// which buffers happen to be set). Forward and backward walk the same list:
+//   project      fused: one (Q+2K, C) projection into [q | k | v] rows; separate: q, k, v of their own (cross:
+//                k and v from the context)
+//   head norms   [qk_norm] RMSNorm of each q and k head, [hybrid, hybrid_star] the config's norm of q, k and v
+//                (rows of D, read contiguous: a fused projection's parts are gathered first)
+//   rope         q and k rotated in place
+//   ngpt         q and k heads over their L2 norm, times s_qk (softmax scale sqrt(D) instead of 1/sqrt(D))
+//   value mix    [value_residual] block 1 keeps its values; later blocks V = lambda1 V + lambda2 V_1
+//   attention    causal self-attention (or cross-attention over the context) of the q, k, v rows
+//   gate         [attn_gate] y * sigmoid(inp W_g^T); then the output projection
+struct AttentionStages {
+  bool cross = false, fused = false, head_norms = false, v_norm = false, rope = false, ngpt = false;
+  bool keep_values = false, mix_values = false, gate = false, fast = false;
+  NormKind head_norm = NormKind::RMSNorm;
+
+  static AttentionStages of(const ModelConfig& c, bool cross, int block) {
+    AttentionStages st;
+    st.cross = cross;
+    st.fused = !cross && c.qkv == QkvLayout::Fused;
+    st.head_norms = !cross && (c.qk_norm || c.qkv_norm());
+    st.v_norm = !cross && c.qkv_norm();
+    st.head_norm = head_norm_kind(c);
+    st.rope = !cross && c.positions == Positions::RoPE;
+    st.ngpt = !cross && c.ngpt();
+    st.keep_values = !cross && c.value_residual && block == 0;
+    st.mix_values = !cross && c.value_residual && block > 0;
+    st.gate = !cross && c.attn_gate;
+    st.fast = !cross && fast_attention(c);
+    // The norms' backward gathers a fused projection's gradients through q, k and v alike (validate() refuses
+    // qk_norm with a fused projection).
+    BLOCKLAB_CHECK(!(st.fused && st.head_norms && !st.v_norm), "per-head q/k norms need a separate projection");
+    return st;
+  }
 };
 
+// Rows of an (N, width) matrix at a stride: q, k or v inside the fused [q | k | v] rows, or a matrix of its own.
 template <typename T>
-QkvView<T> qkv_view(const AttentionActs<T>& a, const BlockDims& d) {
-  if (a.q_unit != nullptr) {  // nGPT: the scaled unit q, k; v in place
-    const bool fused = a.qkv != nullptr;
-    return {a.q_unit, a.k_unit, fused ? a.qkv + d.Q + d.K : a.v, d.Q, d.K, fused ? d.Q + 2L * d.K : d.K};
+struct Rows {
+  T* p;
+  long stride;
+};
+template <typename T>
+struct QkvRows {
+  Rows<T> q, k, v;
+};
+
+// The fused projection's q, k and v parts as rows of `qkv` (N, Q+2K).
+template <typename T>
+QkvRows<T> fused_rows(T* qkv, const BlockDims& d) {
+  const long s = d.Q + 2L * d.K;
+  return {{qkv, s}, {qkv + d.Q, s}, {qkv + d.Q + d.K, s}};
+}
+
+// Three matrices back to back in `base`: q (N,Q), then k and v (Nk,K) each.
+template <typename T>
+QkvRows<T> packed_rows(T* base, long N, long Nk, const BlockDims& d) {
+  T* k = base + N * d.Q;
+  return {{base, d.Q}, {k, d.K}, {k + Nk * d.K, d.K}};
+}
+
+// q, k, v after the projection and the per-head norms: what RoPE and the value mix change in place.
+template <typename T>
+QkvRows<T> normed_rows(const AttentionActs<T>& a, const AttentionStages& st, const BlockDims& d) {
+  if (st.head_norms)
+    return {{a.q_norm.out, d.Q}, {a.k_norm.out, d.K}, st.v_norm ? Rows<T>{a.v_norm.out, d.K} : Rows<T>{a.v, d.K}};
+  if (st.fused) return fused_rows(a.qkv, d);
+  return {{a.q, d.Q}, {a.k, d.K}, {a.v, d.K}};
+}
+
+// q, k, v as the attention reads them (nGPT: its scaled unit q and k).
+template <typename T>
+QkvRows<T> attention_rows(const AttentionActs<T>& a, const AttentionStages& st, const BlockDims& d) {
+  QkvRows<T> r = normed_rows(a, st, d);
+  if (st.ngpt) r.q = {a.q_unit, d.Q}, r.k = {a.k_unit, d.K};
+  return r;
+}
+
+template <typename T>
+T attention_scale(const AttentionStages& st, const BlockDims& d) {
+  return st.ngpt ? std::sqrt(static_cast<T>(d.D)) : T(1) / std::sqrt(static_cast<T>(d.D));
+}
+
+// [value_residual] Block 1: V_1 = its values, kept for the blocks after it. Block l >= 2: V = lambda1 V + lambda2 V_1,
+// V_own = V before the mix. With HybridNorm's v norm the values are the normalised ones (V_1 too).
+template <typename T>
+void value_mix_forward(Rows<T> v, T* v_own, T* first_v, const T* lambda, const AttentionStages& st, long N, int K) {
+  if (st.keep_values) {
+    for (long n = 0; n < N; ++n) std::copy_n(v.p + n * v.stride, K, first_v + n * K);
+    return;
   }
-  if (a.qkv != nullptr && a.q_norm.out == nullptr) {
-    const long s = d.Q + 2L * d.K;
-    return {a.qkv, a.qkv + d.Q, a.qkv + d.Q + d.K, s, s, s};
+  const T l1 = lambda[0], l2 = lambda[1];
+  for (long n = 0; n < N; ++n)
+    for (int k = 0; k < K; ++k) {
+      T& vk = v.p[n * v.stride + k];
+      v_own[n * K + k] = vk;
+      vk = l1 * vk + l2 * first_v[n * K + k];
+    }
+}
+
+// Backward of V = lambda1 V_own + lambda2 V_1 (blocks l >= 2): d lambda1 += sum dV V_own, d lambda2 += sum dV V_1 (row
+// order), d V_1 += lambda2 dV, d V_own = lambda1 dV in place. Block 1 (last in the backward): dV += d V_1.
+template <typename T>
+void value_mix_backward(Rows<T> dv, T* d_lambda, T* d_first_v, const T* v_own, const T* first_v, const T* lambda,
+                        const AttentionStages& st, long N, int K) {
+  if (st.keep_values) {
+    for (long n = 0; n < N; ++n)
+      for (int k = 0; k < K; ++k) dv.p[n * dv.stride + k] += d_first_v[n * K + k];
+    return;
   }
-  const T* q = a.q_norm.out != nullptr ? a.q_norm.out : a.q;
-  const T* k = a.k_norm.out != nullptr ? a.k_norm.out : a.k;
-  const T* v = a.v_norm.out != nullptr ? a.v_norm.out : a.v;
-  return {q, k, v, d.Q, d.K, d.K};
+  const T l1 = lambda[0], l2 = lambda[1];
+  T sum1 = 0, sum2 = 0;
+  for (long n = 0; n < N; ++n)
+    for (int k = 0; k < K; ++k) {
+      const T g_v = dv.p[n * dv.stride + k];
+      sum1 += g_v * v_own[n * K + k];
+      sum2 += g_v * first_v[n * K + k];
+      d_first_v[n * K + k] += l2 * g_v;
+      dv.p[n * dv.stride + k] = l1 * g_v;
+    }
+  d_lambda[0] += sum1;
+  d_lambda[1] += sum2;
+}
+
+// [attn_gate] gate = sigmoid(z) in place of z (N*Q values), y_gated = y * gate element by element.
+template <typename T>
+void attention_gate_forward(T* y_gated, T* gate, const T* y, long NQ) {
+  for (long i = 0; i < NQ; ++i) {
+    const T gt = T(1) / (T(1) + std::exp(-gate[i]));
+    gate[i] = gt;
+    y_gated[i] = y[i] * gt;
+  }
+}
+
+// y_gated = y * gate, gate = sigmoid(z):  dz = d_yg * y * gate * (1 - gate);  dy = d_yg * gate (in place).
+template <typename T>
+void attention_gate_backward(T* d_z, T* d_y, const T* y, const T* gate, long NQ) {
+  for (long i = 0; i < NQ; ++i) {
+    const T d_yg = d_y[i], gt = gate[i];
+    d_z[i] = d_yg * y[i] * gt * (T(1) - gt);
+    d_y[i] = d_yg * gt;
+  }
+}
+
+// q, k = RoPE(q), RoPE(k) in place, forward or (inverse rotation of the gradients) backward.
+template <typename T>
+void rope_rows(Rows<T> q, Rows<T> k, const BlockInputs<T>& in, bool backward) {
+  const BlockDims& d = in.dims;
+  auto rotate = backward ? rope_backward<T> : rope_forward<T>;
+  rotate(q.p, in.rope_cos, in.rope_sin, d.B, d.T, d.H, d.D / 2, q.stride);
+  rotate(k.p, in.rope_cos, in.rope_sin, d.B, d.T, d.Hkv, d.D / 2, k.stride);
+}
+
+// The q, k, v projections: inp (N,C) -> their rows (cross-attention: k and v from the context).
+template <typename T>
+QkvRows<T> project_qkv(AttentionActs<T>& a, const T* inp, const AttentionTensors<T>& w, const BlockInputs<T>& in,
+                       const AttentionStages& st) {
+  const BlockDims& d = in.dims;
+  const int N = static_cast<int>(d.N());
+  if (st.fused) {  // qkv = inp @ W^T + b: (N, Q+2K) = [q | k | v]
+    apply_linear(a.qkv, inp, w.qkv, N, d.C, d.Q + 2 * d.K, in);
+    return fused_rows(a.qkv, d);
+  }
+  const T* kv_inp = st.cross ? in.context : inp;
+  const int Nk = st.cross ? static_cast<int>(d.Nc()) : N;
+  apply_linear(a.q, inp, w.q, N, d.C, d.Q, in);
+  apply_linear(a.k, kv_inp, w.k, Nk, d.C, d.K, in);
+  apply_linear(a.v, kv_inp, w.v, Nk, d.C, d.K, in);
+  return {{a.q, d.Q}, {a.k, d.K}, {a.v, d.K}};
+}
+
+// The per-head norms (rows of D) of the projections' q, k (and v): their contiguous copies first when fused.
+template <typename T>
+void head_norms_forward(AttentionActs<T>& a, QkvRows<T> r, const AttentionTensors<T>& w, const AttentionStages& st,
+                        const BlockDims& d, double eps) {
+  const long N = d.N();
+  if (st.fused)  // a.q, a.k, a.v: the q, k, v parts as contiguous rows, the norms' input
+    for (long n = 0; n < N; ++n) {
+      std::copy_n(r.q.p + n * r.q.stride, d.Q, a.q + n * d.Q);
+      std::copy_n(r.k.p + n * r.k.stride, d.K, a.k + n * d.K);
+      std::copy_n(r.v.p + n * r.v.stride, d.K, a.v + n * d.K);
+    }
+  norm_rows_forward(a.q_norm, static_cast<const T*>(a.q), w.q_norm, st.head_norm, N * d.H, d.D, eps);
+  norm_rows_forward(a.k_norm, static_cast<const T*>(a.k), w.k_norm, st.head_norm, N * d.Hkv, d.D, eps);
+  if (st.v_norm) norm_rows_forward(a.v_norm, static_cast<const T*>(a.v), w.v_norm, st.head_norm, N * d.Hkv, d.D, eps);
+}
+
+// Backward of the per-head norms: from the gradients of their outputs (dn, contiguous) to those of their inputs,
+// written into `to` (the projections' gradient rows; a v without a norm is already there).
+template <typename T>
+void head_norms_backward(QkvRows<T> to, BlockScratch<T>& s, const AttentionTensors<T>& g, QkvRows<T> dn,
+                         const AttentionActs<T>& a, const AttentionTensors<T>& w, const AttentionStages& st,
+                         const BlockDims& d) {
+  const long N = d.N();
+  // The kernels accumulate: into zeroed contiguous rows, then to their place.
+  const QkvRows<T> pre = packed_rows(s.d_qk_pre, N, N, d);
+  zero(s.d_qk_pre, N * (d.Q + (st.v_norm ? 2 : 1) * d.K));
+  norm_rows_backward(pre.q.p, g.q_norm, static_cast<const T*>(dn.q.p), static_cast<const T*>(a.q), w.q_norm, a.q_norm,
+                     st.head_norm, N * d.H, d.D);
+  norm_rows_backward(pre.k.p, g.k_norm, static_cast<const T*>(dn.k.p), static_cast<const T*>(a.k), w.k_norm, a.k_norm,
+                     st.head_norm, N * d.Hkv, d.D);
+  if (st.v_norm)
+    norm_rows_backward(pre.v.p, g.v_norm, static_cast<const T*>(dn.v.p), static_cast<const T*>(a.v), w.v_norm,
+                       a.v_norm, st.head_norm, N * d.Hkv, d.D);
+  for (long n = 0; n < N; ++n) {
+    std::copy_n(pre.q.p + n * d.Q, d.Q, to.q.p + n * to.q.stride);
+    std::copy_n(pre.k.p + n * d.K, d.K, to.k.p + n * to.k.stride);
+    if (st.v_norm) std::copy_n(pre.v.p + n * d.K, d.K, to.v.p + n * to.v.stride);
+  }
 }
 
 // F of the (self- or cross-) attention sub-layer: inp (N,C) -> a.out (N,C).
 template <typename T>
 void attention_forward_sublayer(AttentionActs<T>& a, const T* inp, const AttentionTensors<T>& w,
-                                const BlockInputs<T>& in, bool cross) {
+                                const BlockInputs<T>& in, const AttentionStages& st) {
   const ModelConfig& c = *in.config;
   const BlockDims& d = in.dims;
-  const int N = static_cast<int>(d.N()), Tk = cross ? d.Tc : d.T;
-  const bool rope = !cross && c.positions == Positions::RoPE;
-  // nGPT: softmax scale sqrt(D) (its q and k are unit vectors times s_qk)
-  const T scale = a.q_unit != nullptr ? std::sqrt(static_cast<T>(d.D)) : T(1) / std::sqrt(static_cast<T>(d.D));
-  const bool head_norms = a.q_norm.out != nullptr;
-  if (a.qkv != nullptr) {
-    // qkv = inp @ W^T + b: (N, Q+2K) = [q | k | v]
-    apply_linear(a.qkv, inp, w.qkv, N, d.C, d.Q + 2 * d.K, in);
-    const long s = d.Q + 2L * d.K;
-    if (head_norms) {  // the per-head norms read contiguous q, k, v: copy the parts out
-      for (long n = 0; n < N; ++n) {
-        std::copy_n(a.qkv + n * s, d.Q, a.q + n * d.Q);
-        std::copy_n(a.qkv + n * s + d.Q, d.K, a.k + n * d.K);
-        std::copy_n(a.qkv + n * s + d.Q + d.K, d.K, a.v + n * d.K);
-      }
-    } else if (rope) {
-      rope_forward(a.qkv, in.rope_cos, in.rope_sin, d.B, d.T, d.H, d.D / 2, s);
-      rope_forward(a.qkv + d.Q, in.rope_cos, in.rope_sin, d.B, d.T, d.Hkv, d.D / 2, s);
-    }
-  } else {
-    // q = inp Wq^T; k, v = kv_inp Wk^T, kv_inp Wv^T with kv_inp the context for cross-attention
-    const T* kv_inp = cross ? in.context : inp;
-    const int Nk = cross ? static_cast<int>(d.Nc()) : N;
-    apply_linear(a.q, inp, w.q, N, d.C, d.Q, in);
-    apply_linear(a.k, kv_inp, w.k, Nk, d.C, d.K, in);
-    apply_linear(a.v, kv_inp, w.v, Nk, d.C, d.K, in);
-  }
-  if (head_norms) {
-    // q, k (and v for HybridNorm) = Norm_D per head (rows of D), before RoPE
-    const NormKind kind = head_norm_kind(c);
-    norm_rows_forward(a.q_norm, static_cast<const T*>(a.q), w.q_norm, kind, static_cast<long>(N) * d.H, d.D,
-                      c.norm_eps);
-    norm_rows_forward(a.k_norm, static_cast<const T*>(a.k), w.k_norm, kind, static_cast<long>(N) * d.Hkv, d.D,
-                      c.norm_eps);
-    if (a.v_norm.out != nullptr)
-      norm_rows_forward(a.v_norm, static_cast<const T*>(a.v), w.v_norm, kind, static_cast<long>(N) * d.Hkv, d.D,
-                        c.norm_eps);
-  }
-  if (rope && (a.qkv == nullptr || head_norms)) {
-    T* q = head_norms ? a.q_norm.out : a.q;
-    T* k = head_norms ? a.k_norm.out : a.k;
-    rope_forward(q, in.rope_cos, in.rope_sin, d.B, d.T, d.H, d.D / 2, d.Q);
-    rope_forward(k, in.rope_cos, in.rope_sin, d.B, d.T, d.Hkv, d.D / 2, d.K);
-  }
-  if (a.q_unit != nullptr) {  // nGPT: q, k (after RoPE) per head over their norm, times s_qk
-    const bool fused = a.qkv != nullptr;
-    const long stride = fused ? d.Q + 2L * d.K : d.Q;
+  const int N = static_cast<int>(d.N()), Tk = st.cross ? d.Tc : d.T;
+  const QkvRows<T> projected = project_qkv(a, inp, w, in, st);
+  if (st.head_norms) head_norms_forward(a, projected, w, st, d, c.norm_eps);
+  const QkvRows<T> r = normed_rows(a, st, d);
+  if (st.rope) rope_rows(r.q, r.k, in, false);
+  if (st.ngpt) {  // q, k (after RoPE) per head over their norm, times s_qk
     const T factor = static_cast<T>(c.ngpt_sqk_factor());
-    ngpt_heads_forward(a.q_unit, a.q_rn, fused ? a.qkv : a.q, stride, static_cast<const T*>(w.s_qk), factor, N, d.H,
-                       d.D);
-    ngpt_heads_forward(a.k_unit, a.k_rn, fused ? a.qkv + d.Q : a.k, fused ? stride : d.K,
-                       static_cast<const T*>(w.s_qk), factor, N, d.Hkv, d.D);
+    ngpt_heads_forward(a.q_unit, a.q_rn, r.q.p, r.q.stride, static_cast<const T*>(w.s_qk), factor, N, d.H, d.D);
+    ngpt_heads_forward(a.k_unit, a.k_rn, r.k.p, r.k.stride, static_cast<const T*>(w.s_qk), factor, N, d.Hkv, d.D);
   }
-  if (!cross && c.value_residual) {
-    // Block 1: V_1 = its values, kept for the blocks after it. Block l >= 2: V = lambda1 V + lambda2 V_1.
-    // With HybridNorm's v norm the values are the normalised ones (V_1 too).
-    const bool fused_v = a.qkv != nullptr && a.v_norm.out == nullptr;
-    T* v = a.v_norm.out != nullptr ? a.v_norm.out : fused_v ? a.qkv + d.Q + d.K : a.v;
-    const long stride = fused_v ? d.Q + 2L * d.K : d.K;
-    if (w.value_lambda == nullptr) {
-      for (long n = 0; n < N; ++n) std::copy_n(v + n * stride, d.K, in.first_v + n * d.K);
-    } else {
-      const T l1 = w.value_lambda[0], l2 = w.value_lambda[1];
-      for (long n = 0; n < N; ++n)
-        for (int k = 0; k < d.K; ++k) {
-          T& vk = v[n * stride + k];
-          a.v_own[n * d.K + k] = vk;
-          vk = l1 * vk + l2 * in.first_v[n * d.K + k];
-        }
-    }
-  }
-  if (!cross && fast_attention(c)) {
+  if (st.keep_values || st.mix_values)
+    value_mix_forward(r.v, a.v_own, in.first_v, static_cast<const T*>(w.value_lambda), st, N, d.K);
+  if (st.fast) {
     attention_forward(a.y, a.att, in.attention_scratch, a.qkv, d.B, d.T, d.C, d.H);
   } else {
-    const QkvView<T> v = qkv_view(a, d);
-    attention_gqa_forward(a.y, static_cast<long>(d.Q), a.att, in.attention_scratch, v.q, v.q_stride, v.k, v.k_stride,
-                          v.v, v.v_stride, d.B, d.T, Tk, d.H, d.Hkv, d.D, !cross, scale);
+    const QkvRows<T> v = attention_rows(a, st, d);
+    attention_gqa_forward(a.y, static_cast<long>(d.Q), a.att, in.attention_scratch, static_cast<const T*>(v.q.p),
+                          v.q.stride, static_cast<const T*>(v.k.p), v.k.stride, static_cast<const T*>(v.v.p),
+                          v.v.stride, d.B, d.T, Tk, d.H, d.Hkv, d.D, !st.cross, attention_scale<T>(st, d));
   }
   const T* proj_in = a.y;
-  if (a.gate != nullptr) {
-    // gate = sigmoid(inp Wg^T); y_gated = y * gate, element by element (each head's outputs their own gates)
+  if (st.gate) {  // gate = sigmoid(inp Wg^T); y_gated = y * gate (each head's outputs their own gates)
     apply_linear(a.gate, inp, w.gate, N, d.C, d.Q, in);
-    const long NQ = static_cast<long>(N) * d.Q;
-    for (long i = 0; i < NQ; ++i) {
-      const T gt = T(1) / (T(1) + std::exp(-a.gate[i]));
-      a.gate[i] = gt;
-      a.y_gated[i] = a.y[i] * gt;
-    }
+    attention_gate_forward(a.y_gated, a.gate, static_cast<const T*>(a.y), static_cast<long>(N) * d.Q);
     proj_in = a.y_gated;
   }
   // out = proj_in Wo^T + bo
   apply_linear(a.out, proj_in, w.proj, N, d.Q, d.C, in);
 }
 
-// Backward of F of the attention sub-layer. dout = d a.out (N,C). The gradient of F's input is written
-// into dinp as `write` says; for cross-attention the context's gradient is added to s.d_context.
+// Backward of F of the attention sub-layer: the forward's stages in reverse. dout = d a.out (N,C). The gradient
+// of F's input is written into dinp as `write` says; for cross-attention the context's gradient is added to
+// s.d_context.
 template <typename T>
 void attention_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, const AttentionTensors<T>& g,
                                  const T* dout, const AttentionActs<T>& a, const T* inp, const AttentionTensors<T>& w,
-                                 const BlockInputs<T>& in, bool cross) {
+                                 const BlockInputs<T>& in, const AttentionStages& st) {
   const ModelConfig& c = *in.config;
   const BlockDims& d = in.dims;
-  const int N = static_cast<int>(d.N()), Tk = cross ? d.Tc : d.T;
-  const bool rope = !cross && c.positions == Positions::RoPE;
-  const T scale = a.q_unit != nullptr ? std::sqrt(static_cast<T>(d.D)) : T(1) / std::sqrt(static_cast<T>(d.D));
-  // nGPT: from d (q_unit, k_unit) to d (q, k) after RoPE, in place; d s_qk
-  auto ngpt_backward = [&](T* dq, long dq_stride, T* dk, long dk_stride) {
-    if (a.q_unit == nullptr) return;
-    const bool fused = a.qkv != nullptr;
-    const long stride = fused ? d.Q + 2L * d.K : d.Q;
-    const T factor = static_cast<T>(c.ngpt_sqk_factor());
-    const T* s_qk = w.s_qk;
-    ngpt_heads_backward(dq, dq_stride, g.s_qk, static_cast<const T*>(fused ? a.qkv : a.q), stride,
-                        static_cast<const T*>(a.q_rn), s_qk, factor, N, d.H, d.D);
-    ngpt_heads_backward(dk, dk_stride, g.s_qk, static_cast<const T*>(fused ? a.qkv + d.Q : a.k), fused ? stride : d.K,
-                        static_cast<const T*>(a.k_rn), s_qk, factor, N, d.Hkv, d.D);
-  };
-  // out = proj_in Wo^T + bo, proj_in = y_gated or y
+  const int N = static_cast<int>(d.N()), Tk = st.cross ? d.Tc : d.T;
+  const int Nk = st.cross ? static_cast<int>(d.Nc()) : N;
   const GemmPrecision precision = gemm_precision(c);
-  const bool gated = a.gate != nullptr;
-  linear_backward(s.d_y, g.proj.weight, g.proj.bias, dout, gated ? a.y_gated : a.y, w.proj.weight, N, d.Q, d.C,
+  // out = proj_in Wo^T + bo, proj_in = y_gated or y
+  linear_backward(s.d_y, g.proj.weight, g.proj.bias, dout, st.gate ? a.y_gated : a.y, w.proj.weight, N, d.Q, d.C,
                   GradWrite::Overwrite, precision);
-  if (gated) {
-    // y_gated = y * gate, gate = sigmoid(z), z = inp Wg^T:  dz = d_yg * y * gate * (1 - gate);  dy = d_yg * gate
-    const long NQ = static_cast<long>(N) * d.Q;
-    for (long i = 0; i < NQ; ++i) {
-      const T d_yg = s.d_y[i], gt = a.gate[i];
-      s.d_gate[i] = d_yg * a.y[i] * gt * (T(1) - gt);
-      s.d_y[i] = d_yg * gt;
-    }
+  if (st.gate) attention_gate_backward(s.d_gate, s.d_y, static_cast<const T*>(a.y), static_cast<const T*>(a.gate),
+                                       static_cast<long>(N) * d.Q);
+  // The projections' gradient rows (fused: [q | k | v] rows of s.d_qkv), and where the attention writes its q, k,
+  // v gradients: the same rows, or (per-head norms) contiguous ones in s.d_qkv, carried to them by the norms'
+  // backward.
+  const QkvRows<T> projected = st.fused ? fused_rows(s.d_qkv, d) : packed_rows(s.d_qkv, N, Nk, d);
+  const QkvRows<T> dr = st.head_norms ? packed_rows(s.d_qkv, N, N, d) : projected;
+  if (st.fast) {
+    attention_backward(s.d_qkv, in.attention_scratch, s.d_y, a.qkv, a.att, d.B, d.T, d.C, d.H);
+  } else {
+    const QkvRows<T> v = attention_rows(a, st, d);
+    attention_gqa_backward(dr.q.p, dr.q.stride, dr.k.p, dr.k.stride, dr.v.p, dr.v.stride, in.attention_scratch,
+                           static_cast<const T*>(s.d_y), static_cast<long>(d.Q), static_cast<const T*>(v.q.p),
+                           v.q.stride, static_cast<const T*>(v.k.p), v.k.stride, static_cast<const T*>(v.v.p),
+                           v.v.stride, a.att, d.B, d.T, Tk, d.H, d.Hkv, d.D, !st.cross, attention_scale<T>(st, d));
   }
-  // z = inp Wg^T: its input gradient is added after the q/k/v projections' (the first of which may overwrite dinp)
-  // V = lambda1 V_own + lambda2 V_1 (blocks l >= 2): d lambda1 += sum dV V_own, d lambda2 += sum dV V_1 (row
-  // order), d V_1 += lambda2 dV, d V_own = lambda1 dV. Block 1 (last in the backward): dV += d V_1.
-  auto value_residual_backward = [&](T* dv, long stride) {
-    if (cross || !c.value_residual) return;
-    if (w.value_lambda == nullptr) {
-      for (long n = 0; n < N; ++n)
-        for (int k = 0; k < d.K; ++k) dv[n * stride + k] += s.d_first_v[n * d.K + k];
-      return;
-    }
-    const T l1 = w.value_lambda[0], l2 = w.value_lambda[1];
-    T sum1 = 0, sum2 = 0;
-    for (long n = 0; n < N; ++n)
-      for (int k = 0; k < d.K; ++k) {
-        const T g_v = dv[n * stride + k];
-        sum1 += g_v * a.v_own[n * d.K + k];
-        sum2 += g_v * in.first_v[n * d.K + k];
-        s.d_first_v[n * d.K + k] += l2 * g_v;
-        dv[n * stride + k] = l1 * g_v;
-      }
-    g.value_lambda[0] += sum1;
-    g.value_lambda[1] += sum2;
-  };
-  auto gate_backward = [&] {
-    if (gated)
-      linear_backward(dinp, g.gate.weight, static_cast<T*>(nullptr), static_cast<const T*>(s.d_gate), inp,
-                      w.gate.weight, N, d.C, d.Q, GradWrite::Accumulate, precision);
-  };
-  if (a.qkv != nullptr && a.q_norm.out == nullptr) {
-    const long stride = d.Q + 2L * d.K;
-    if (!cross && fast_attention(c)) {
-      attention_backward(s.d_qkv, in.attention_scratch, s.d_y, a.qkv, a.att, d.B, d.T, d.C, d.H);
-    } else {
-      const QkvView<T> v = qkv_view(a, d);
-      attention_gqa_backward(s.d_qkv, stride, s.d_qkv + d.Q, stride, s.d_qkv + d.Q + d.K, stride, in.attention_scratch,
-                             static_cast<const T*>(s.d_y), static_cast<long>(d.Q), v.q, v.q_stride, v.k, v.k_stride,
-                             v.v, v.v_stride, a.att, d.B, d.T, Tk, d.H, d.Hkv, d.D, !cross, scale);
-    }
-    ngpt_backward(s.d_qkv, stride, s.d_qkv + d.Q, stride);
-    if (rope) {  // q, k = RoPE(q), RoPE(k): rotate the gradients back
-      rope_backward(s.d_qkv, in.rope_cos, in.rope_sin, d.B, d.T, d.H, d.D / 2, stride);
-      rope_backward(s.d_qkv + d.Q, in.rope_cos, in.rope_sin, d.B, d.T, d.Hkv, d.D / 2, stride);
-    }
-    value_residual_backward(s.d_qkv + d.Q + d.K, stride);
-    // qkv = inp @ W^T + b
-    linear_backward(dinp, g.qkv.weight, g.qkv.bias, s.d_qkv, inp, w.qkv.weight, N, d.C, d.Q + 2 * d.K, write,
-                    precision);
-    gate_backward();
-    return;
+  const QkvRows<T> r = normed_rows(a, st, d);
+  if (st.ngpt) {  // from d (q_unit, k_unit) to d (q, k) after RoPE, in place; d s_qk
+    const T factor = static_cast<T>(c.ngpt_sqk_factor());
+    ngpt_heads_backward(dr.q.p, dr.q.stride, g.s_qk, static_cast<const T*>(r.q.p), r.q.stride,
+                        static_cast<const T*>(a.q_rn), static_cast<const T*>(w.s_qk), factor, N, d.H, d.D);
+    ngpt_heads_backward(dr.k.p, dr.k.stride, g.s_qk, static_cast<const T*>(r.k.p), r.k.stride,
+                        static_cast<const T*>(a.k_rn), static_cast<const T*>(w.s_qk), factor, N, d.Hkv, d.D);
   }
-  const int Nk = cross ? static_cast<int>(d.Nc()) : N;
-  T* dq = s.d_qkv;
-  T* dk = dq + static_cast<long>(N) * d.Q;
-  T* dv = dk + static_cast<long>(Nk) * d.K;
-  const QkvView<T> v = qkv_view(a, d);
-  attention_gqa_backward(dq, static_cast<long>(d.Q), dk, static_cast<long>(d.K), dv, static_cast<long>(d.K),
-                         in.attention_scratch, static_cast<const T*>(s.d_y), static_cast<long>(d.Q), v.q, v.q_stride,
-                         v.k, v.k_stride, v.v, v.v_stride, a.att, d.B, d.T, Tk, d.H, d.Hkv, d.D, !cross, scale);
-  ngpt_backward(dq, d.Q, dk, d.K);
-  if (rope) {
-    rope_backward(dq, in.rope_cos, in.rope_sin, d.B, d.T, d.H, d.D / 2, d.Q);
-    rope_backward(dk, in.rope_cos, in.rope_sin, d.B, d.T, d.Hkv, d.D / 2, d.K);
-  }
-  value_residual_backward(dv, d.K);
-  const T* dq_pre = dq;
-  const T* dk_pre = dk;
-  const T* dv_pre = dv;
-  if (a.q_norm.out != nullptr) {
-    // q_norm.out = Norm_D(q) etc.: dq_pre = its backward (the kernels accumulate: zero first)
-    const NormKind kind = head_norm_kind(c);
-    const bool v_norm = a.v_norm.out != nullptr;
-    T* dqp = s.d_qk_pre;
-    T* dkp = dqp + static_cast<long>(N) * d.Q;
-    T* dvp = dkp + static_cast<long>(N) * d.K;
-    zero(dqp, static_cast<long>(N) * (d.Q + (v_norm ? 2 : 1) * d.K));
-    norm_rows_backward(dqp, g.q_norm, static_cast<const T*>(dq), static_cast<const T*>(a.q), w.q_norm, a.q_norm, kind,
-                       static_cast<long>(N) * d.H, d.D);
-    norm_rows_backward(dkp, g.k_norm, static_cast<const T*>(dk), static_cast<const T*>(a.k), w.k_norm, a.k_norm, kind,
-                       static_cast<long>(N) * d.Hkv, d.D);
-    dq_pre = dqp;
-    dk_pre = dkp;
-    if (v_norm) {
-      norm_rows_backward(dvp, g.v_norm, static_cast<const T*>(dv), static_cast<const T*>(a.v), w.v_norm, a.v_norm,
-                         kind, static_cast<long>(N) * d.Hkv, d.D);
-      dv_pre = dvp;
-    }
-  }
-  if (a.qkv != nullptr) {
-    // Fused with HybridNorm: the q, k, v gradients (all in s.d_qk_pre) back into the [q | k | v] rows, then
-    // qkv = inp @ W^T + b
-    const long stride = d.Q + 2L * d.K;
-    for (long n = 0; n < N; ++n) {
-      std::copy_n(dq_pre + n * d.Q, d.Q, s.d_qkv + n * stride);
-      std::copy_n(dk_pre + n * d.K, d.K, s.d_qkv + n * stride + d.Q);
-      std::copy_n(dv_pre + n * d.K, d.K, s.d_qkv + n * stride + d.Q + d.K);
-    }
+  if (st.rope) rope_rows(dr.q, dr.k, in, true);  // rotate the gradients back
+  if (st.keep_values || st.mix_values)
+    value_mix_backward(dr.v, g.value_lambda, s.d_first_v, static_cast<const T*>(a.v_own),
+                       static_cast<const T*>(in.first_v), static_cast<const T*>(w.value_lambda), st, N, d.K);
+  if (st.head_norms) head_norms_backward(projected, s, g, dr, a, w, st, d);
+  if (st.fused) {  // qkv = inp @ W^T + b
     linear_backward(dinp, g.qkv.weight, g.qkv.bias, static_cast<const T*>(s.d_qkv), inp, w.qkv.weight, N, d.C,
                     d.Q + 2 * d.K, write, precision);
-    gate_backward();
-    return;
+  } else {  // q = inp Wq^T + bq;  k, v = kv_inp Wk^T + bk, kv_inp Wv^T + bv (kv_inp: the context for cross-attention)
+    linear_backward(dinp, g.q.weight, g.q.bias, static_cast<const T*>(projected.q.p), inp, w.q.weight, N, d.C, d.Q,
+                    write, precision);
+    T* d_kv_inp = st.cross ? s.d_context : dinp;
+    const T* kv_inp = st.cross ? in.context : inp;
+    linear_backward(d_kv_inp, g.k.weight, g.k.bias, static_cast<const T*>(projected.k.p), kv_inp, w.k.weight, Nk, d.C,
+                    d.K, GradWrite::Accumulate, precision);
+    linear_backward(d_kv_inp, g.v.weight, g.v.bias, static_cast<const T*>(projected.v.p), kv_inp, w.v.weight, Nk, d.C,
+                    d.K, GradWrite::Accumulate, precision);
   }
-  // q = inp Wq^T + bq;  k, v = kv_inp Wk^T + bk, kv_inp Wv^T + bv
-  linear_backward(dinp, g.q.weight, g.q.bias, dq_pre, inp, w.q.weight, N, d.C, d.Q, write, precision);
-  const GradWrite add = GradWrite::Accumulate;
-  if (cross) {
-    linear_backward(s.d_context, g.k.weight, g.k.bias, dk_pre, in.context, w.k.weight, Nk, d.C, d.K, add, precision);
-    linear_backward(s.d_context, g.v.weight, g.v.bias, dv_pre, in.context, w.v.weight, Nk, d.C, d.K, add, precision);
-  } else {
-    linear_backward(dinp, g.k.weight, g.k.bias, dk_pre, inp, w.k.weight, N, d.C, d.K, add, precision);
-    linear_backward(dinp, g.v.weight, g.v.bias, dv_pre, inp, w.v.weight, N, d.C, d.K, add, precision);
-    gate_backward();
-  }
+  if (st.gate)  // z = inp Wg^T, after the projections (the first of which may overwrite dinp)
+    linear_backward(dinp, g.gate.weight, static_cast<T*>(nullptr), static_cast<const T*>(s.d_gate), inp, w.gate.weight,
+                    N, d.C, d.Q, GradWrite::Accumulate, precision);
 }
 
 // F of the MLP sub-layer: inp (N,C) -> a.out (N,C).
@@ -806,12 +841,12 @@ void block_forward(BlockActs<T>& a, const T* x, const BlockTensors<T>& w, const 
   const T* gate = w.rezero_alpha;
   const T* h = sublayer_forward(a.attn, x, w.attn, c.sublayer_plan(index, Sublayer::Attention), gate, in,
                                 [&](AttentionActs<T>& acts, const T* inp) {
-                                  attention_forward_sublayer(acts, inp, w.attn, in, false);
+                                  attention_forward_sublayer(acts, inp, w.attn, in, AttentionStages::of(c, false, index));
                                 });
   if (c.cross_attention)
     h = sublayer_forward(a.cross, h, w.cross, c.sublayer_plan(index, Sublayer::Cross), gate, in,
                          [&](AttentionActs<T>& acts, const T* inp) {
-                           attention_forward_sublayer(acts, inp, w.cross, in, true);
+                           attention_forward_sublayer(acts, inp, w.cross, in, AttentionStages::of(c, true, index));
                          });
   h = sublayer_forward(a.mlp, h, w.mlp, c.sublayer_plan(index, Sublayer::Mlp), gate, in,
                        [&](MlpActs<T>& acts, const T* inp) { mlp_forward_sublayer(acts, inp, w.mlp, in); });
@@ -839,11 +874,13 @@ void block_backward(T*& d_stream, BlockScratch<T>& s, const BlockTensors<T>& g, 
   if (cross)
     sublayer_backward(d_stream, s, g.cross, a.cross, output_of(a.attn, attn_plan), w.cross, cross_plan, gate, d_gate, in,
                       [&](T* dinp, GradWrite write, const T* dout, const T* inp) {
-                        attention_backward_sublayer(dinp, write, s, g.cross, dout, a.cross, inp, w.cross, in, true);
+                        attention_backward_sublayer(dinp, write, s, g.cross, dout, a.cross, inp, w.cross, in,
+                                                    AttentionStages::of(*in.config, true, index));
                       });
   sublayer_backward(d_stream, s, g.attn, a.attn, x, w.attn, attn_plan, gate, d_gate, in,
                     [&](T* dinp, GradWrite write, const T* dout, const T* inp) {
-                      attention_backward_sublayer(dinp, write, s, g.attn, dout, a.attn, inp, w.attn, in, false);
+                      attention_backward_sublayer(dinp, write, s, g.attn, dout, a.attn, inp, w.attn, in,
+                                                  AttentionStages::of(*in.config, false, index));
                     });
 }
 
@@ -853,7 +890,7 @@ const T* sublayer_branch_forward(BlockActs<T>& a, Sublayer which, const T* h, co
   const SublayerPlan plan = in.config->sublayer_plan(index, which);
   if (which == Sublayer::Attention)
     return branch_forward(a.attn, h, w.attn, plan, in, [&](AttentionActs<T>& acts, const T* inp) {
-      attention_forward_sublayer(acts, inp, w.attn, in, false);
+      attention_forward_sublayer(acts, inp, w.attn, in, AttentionStages::of(*in.config, false, index));
     });
   return branch_forward(a.mlp, h, w.mlp, plan, in,
                         [&](MlpActs<T>& acts, const T* inp) { mlp_forward_sublayer(acts, inp, w.mlp, in); });
@@ -877,7 +914,8 @@ void sublayer_branch_backward(T* dh, BlockScratch<T>& s, const BlockTensors<T>& 
   if (which == Sublayer::Attention) {
     branch_input_backward(dh, s, g.attn, a.attn, h, w.attn, plan, d_F_of(a.attn, g.attn, w.attn), in,
                           [&](T* dinp, GradWrite write, const T* dout, const T* inp) {
-                            attention_backward_sublayer(dinp, write, s, g.attn, dout, a.attn, inp, w.attn, in, false);
+                            attention_backward_sublayer(dinp, write, s, g.attn, dout, a.attn, inp, w.attn, in,
+                                                        AttentionStages::of(c, false, index));
                           });
   } else {
     branch_input_backward(dh, s, g.mlp, a.mlp, h, w.mlp, plan, d_F_of(a.mlp, g.mlp, w.mlp), in,

@@ -67,8 +67,10 @@ template <typename T>
 struct AttentionActs {
   NormActs<T> in;      // [in norm] in(x) (scaled by c in place for LNS)
   T* qkv = nullptr;    // fused (N, Q+2K) [q | k | v], q and k parts rotated in place by RoPE
-  T* q = nullptr;      // separate: (N,Q) q projection (rotated in place by RoPE when there is no q/k norm);
-                       // fused with hybrid: a contiguous copy of the q part of qkv (the per-head norms' input)
+  // q, k, v as contiguous rows before any per-head norm: the separate projections' outputs, or (fused, with
+  // per-head norms) the fused rows' parts gathered for the norms. RoPE and the value mix act on the rows that
+  // reach the attention (block.cpp AttentionStages: the fused rows, these, or the per-head norms' outputs).
+  T* q = nullptr;      // (N,Q)
   T* k = nullptr;      // (N,K) or (Nc,K) for cross-attention
   T* v = nullptr;      // (N,K) or (Nc,K)
   // Per-head norms over rows of D, out then rotated in place by RoPE: [qk_norm] RMSNorm of q and k;
