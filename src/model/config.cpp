@@ -4,6 +4,7 @@
 #include <cmath>
 #include <utility>
 
+#include "model/designs.h"
 #include "util/error.h"
 
 namespace blocklab {
@@ -31,22 +32,6 @@ struct EnumNames {
   }
 };
 
-constexpr EnumNames<NormPlacement, 15> kPlacements{"norm_placement",
-                                                   {{{NormPlacement::Post, "post"},
-                                                     {NormPlacement::Pre, "pre"},
-                                                     {NormPlacement::Peri, "peri"},
-                                                     {NormPlacement::Reordered, "reordered"},
-                                                     {NormPlacement::DeepNorm, "deepnorm"},
-                                                     {NormPlacement::Admin, "admin"},
-                                                     {NormPlacement::ReZero, "rezero"},
-                                                     {NormPlacement::TFixup, "tfixup"},
-                                                     {NormPlacement::Mix, "mix"},
-                                                     {NormPlacement::LNS, "lns"},
-                                                     {NormPlacement::Hybrid, "hybrid"},
-                                                     {NormPlacement::HybridStar, "hybrid_star"},
-                                                     {NormPlacement::Hc, "hc"},
-                                                     {NormPlacement::Mhc, "mhc"},
-                                                     {NormPlacement::NGPT, "ngpt"}}}};
 constexpr EnumNames<NormKind, 4> kNorms{"norm",
                                         {{{NormKind::LayerNorm, "layernorm"},
                                           {NormKind::RMSNorm, "rmsnorm"},
@@ -130,68 +115,10 @@ void ModelConfig::validate() const {
                 " does not support cross_attention (the streams are mixed around self-attention and MLP only)");
 }
 
-bool ModelConfig::has_final_norm() const {
-  switch (norm_placement) {
-    case NormPlacement::Pre:
-    case NormPlacement::Peri:
-    case NormPlacement::Reordered:
-    case NormPlacement::Mix:
-    case NormPlacement::LNS:
-    case NormPlacement::Hybrid:
-    case NormPlacement::HybridStar:
-    case NormPlacement::Hc:
-    case NormPlacement::Mhc:
-      return true;
-    default:
-      return false;
-  }
-}
+bool ModelConfig::has_final_norm() const { return design(norm_placement).final_norm; }
 
 SublayerPlan ModelConfig::sublayer_plan(int index, Sublayer which) const {
-  SublayerPlan p;
-  switch (norm_placement) {
-    case NormPlacement::Post: p.after_norm = true; break;
-    case NormPlacement::Pre: p.in_norm = true; break;
-    case NormPlacement::Peri: p.in_norm = p.out_norm = true; break;
-    case NormPlacement::Reordered: p.out_norm = true; break;
-    case NormPlacement::DeepNorm:
-      p.after_norm = true;
-      p.residual_scale = deepnorm_alpha();
-      break;
-    case NormPlacement::Admin:
-      p.after_norm = true;
-      p.learned_scale = true;
-      break;
-    case NormPlacement::ReZero: p.gate = true; break;
-    case NormPlacement::TFixup: break;
-    case NormPlacement::Mix:  // Mix-LN: the first floor(N/4) blocks (1-based l <= N/4) Post-LN, the rest Pre-LN
-      if (index + 1 <= layers / 4)
-        p.after_norm = true;
-      else
-        p.in_norm = true;
-      break;
-    case NormPlacement::LNS:
-      p.in_norm = true;
-      p.in_scale = 1.0 / std::sqrt(static_cast<double>(index + 1));
-      break;
-    case NormPlacement::Hybrid:
-    case NormPlacement::HybridStar:
-      // HybridNorm (the authors' OLMo code: attn_norm off, ffn_norm on with ffn_residual_after_norm); HybridNorm*
-      // makes block 0 Pre-LN (its norm_pos_special_config {0: attn_norm on, ffn_residual off}).
-      if (norm_placement == NormPlacement::HybridStar && index == 0) {
-        p.in_norm = true;
-      } else if (which == Sublayer::Mlp) {
-        p.in_norm = true;
-        p.residual_from_norm = true;
-      }
-      break;
-    case NormPlacement::Hc:  // the branch's input norm; the residual is the stack's stream mixing
-    case NormPlacement::Mhc:
-      p.in_norm = true;
-      break;
-    case NormPlacement::NGPT: p.normalized_update = true; break;
-  }
-  return p;
+  return design(norm_placement).plan(*this, index, which);
 }
 
 double ModelConfig::deepnorm_alpha() const { return std::pow(2.0 * layers, 0.25); }
@@ -202,8 +129,7 @@ double ModelConfig::tfixup_scale() const { return std::pow(9.0 * layers, -0.25);
 // nGPT ignores the scheme: Model::init_weights gives it its own init whatever `init` says.
 InitScheme ModelConfig::effective_init() const {
   if (init != InitScheme::Auto) return init;
-  if (norm_placement == NormPlacement::DeepNorm) return InitScheme::DeepNorm;
-  if (norm_placement == NormPlacement::TFixup) return InitScheme::TFixup;
+  if (const InitScheme tied = design(norm_placement).init; tied != InitScheme::Auto) return tied;
   return base_init == InitScheme::Auto ? InitScheme::Xavier : base_init;
 }
 
@@ -270,7 +196,7 @@ void apply_block_preset(ModelConfig& c, const std::string& name) {
   c.block = name;
 }
 
-std::string to_string(NormPlacement p) { return kPlacements.show(p); }
+std::string to_string(NormPlacement p) { return design(p).name; }
 std::string to_string(NormKind k) { return kNorms.show(k); }
 std::string to_string(InitScheme s) { return kInits.show(s); }
 std::string to_string(Positions p) { return kPositions.show(p); }
@@ -278,7 +204,14 @@ std::string to_string(MlpKind m) { return kMlps.show(m); }
 std::string to_string(QkvLayout q) { return kQkv.show(q); }
 std::string to_string(Precision p) { return kPrecisions.show(p); }
 
-NormPlacement parse_norm_placement(const std::string& s) { return kPlacements.parse(s); }
+NormPlacement parse_norm_placement(const std::string& s) {
+  std::string accepted;
+  for (const Design& d : designs()) {
+    if (s == d.name) return d.id;
+    accepted += (accepted.empty() ? "" : ", ") + std::string(d.name);
+  }
+  throw Error("unknown norm_placement '" + s + "' (expected one of: " + accepted + ")");
+}
 NormKind parse_norm_kind(const std::string& s) { return kNorms.parse(s); }
 InitScheme parse_init_scheme(const std::string& s) { return kInits.parse(s); }
 Positions parse_positions(const std::string& s) { return kPositions.parse(s); }

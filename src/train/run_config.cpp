@@ -9,6 +9,7 @@
 
 #include "data/text_data.h"
 #include "io/read_file.h"
+#include "model/designs.h"
 #include "util/error.h"
 
 namespace blocklab {
@@ -48,6 +49,14 @@ std::string format_double(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.17g", v);
   return buf;
+}
+
+// "post, pre, ... or ngpt": the designs' config values, as the norm_placement key's help lists them.
+std::string design_names() {
+  std::string text;
+  const auto& all = designs();
+  for (size_t i = 0; i < all.size(); ++i) text += (i == 0 ? "" : i + 1 == all.size() ? " or " : ", ") + std::string(all[i].name);
+  return text;
 }
 
 std::vector<ConfigKey> make_keys() {
@@ -98,7 +107,7 @@ std::vector<ConfigKey> make_keys() {
            "block preset (seed, gpt2, qwen3, sd): sets the architecture keys; keys given with it override them",
            [](RunConfig& c, const std::string& s) { apply_block_preset(c.model, s); },
            [](const RunConfig& c) { return c.model.block; });
-  add_enum("norm_placement", "where the norms sit: post, pre, peri, reordered, deepnorm, admin, rezero, tfixup, mix, lns, hybrid, hybrid_star, hc, mhc or ngpt (docs/placements.md)",
+  add_enum("norm_placement", "the residual design: where the norms sit, a residual scale, an init or a residual topology: " + design_names() + " (docs/placements.md)",
            [](RunConfig& c, const std::string& s) { c.model.norm_placement = parse_norm_placement(s); },
            [](const RunConfig& c) { return to_string(c.model.norm_placement); });
   add_enum("norm", "normalisation wherever the placement puts one: layernorm, rmsnorm, dyt or derf",
