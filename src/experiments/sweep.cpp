@@ -1,7 +1,5 @@
 #include "experiments/sweep.h"
 
-#include <signal.h>  // kill
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -10,21 +8,19 @@
 #include <limits>
 #include <set>
 #include <sstream>
-#include <thread>
 
-#include "report/labels.h"
 #include "experiments/manifest.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "io/csv.h"
 #include "io/metrics.h"
 #include "io/read_file.h"
+#include "report/labels.h"
+#include "sched/process_pool.h"
 #include "train/memory.h"
 #include "train/run.h"
 #include "util/error.h"
 #include "util/memory.h"
-#include "util/process.h"
-#include "util/signals.h"
 #include "util/threads.h"
 
 namespace blocklab::experiments {
@@ -331,32 +327,56 @@ void require_sweep_memory(const std::vector<SweepRun>& runs, const std::vector<s
   require_training_memory(largest->config, "sweep (largest run " + largest->name + ")", at_once);
 }
 
-SweepResult run_sweep(const SweepOptions& options, const Log& log, const SweepProgressFn& progress) {
-  // Workers run this very program: /proc/self/exe names the running image even if its file has since
-  // been replaced (a rebuild during a long sweep), so every run of one sweep uses the same code.
-  const std::string worker = options.worker.empty() ? std::string("/proc/self/exe") : options.worker;
-  // BLOCKLAB_WORKER_LAUNCHER: a command put in front of every worker (words split at spaces), e.g.
-  // "numactl --cpunodebind=0", "valgrind", or "qemu-aarch64" for a program run under a user-mode emulator,
-  // which follows no exec. The worker is then named by its file (what /proc/self/exe links to), since the
-  // launcher, not this program, is what the kernel executes.
-  std::vector<std::string> launcher;
-  if (const char* v = std::getenv("BLOCKLAB_WORKER_LAUNCHER"); v != nullptr) {
-    std::istringstream words(v);
-    for (std::string w; words >> w;) launcher.push_back(w);
+namespace {
+
+// "finished NAME: learned, final loss ..., min ... at step ... (... s)" for the log.
+void log_finished_run(const SweepRun& run, const Log& log) {
+  try {
+    const SweepRunResult r = read_run(run);
+    log("finished " + run.name + ": " + probe::to_string(r.curve.outcome) + ", final loss " +
+        fmt(r.curve.final_loss, "%.4f") + ", min " + fmt(r.curve.min_loss, "%.4f") + " at step " +
+        std::to_string(r.curve.min_loss_step) + " (" + fmt(r.seconds, "%.1f") + " s)");
+  } catch (const Error& e) {
+    log("finished " + run.name + " but cannot read it: " + e.what());
   }
-  const std::string worker_file =
-      launcher.empty() || worker != "/proc/self/exe" ? worker : std::filesystem::read_symlink(worker).string();
+}
+
+// The sweep's progress: steps of finished runs count in full; the rate counts only steps trained here.
+void update_progress(SweepProgress& state, const std::vector<SweepRun>& runs, const std::vector<bool>& done,
+                     const std::vector<bool>& reused, const std::vector<int>& start_steps,
+                     const std::vector<size_t>& running, std::chrono::steady_clock::time_point start) {
+  state.runs_active = static_cast<int>(running.size());
+  state.steps_done = 0;
+  state.steps_done_here = 0;
+  state.active.clear();
+  for (size_t i = 0; i < runs.size(); ++i)
+    if (done[i]) {
+      state.steps_done += runs[i].config.steps;
+      if (!reused[i]) state.steps_done_here += runs[i].config.steps - start_steps[i];
+    }
+  for (size_t index : running) {
+    const SweepRun& run = runs[index];
+    const auto [step, loss] = last_metrics_row(fs::path(run.config.out) / "metrics.csv");
+    state.steps_done += step;
+    state.steps_done_here += std::max(0, step - start_steps[index]);
+    state.active.push_back({run.name, step, run.config.steps, loss});
+  }
+  state.elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  state.eta = state.steps_done_here > 0 && state.elapsed > 0
+                  ? (state.steps_total - state.steps_done) * state.elapsed / state.steps_done_here
+                  : -1;
+}
+
+}  // namespace
+
+SweepResult run_sweep(const SweepOptions& options, const Log& log, const SweepProgressFn& progress) {
+  const std::vector<std::string> worker = sched::worker_command(options.worker);  // every run the same program
   const int cores = hardware_threads();
   const int jobs = options.jobs > 0 ? options.jobs : cores;
   const int threads = jobs > 1 ? std::max(1, cores / jobs) : options.base.threads;
   const SweepPlan plan = write_sweep_plan(options);  // Error before anything is written
   const std::vector<SweepRun>& runs = plan.runs;
 
-  struct Active {
-    size_t index;
-    pid_t pid;
-    int start_step;
-  };
   std::vector<size_t> pending;
   std::vector<bool> done(runs.size(), false), reused(runs.size(), false);
   std::vector<int> start_steps(runs.size(), 0);
@@ -379,86 +399,38 @@ SweepResult run_sweep(const SweepOptions& options, const Log& log, const SweepPr
         " at a time with " + (threads > 0 ? std::to_string(threads) : "all") + " thread(s) each");
 
   SweepResult result;
-  std::vector<Active> active;
   const auto start = std::chrono::steady_clock::now();
-  StopSignals signals;  // SIGINT/SIGTERM: ask the workers to checkpoint and exit, then stop
-  bool stopping = false;
-  size_t next = 0;
-  auto start_run = [&](size_t index) {  // the worker: blocklab sweep run OUT --index I
-    const SweepRun& run = runs[index];
-    const fs::path dir(run.config.out);
+  sched::PoolEvents events;
+  events.start = [&](size_t index) {  // the worker: blocklab sweep run OUT --index I
+    const fs::path dir(runs[index].config.out);
     fs::create_directories(dir);
     const auto checkpoints = io::list_checkpoints(dir);
-    const int start_step = checkpoints.empty() ? 0 : static_cast<int>(checkpoints.back().step);
-    std::vector<std::string> argv = launcher;
-    argv.insert(argv.end(), {worker_file, "sweep", "run", options.out, "--index", std::to_string(index), "--threads",
+    start_steps[index] = checkpoints.empty() ? 0 : static_cast<int>(checkpoints.back().step);
+    std::vector<std::string> argv = worker;
+    argv.insert(argv.end(), {"sweep", "run", options.out, "--index", std::to_string(index), "--threads",
                              std::to_string(threads)});
-    ProcessSpec spec{argv, "", (dir / "train.log").string(), true, true};
-    start_steps[index] = start_step;
-    active.push_back({index, spawn_process(spec), start_step});
+    return sched::PoolTask{argv, (dir / "train.log").string()};
   };
-
-  for (;;) {
-    if (signals.pending() != 0 && !stopping) {
-      stopping = true;
-      if (log) log("stopping: asking " + std::to_string(active.size()) + " running worker(s) to checkpoint and exit");
-      for (const Active& a : active) ::kill(a.pid, SIGINT);
+  events.stopping = [&](size_t running) {
+    if (log) log("stopping: asking " + std::to_string(running) + " running worker(s) to checkpoint and exit");
+  };
+  events.finished = [&](size_t index, int status, bool stopping) {
+    const SweepRun& run = runs[index];
+    if (run_done(plan, index)) {
+      done[index] = true;
+      ++state.runs_finished;
+      if (log) log_finished_run(run, log);
+    } else if (!stopping) {
+      result.failed.push_back(run.name + " (exit " + std::to_string(status) + ", see " +
+                              (fs::path(run.config.out) / "train.log").string() + ")");
+      if (log) log("FAILED " + result.failed.back());
     }
-    while (!stopping && active.size() < static_cast<size_t>(jobs) && next < pending.size()) start_run(pending[next++]);
-    if (active.empty()) break;
-    std::this_thread::sleep_for(std::chrono::duration<double>(options.poll_seconds));
-
-    for (size_t k = 0; k < active.size();) {
-      const std::optional<int> status = poll_process(active[k].pid);
-      if (!status) {
-        ++k;
-        continue;
-      }
-      const SweepRun& run = runs[active[k].index];
-      if (run_done(plan, active[k].index)) {
-        done[active[k].index] = true;
-        ++state.runs_finished;
-        if (log) {
-          try {
-            const SweepRunResult r = read_run(run);
-            log("finished " + run.name + ": " + probe::to_string(r.curve.outcome) + ", final loss " +
-                fmt(r.curve.final_loss, "%.4f") + ", min " + fmt(r.curve.min_loss, "%.4f") + " at step " +
-                std::to_string(r.curve.min_loss_step) + " (" + fmt(r.seconds, "%.1f") + " s)");
-          } catch (const Error& e) {
-            log("finished " + run.name + " but cannot read it: " + e.what());
-          }
-        }
-      } else if (!stopping) {
-        result.failed.push_back(run.name + " (exit " + std::to_string(*status) + ", see " +
-                                (fs::path(run.config.out) / "train.log").string() + ")");
-        if (log) log("FAILED " + result.failed.back());
-      }
-      active.erase(active.begin() + static_cast<long>(k));
-    }
-
-    // progress: steps of finished runs count in full; the rate counts only steps trained here
-    state.runs_active = static_cast<int>(active.size());
-    state.steps_done = 0;
-    state.steps_done_here = 0;
-    state.active.clear();
-    for (size_t i = 0; i < runs.size(); ++i)
-      if (done[i]) {
-        state.steps_done += runs[i].config.steps;
-        if (!reused[i]) state.steps_done_here += runs[i].config.steps - start_steps[i];
-      }
-    for (const Active& a : active) {
-      const SweepRun& run = runs[a.index];
-      const auto [step, loss] = last_metrics_row(fs::path(run.config.out) / "metrics.csv");
-      state.steps_done += step;
-      state.steps_done_here += std::max(0, step - a.start_step);
-      state.active.push_back({run.name, step, run.config.steps, loss});
-    }
-    state.elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    state.eta = state.steps_done_here > 0 && state.elapsed > 0
-                    ? (state.steps_total - state.steps_done) * state.elapsed / state.steps_done_here
-                    : -1;
+  };
+  events.tick = [&](const std::vector<size_t>& running) {
+    update_progress(state, runs, done, reused, start_steps, running, start);
     if (progress) progress(state);
-  }
+  };
+  const int stopped_by = sched::run_process_pool(pending, jobs, options.poll_seconds, events);
 
   // summary.csv and the figure over the finished runs (merge reads them back from disk)
   SweepResult merged = merge_sweep(plan, options.log_loss, options.title, log, options.lang);
@@ -469,10 +441,10 @@ SweepResult run_sweep(const SweepOptions& options, const Log& log, const SweepPr
     for (size_t i = 0; i < runs.size(); ++i)
       if (runs[i].name == r.run.name) r.reused = reused[i];
 
-  if (stopping) {
+  if (stopped_by != 0) {
     int unfinished = 0;
     for (bool d : done) unfinished += d ? 0 : 1;
-    throw SweepInterrupted(signals.pending(), unfinished);
+    throw SweepInterrupted(stopped_by, unfinished);
   }
   if (!result.failed.empty()) {
     std::string list;

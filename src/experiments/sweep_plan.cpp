@@ -2,9 +2,6 @@
 // index in this process, merge whatever has finished. A batch scheduler, GNU parallel, xargs or an MPI
 // task farm only has to call `sweep run OUT --index I` for every I; the one-command sweep does the same
 // with local worker processes.
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -21,6 +18,7 @@
 #include "io/metrics.h"
 #include "io/read_file.h"
 #include "jobs/train_job.h"
+#include "sched/dir_lock.h"
 #include "util/error.h"
 #include "util/rng.h"
 
@@ -48,26 +46,6 @@ std::string plan_text(const std::vector<SweepRun>& runs) {
   for (size_t i = 0; i < runs.size(); ++i) text += plan_line(i, runs[i], config_fingerprint(runs[i].config)).dump() + "\n";
   return text;
 }
-
-// Holds an exclusive flock on a run directory's lock file for its lifetime.
-class RunLock {
- public:
-  explicit RunLock(const fs::path& dir) {
-    const std::string path = (dir / ".lock").string();
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw Error(path + ": cannot open the run's lock file");
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      ::close(fd_);
-      throw Error(dir.string() + ": another process is running this run right now");
-    }
-  }
-  ~RunLock() { ::close(fd_); }  // closing releases the lock
-  RunLock(const RunLock&) = delete;
-  RunLock& operator=(const RunLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
 
 void write_result(const SweepPlan& plan, size_t index, const fs::path& dir) {
   nlohmann::json summary;
@@ -204,7 +182,7 @@ PlannedRunOutcome run_planned(const SweepPlan& plan, size_t index, int threads, 
                   fingerprint + "); remove it or plan the sweep into another directory");
   }
   fs::create_directories(dir);
-  RunLock lock(dir);
+  sched::DirLock lock(dir);
   if (run_done(plan, index)) return PlannedRunOutcome::AlreadyDone;
   std::error_code ec;
   fs::remove(dir / kResultName, ec);  // a stale record (another fingerprint) must not outlive this run
