@@ -56,10 +56,19 @@ Tokenizer Tokenizer::load(const std::filesystem::path& path) {
 
 Tokenizer Tokenizer::parse(std::string_view text, const std::string& where) {
   const json j = io::parse_json_object(text, where);
-  Tokenizer tk;
-
-  // --- model
   if (!j.contains("model") || !j["model"].is_object()) throw Error(where + ": missing \"model\" object");
+  Tokenizer tk;
+  tk.read_vocabulary(j, where);
+  tk.read_merges(j["model"], where);
+  tk.read_normalizer(j, where);
+  tk.read_pre_tokenizer(j, where);
+  tk.splitter_ = PreTokenizer(tk.pattern_);
+  tk.read_post_processor(j, where);
+  return tk;
+}
+
+// The model's type and options, model.vocab and added_tokens (the id tables), and every byte's symbol.
+void Tokenizer::read_vocabulary(const json& j, const std::string& where) {
   const json& model = j["model"];
   const std::string model_type = type_of(model);
   if (model_type != "BPE" && !(model_type.empty() && model.contains("merges")))
@@ -71,7 +80,7 @@ Tokenizer Tokenizer::parse(std::string_view text, const std::string& where) {
   if (model.contains("byte_fallback") && model["byte_fallback"].is_boolean() && model["byte_fallback"].get<bool>())
     throw Error(where + ": model.byte_fallback is not supported (only byte-level BPE)");
   if (model.contains("ignore_merges") && model["ignore_merges"].is_boolean())
-    tk.ignore_merges_ = model["ignore_merges"].get<bool>();
+    ignore_merges_ = model["ignore_merges"].get<bool>();
 
   if (!model.contains("vocab") || !model["vocab"].is_object()) throw Error(where + ": missing model.vocab object");
   int64_t max_id = -1;
@@ -79,7 +88,7 @@ Tokenizer Tokenizer::parse(std::string_view text, const std::string& where) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > (int64_t{1} << 30))
       throw Error(where + ": model.vocab entry \"" + token + "\" has an invalid id");
     max_id = std::max(max_id, id.get<int64_t>());
-    tk.vocab_[token] = static_cast<int32_t>(id.get<int64_t>());
+    vocab_[token] = static_cast<int32_t>(id.get<int64_t>());
   }
 
   // --- added tokens
@@ -97,15 +106,15 @@ Tokenizer Tokenizer::parse(std::string_view text, const std::string& where) {
     }
   }
   if (max_id < 0) throw Error(where + ": empty vocabulary");
-  tk.id_to_token_.assign(static_cast<std::size_t>(max_id + 1), std::string());
-  tk.is_added_.assign(tk.id_to_token_.size(), false);
-  for (const auto& [token, id] : tk.vocab_) tk.id_to_token_[id] = token;
+  id_to_token_.assign(static_cast<std::size_t>(max_id + 1), std::string());
+  is_added_.assign(id_to_token_.size(), false);
+  for (const auto& [token, id] : vocab_) id_to_token_[id] = token;
   for (const auto& [content, id] : added) {
-    tk.id_to_token_[id] = content;
-    tk.is_added_[id] = true;
-    tk.added_.push_back({content, id});
+    id_to_token_[id] = content;
+    is_added_[id] = true;
+    added_.push_back({content, id});
   }
-  std::stable_sort(tk.added_.begin(), tk.added_.end(),
+  std::stable_sort(added_.begin(), added_.end(),
                    [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
 
   // --- byte symbols
@@ -113,17 +122,19 @@ Tokenizer Tokenizer::parse(std::string_view text, const std::string& where) {
   for (int b = 0; b < 256; ++b) {
     std::string sym;
     append_utf8(sym, abc.byte_to_char[b]);
-    auto it = tk.vocab_.find(sym);
-    if (it == tk.vocab_.end())
+    auto it = vocab_.find(sym);
+    if (it == vocab_.end())
       throw Error(where + ": model.vocab lacks the byte-level token for byte " + std::to_string(b) +
                   " (not a byte-level BPE vocabulary)");
-    tk.byte_ids_[b] = it->second;
+    byte_ids_[b] = it->second;
   }
+}
 
-  // --- merges: "a b" strings or [a, b] pairs, in rank order
+// model.merges: "a b" strings or [a, b] pairs, in rank order.
+void Tokenizer::read_merges(const json& model, const std::string& where) {
   if (!model.contains("merges") || !model["merges"].is_array()) throw Error(where + ": missing model.merges array");
   const json& merges = model["merges"];
-  tk.merges_.reserve(merges.size());
+  merges_.reserve(merges.size());
   int32_t rank = 0;
   for (const json& m : merges) {
     std::string left, right;
@@ -140,45 +151,49 @@ Tokenizer Tokenizer::parse(std::string_view text, const std::string& where) {
     } else {
       throw Error(where + ": merge #" + std::to_string(rank) + " is neither \"left right\" nor [left, right]");
     }
-    auto l = tk.vocab_.find(left), r = tk.vocab_.find(right), res = tk.vocab_.find(left + right);
-    if (l == tk.vocab_.end() || r == tk.vocab_.end() || res == tk.vocab_.end())
+    auto l = vocab_.find(left), r = vocab_.find(right), res = vocab_.find(left + right);
+    if (l == vocab_.end() || r == vocab_.end() || res == vocab_.end())
       throw Error(where + ": merge #" + std::to_string(rank) + " (\"" + left + "\", \"" + right +
                   "\") uses a token that is not in model.vocab");
     const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(l->second)) << 32) | static_cast<uint32_t>(r->second);
-    tk.merges_.emplace(key, Merge{rank, res->second});  // the first (lowest-rank) occurrence wins
+    merges_.emplace(key, Merge{rank, res->second});  // the first (lowest-rank) occurrence wins
     ++rank;
   }
+}
 
-  // --- normalizer
+// normalizer: none or NFC (alone or in a Sequence).
+void Tokenizer::read_normalizer(const json& j, const std::string& where) {
   if (j.contains("normalizer") && !j["normalizer"].is_null()) {
     const json& n = j["normalizer"];
     const std::string t = type_of(n);
     if (t == "NFC") {
-      tk.nfc_ = true;
+      nfc_ = true;
     } else if (t == "Sequence" && n.contains("normalizers") && n["normalizers"].is_array()) {
       for (const json& part : n["normalizers"]) {
         if (type_of(part) != "NFC") throw Error(where + ": normalizer \"" + type_of(part) + "\" is not supported");
-        tk.nfc_ = true;
+        nfc_ = true;
       }
     } else {
       throw Error(where + ": normalizer \"" + t + "\" is not supported (supported: none, NFC)");
     }
   }
+}
 
-  // --- pre-tokenizer
+// pre_tokenizer: ByteLevel with GPT-2's split, or a Split on one of the known regexes followed by ByteLevel.
+void Tokenizer::read_pre_tokenizer(const json& j, const std::string& where) {
   if (!j.contains("pre_tokenizer") || j["pre_tokenizer"].is_null())
     throw Error(where + ": missing pre_tokenizer (a byte-level BPE tokenizer needs ByteLevel)");
   const json& pre = j["pre_tokenizer"];
   auto byte_level = [&](const json& p, bool& use_regex) {
     if (type_of(p) != "ByteLevel") return false;
-    tk.add_prefix_space_ = p.value("add_prefix_space", false);
+    add_prefix_space_ = p.value("add_prefix_space", false);
     use_regex = p.value("use_regex", true);
     return true;
   };
   bool use_regex = true;
   if (byte_level(pre, use_regex)) {
     if (!use_regex) throw Error(where + ": ByteLevel pre_tokenizer without a split pattern is not supported");
-    tk.pattern_ = PreTokenizerPattern::GPT2;
+    pattern_ = PreTokenizerPattern::GPT2;
   } else if (type_of(pre) == "Sequence" && pre.contains("pretokenizers") && pre["pretokenizers"].is_array() &&
              pre["pretokenizers"].size() == 2) {
     const json& split = pre["pretokenizers"][0];
@@ -186,7 +201,7 @@ Tokenizer Tokenizer::parse(std::string_view text, const std::string& where) {
         !split["pattern"].contains("Regex") || !split["pattern"]["Regex"].is_string())
       throw Error(where + ": pre_tokenizer Sequence must start with a Split on a regex");
     const std::string regex = split["pattern"]["Regex"].get<std::string>();
-    if (!find_pattern(regex, tk.pattern_))
+    if (!find_pattern(regex, pattern_))
       throw Error(where + ": pre-tokenizer regex is not one of the supported patterns (GPT-2, Qwen2, Llama 3): " + regex);
     if (split.value("behavior", std::string("Isolated")) != "Isolated" || split.value("invert", false))
       throw Error(where + ": Split pre-tokenizer must have behavior Isolated and invert false");
@@ -196,10 +211,10 @@ Tokenizer Tokenizer::parse(std::string_view text, const std::string& where) {
   } else {
     throw Error(where + ": pre_tokenizer \"" + type_of(pre) + "\" is not supported (byte-level BPE only)");
   }
+}
 
-  tk.splitter_ = PreTokenizer(tk.pattern_);
-
-  // --- post-processor: special tokens around a single sequence
+// post_processor: the special tokens a TemplateProcessing puts around a single sequence.
+void Tokenizer::read_post_processor(const json& j, const std::string& where) {
   if (j.contains("post_processor") && !j["post_processor"].is_null()) {
     std::vector<const json*> parts;
     const json& pp = j["post_processor"];
@@ -229,19 +244,18 @@ Tokenizer Tokenizer::parse(std::string_view text, const std::string& where) {
         if (specials != nullptr && specials->contains(name) && (*specials)[name].contains("ids") &&
             (*specials)[name]["ids"].is_array()) {
           for (const json& id : (*specials)[name]["ids"]) {
-            if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= tk.vocab_size())
+            if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab_size())
               throw Error(where + ": TemplateProcessing special token \"" + name + "\" has an invalid id");
             ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
           }
         } else {
           throw Error(where + ": TemplateProcessing special token \"" + name + "\" is not defined");
         }
-        auto& dst = after ? tk.suffix_ids_ : tk.prefix_ids_;
+        auto& dst = after ? suffix_ids_ : prefix_ids_;
         dst.insert(dst.end(), ids.begin(), ids.end());
       }
     }
   }
-  return tk;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@
 // normalizer, model type or post-processor is reported as unsupported rather than silently mis-tokenised.
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json_fwd.hpp>
 #include <span>
 #include <string>
 #include <string_view>
@@ -49,6 +50,12 @@ class Tokenizer {
     int32_t rank, result;
   };
   Tokenizer() = default;
+  // parse's parts, each reading one section of tokenizer.json (`where` names the file in errors).
+  void read_vocabulary(const nlohmann::json& j, const std::string& where);  // model, added_tokens, byte symbols
+  void read_merges(const nlohmann::json& model, const std::string& where);
+  void read_normalizer(const nlohmann::json& j, const std::string& where);
+  void read_pre_tokenizer(const nlohmann::json& j, const std::string& where);
+  void read_post_processor(const nlohmann::json& j, const std::string& where);
   void encode_segment(std::string_view text, std::vector<int32_t>& out) const;
   void bpe(std::vector<int32_t>& symbols) const;
 
