@@ -312,6 +312,12 @@ void hyper_output_backward(T* dH, HyperScratch<T>& s, const T* d_out, const Hype
   }
 }
 
+namespace {
+template <typename T>
+void hyper_dynamic_backward(T* dH, HyperScratch<T>& s, const HyperTensors<T>& g, const HyperActs<T>& a, const T* H,
+                            const HyperTensors<T>& w, const ModelConfig& c, long N);
+}  // namespace
+
 template <typename T>
 void hyper_input_backward(T* dH, HyperScratch<T>& s, const HyperTensors<T>& g, const HyperActs<T>& a, const T* H,
                           const HyperTensors<T>& w, const ModelConfig& c, long N, bool dh_in_dH) {
@@ -351,7 +357,18 @@ void hyper_input_backward(T* dH, HyperScratch<T>& s, const HyperTensors<T>& g, c
       g.alpha_res[i * n + j] += d_res;
     }
   }
-  if (!c.hc_dynamic) return;
+  if (c.hc_dynamic) hyper_dynamic_backward(dH, s, g, a, H, w, c, N);
+}
+
+namespace {
+
+// The dynamic part of the mixing weights (hc_dynamic), after hyper_input_backward has the mixing's gradients in
+// s.d_in, s.d_res, s.d_b: the scales' and W's gradients, and d H through Hn = Norm(H).
+template <typename T>
+void hyper_dynamic_backward(T* dH, HyperScratch<T>& s, const HyperTensors<T>& g, const HyperActs<T>& a, const T* H,
+                            const HyperTensors<T>& w, const ModelConfig& c, long N) {
+  const int n = c.residual_streams, C = c.width;
+  const bool mhc = c.norm_placement == NormPlacement::Mhc;
   // A(H) = A + s f(z), f = tanh (mhc: identity), z = Hn . W:  d s += sum d A(H) f;  dz = d A(H) s f'(z).
   // The scales' gradients in token order; then s.d_in, s.d_res, s.d_b become dz in place.
   const T s_in = w.scale_alpha[0], s_res = w.scale_alpha[mhc ? 1 : 0], s_b = w.scale_beta[0];
@@ -421,6 +438,8 @@ void hyper_input_backward(T* dH, HyperScratch<T>& s, const HyperTensors<T>& g, c
   // Hn = Norm(H), n*N rows
   norm_backward(dH, g.norm, static_cast<const T*>(s.d_norm), H, w.norm, a.norm, c, n * N);
 }
+
+}  // namespace
 
 #define BLOCKLAB_INSTANTIATE(T)                                                                                      \
   template long carve_hyper_acts<T>(HyperActs<T>&, T*, const ModelConfig&, long, bool);                              \
