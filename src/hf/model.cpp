@@ -67,135 +67,160 @@ Model Model::load(const std::filesystem::path& dir) {
   return m;
 }
 
-void Model::resolve() {
-  const Config& hc = config_;
-  const blocklab::ModelConfig& c = config_.model;
-  const WeightStore& ws = weights_;
-  const int64_t C = c.width, I = c.mlp_hidden(), V = c.vocab, Q = c.q_dim(), K = c.kv_dim(), D = c.head_size();
-  const std::string dims = dims_text(c);
-  std::set<std::string> used;
-  std::set<std::string> dtypes;
+// Finds a model's tensors by name and shape in its shards, counting the parameters and dtypes it hands out.
+class TensorFinder {
+ public:
+  TensorFinder(const WeightStore& ws, const blocklab::ModelConfig& c, int64_t& parameter_count)
+      : ws_(ws), dims_(dims_text(c)), parameter_count_(parameter_count) {}
 
-  auto get = [&](const std::string& name, std::vector<int64_t> shape) {
-    WeightRef w = ws.get(name, shape, "config: " + dims);
-    used.insert(name);
-    dtypes.insert(io::dtype_name(w.dtype));
+  const WeightStore& store() const { return ws_; }
+  WeightRef get(const std::string& name, std::vector<int64_t> shape) {
+    WeightRef w = ws_.get(name, shape, "config: " + dims_);
+    used_.insert(name);
+    dtypes_.insert(io::dtype_name(w.dtype));
     parameter_count_ += w.numel();
     return w;
-  };
-  auto vec = [&](const std::string& name, int64_t n) { return to_float(get(name, {n})); };
-  auto matrix = [&](const std::string& name, int64_t out, int64_t in, bool transposed) {
+  }
+  std::vector<float> vec(const std::string& name, int64_t n) { return to_float(get(name, {n})); }
+  std::vector<float> optional_vec(bool present, const std::string& name, int64_t n) {
+    return present ? vec(name, n) : std::vector<float>{};
+  }
+  // A linear weight, logically (out, in); `transposed` when stored (in, out) (GPT-2's Conv1D).
+  MappedMatrix matrix(const std::string& name, int64_t out, int64_t in, bool transposed) {
     MappedMatrix m;
     m.weight = transposed ? get(name, {in, out}) : get(name, {out, in});
     m.out = static_cast<int>(out);
     m.in = static_cast<int>(in);
     m.transposed = transposed;
     return m;
-  };
-  auto first_present = [&](const std::vector<std::string>& candidates) -> std::string {
-    for (const std::string& n : candidates)
-      if (ws.contains(n)) return n;
-    return {};
-  };
-  // One linear layer of a block: stored parts (concatenated along the outputs) and an optional bias.
-  auto linear = [](BlockWeights& b, const std::vector<MappedMatrix>& parts, std::vector<float> bias) {
-    LinearTensors<float> l;
-    l.source = b.keep(parts);
-    if (!bias.empty()) l.bias = b.keep(std::move(bias));
-    return l;
-  };
-
-  if (hc.family == Family::GPT2) {
-    const std::string wte = first_present({"wte.weight", "transformer.wte.weight"});
-    if (wte.empty())
-      throw Error(ws.source().string() + ": no GPT-2 token embedding (expected \"wte.weight\" or \"transformer.wte.weight\")");
-    const std::string P = wte.substr(0, wte.size() - std::string("wte.weight").size());
-    embed_ = get(P + "wte.weight", {V, C});
-    positions_ = get(P + "wpe.weight", {hc.max_positions, C});
-    for (int l = 0; l < c.layers; ++l) {
-      const std::string b = P + "h." + std::to_string(l) + ".";
-      auto w = std::make_unique<BlockWeights>();
-      BlockTensors<float>& t = w->tensors;
-      t.attn.norm = {w->keep(vec(b + "ln_1.weight", C)), w->keep(vec(b + "ln_1.bias", C))};
-      // Conv1D layers store their weights (in, out)
-      t.attn.qkv = linear(*w, {matrix(b + "attn.c_attn.weight", 3 * C, C, true)}, vec(b + "attn.c_attn.bias", 3 * C));
-      t.attn.proj = linear(*w, {matrix(b + "attn.c_proj.weight", C, C, true)}, vec(b + "attn.c_proj.bias", C));
-      t.mlp.norm = {w->keep(vec(b + "ln_2.weight", C)), w->keep(vec(b + "ln_2.bias", C))};
-      t.mlp.fc1 = linear(*w, {matrix(b + "mlp.c_fc.weight", I, C, true)}, vec(b + "mlp.c_fc.bias", I));
-      t.mlp.fc2 = linear(*w, {matrix(b + "mlp.c_proj.weight", C, I, true)}, vec(b + "mlp.c_proj.bias", C));
-      blocks_.push_back(std::move(w));
-    }
-    final_norm_weight_ = vec(P + "ln_f.weight", C);
-    final_norm_bias_ = vec(P + "ln_f.bias", C);
-  } else {
-    const std::vector<std::string> prefixes = hc.multimodal_wrapper
-                                                  ? std::vector<std::string>{"model.language_model.", "language_model.model."}
-                                                  : std::vector<std::string>{"model.", ""};
-    std::string P;
-    bool found = false;
-    for (const std::string& p : prefixes)
-      if (ws.contains(p + "embed_tokens.weight")) {
-        P = p;
-        found = true;
-        break;
-      }
-    if (!found)
-      throw Error(ws.source().string() + ": no token embedding: expected \"" + prefixes[0] + "embed_tokens.weight\"");
-    embed_ = get(P + "embed_tokens.weight", {V, C});
-    auto optional_vec = [&](bool present, const std::string& name, int64_t n) {
-      return present ? vec(name, n) : std::vector<float>{};
-    };
-    for (int l = 0; l < c.layers; ++l) {
-      const std::string b = P + "layers." + std::to_string(l) + ".";
-      auto w = std::make_unique<BlockWeights>();
-      BlockTensors<float>& t = w->tensors;
-      t.attn.norm.weight = w->keep(vec(b + "input_layernorm.weight", C));
-      t.attn.q = linear(*w, {matrix(b + "self_attn.q_proj.weight", Q, C, false)},
-                        optional_vec(c.qkv_bias, b + "self_attn.q_proj.bias", Q));
-      t.attn.k = linear(*w, {matrix(b + "self_attn.k_proj.weight", K, C, false)},
-                        optional_vec(c.qkv_bias, b + "self_attn.k_proj.bias", K));
-      t.attn.v = linear(*w, {matrix(b + "self_attn.v_proj.weight", K, C, false)},
-                        optional_vec(c.qkv_bias, b + "self_attn.v_proj.bias", K));
-      t.attn.proj = linear(*w, {matrix(b + "self_attn.o_proj.weight", C, Q, false)},
-                           optional_vec(c.proj_bias, b + "self_attn.o_proj.bias", C));
-      if (c.qk_norm) {
-        t.attn.q_norm.weight = w->keep(vec(b + "self_attn.q_norm.weight", D));
-        t.attn.k_norm.weight = w->keep(vec(b + "self_attn.k_norm.weight", D));
-      }
-      t.mlp.norm.weight = w->keep(vec(b + "post_attention_layernorm.weight", C));
-      // The block engine's gated MLP reads one (2I, C) layer whose rows are [value | gate]: [up | gate].
-      std::vector<float> fc1_bias;
-      if (c.mlp_bias) {
-        fc1_bias = vec(b + "mlp.up_proj.bias", I);
-        const std::vector<float> gate = vec(b + "mlp.gate_proj.bias", I);
-        fc1_bias.insert(fc1_bias.end(), gate.begin(), gate.end());
-      }
-      t.mlp.fc1 = linear(*w, {matrix(b + "mlp.up_proj.weight", I, C, false), matrix(b + "mlp.gate_proj.weight", I, C, false)},
-                         std::move(fc1_bias));
-      t.mlp.fc2 = linear(*w, {matrix(b + "mlp.down_proj.weight", C, I, false)},
-                         optional_vec(c.mlp_bias, b + "mlp.down_proj.bias", C));
-      blocks_.push_back(std::move(w));
-    }
-    final_norm_weight_ = vec(P + "norm.weight", C);
   }
+  std::string first_present(const std::vector<std::string>& candidates) const {
+    for (const std::string& n : candidates)
+      if (ws_.contains(n)) return n;
+    return {};
+  }
+  const std::set<std::string>& used() const { return used_; }
+  const std::set<std::string>& dtypes() const { return dtypes_; }
 
+ private:
+  const WeightStore& ws_;
+  std::string dims_;
+  int64_t& parameter_count_;
+  std::set<std::string> used_, dtypes_;
+};
+
+namespace {
+
+// One linear layer of a block: stored parts (concatenated along the outputs) and an optional bias.
+LinearTensors<float> linear(BlockWeights& b, const std::vector<MappedMatrix>& parts, std::vector<float> bias) {
+  LinearTensors<float> l;
+  l.source = b.keep(parts);
+  if (!bias.empty()) l.bias = b.keep(std::move(bias));
+  return l;
+}
+
+}  // namespace
+
+void Model::resolve() {
+  const Config& hc = config_;
+  const blocklab::ModelConfig& c = config_.model;
+  TensorFinder find(weights_, c, parameter_count_);
+  if (hc.family == Family::GPT2)
+    resolve_gpt2(find);
+  else
+    resolve_llama(find);
   if (c.tie_head) {
     lm_head_ = embed_;
   } else {
     const std::vector<std::string> heads = hc.multimodal_wrapper
                                                ? std::vector<std::string>{"lm_head.weight", "language_model.lm_head.weight"}
                                                : std::vector<std::string>{"lm_head.weight"};
-    const std::string head = first_present(heads);
+    const std::string head = find.first_present(heads);
     if (head.empty())
-      throw Error(ws.source().string() + ": missing tensor \"" + heads[0] +
+      throw Error(weights_.source().string() + ": missing tensor \"" + heads[0] +
                   "\" (tie_word_embeddings is false, so the output head is a separate matrix)");
-    lm_head_ = get(head, {V, C});
+    lm_head_ = find.get(head, {c.vocab, c.width});
   }
   final_norm_.weight = final_norm_weight_.data();
   if (!final_norm_bias_.empty()) final_norm_.bias = final_norm_bias_.data();
-  for (const std::string& n : ws.names())
-    if (!used.count(n)) unused_.push_back(n);
-  used_dtypes_.assign(dtypes.begin(), dtypes.end());
+  for (const std::string& n : weights_.names())
+    if (!find.used().count(n)) unused_.push_back(n);
+  used_dtypes_.assign(find.dtypes().begin(), find.dtypes().end());
+}
+
+void Model::resolve_gpt2(TensorFinder& find) {
+  const blocklab::ModelConfig& c = config_.model;
+  const int64_t C = c.width, I = c.mlp_hidden(), V = c.vocab;
+  const std::string wte = find.first_present({"wte.weight", "transformer.wte.weight"});
+  if (wte.empty())
+    throw Error(weights_.source().string() +
+                ": no GPT-2 token embedding (expected \"wte.weight\" or \"transformer.wte.weight\")");
+  const std::string P = wte.substr(0, wte.size() - std::string("wte.weight").size());
+  embed_ = find.get(P + "wte.weight", {V, C});
+  positions_ = find.get(P + "wpe.weight", {config_.max_positions, C});
+  for (int l = 0; l < c.layers; ++l) {
+    const std::string b = P + "h." + std::to_string(l) + ".";
+    auto w = std::make_unique<BlockWeights>();
+    BlockTensors<float>& t = w->tensors;
+    t.attn.norm = {w->keep(find.vec(b + "ln_1.weight", C)), w->keep(find.vec(b + "ln_1.bias", C))};
+    // Conv1D layers store their weights (in, out)
+    t.attn.qkv = linear(*w, {find.matrix(b + "attn.c_attn.weight", 3 * C, C, true)}, find.vec(b + "attn.c_attn.bias", 3 * C));
+    t.attn.proj = linear(*w, {find.matrix(b + "attn.c_proj.weight", C, C, true)}, find.vec(b + "attn.c_proj.bias", C));
+    t.mlp.norm = {w->keep(find.vec(b + "ln_2.weight", C)), w->keep(find.vec(b + "ln_2.bias", C))};
+    t.mlp.fc1 = linear(*w, {find.matrix(b + "mlp.c_fc.weight", I, C, true)}, find.vec(b + "mlp.c_fc.bias", I));
+    t.mlp.fc2 = linear(*w, {find.matrix(b + "mlp.c_proj.weight", C, I, true)}, find.vec(b + "mlp.c_proj.bias", C));
+    blocks_.push_back(std::move(w));
+  }
+  final_norm_weight_ = find.vec(P + "ln_f.weight", C);
+  final_norm_bias_ = find.vec(P + "ln_f.bias", C);
+}
+
+void Model::resolve_llama(TensorFinder& find) {
+  const blocklab::ModelConfig& c = config_.model;
+  const int64_t C = c.width, I = c.mlp_hidden(), V = c.vocab, Q = c.q_dim(), K = c.kv_dim(), D = c.head_size();
+  const std::vector<std::string> prefixes = config_.multimodal_wrapper
+                                                ? std::vector<std::string>{"model.language_model.", "language_model.model."}
+                                                : std::vector<std::string>{"model.", ""};
+  std::string P;
+  bool found = false;
+  for (const std::string& p : prefixes)
+    if (find.store().contains(p + "embed_tokens.weight")) {
+      P = p;
+      found = true;
+      break;
+    }
+  if (!found)
+    throw Error(weights_.source().string() + ": no token embedding: expected \"" + prefixes[0] + "embed_tokens.weight\"");
+  embed_ = find.get(P + "embed_tokens.weight", {V, C});
+  for (int l = 0; l < c.layers; ++l) {
+    const std::string b = P + "layers." + std::to_string(l) + ".", a = b + "self_attn.";
+    auto w = std::make_unique<BlockWeights>();
+    BlockTensors<float>& t = w->tensors;
+    t.attn.norm.weight = w->keep(find.vec(b + "input_layernorm.weight", C));
+    t.attn.q = linear(*w, {find.matrix(a + "q_proj.weight", Q, C, false)}, find.optional_vec(c.qkv_bias, a + "q_proj.bias", Q));
+    t.attn.k = linear(*w, {find.matrix(a + "k_proj.weight", K, C, false)}, find.optional_vec(c.qkv_bias, a + "k_proj.bias", K));
+    t.attn.v = linear(*w, {find.matrix(a + "v_proj.weight", K, C, false)}, find.optional_vec(c.qkv_bias, a + "v_proj.bias", K));
+    t.attn.proj =
+        linear(*w, {find.matrix(a + "o_proj.weight", C, Q, false)}, find.optional_vec(c.proj_bias, a + "o_proj.bias", C));
+    if (c.qk_norm) {
+      t.attn.q_norm.weight = w->keep(find.vec(a + "q_norm.weight", D));
+      t.attn.k_norm.weight = w->keep(find.vec(a + "k_norm.weight", D));
+    }
+    t.mlp.norm.weight = w->keep(find.vec(b + "post_attention_layernorm.weight", C));
+    // The block engine's gated MLP reads one (2I, C) layer whose rows are [value | gate]: [up | gate].
+    std::vector<float> fc1_bias;
+    if (c.mlp_bias) {
+      fc1_bias = find.vec(b + "mlp.up_proj.bias", I);
+      const std::vector<float> gate = find.vec(b + "mlp.gate_proj.bias", I);
+      fc1_bias.insert(fc1_bias.end(), gate.begin(), gate.end());
+    }
+    t.mlp.fc1 = linear(*w, {find.matrix(b + "mlp.up_proj.weight", I, C, false), find.matrix(b + "mlp.gate_proj.weight", I, C, false)},
+                       std::move(fc1_bias));
+    t.mlp.fc2 =
+        linear(*w, {find.matrix(b + "mlp.down_proj.weight", C, I, false)}, find.optional_vec(c.mlp_bias, b + "mlp.down_proj.bias", C));
+    blocks_.push_back(std::move(w));
+  }
+  final_norm_weight_ = find.vec(P + "norm.weight", C);
 }
 
 std::string Model::dtype_summary() const {

@@ -35,6 +35,7 @@ namespace blocklab::hf {
 // What one block reads: norm weights and biases converted to float once, linear weights read in place
 // through LinearSource views; `tensors` points into both (the block engine's view of them).
 struct BlockWeights;
+class TensorFinder;
 
 enum class LogitsFor { None, Last, All };
 
@@ -86,6 +87,8 @@ class Model {
  private:
   Model(Config config, WeightStore weights);
   void resolve();  // finds and checks every tensor
+  void resolve_gpt2(TensorFinder& find);   // GPT-2's names: wte, h.N.attn.c_attn (Conv1D), ln_f
+  void resolve_llama(TensorFinder& find);  // Llama, Qwen2, Qwen3 (and Qwen3-VL's language model): layers.N.self_attn
 
   Config config_;
   WeightStore weights_;
