@@ -124,108 +124,118 @@ nlohmann::json reproduce_settings(const ReproduceOptions& o) {
 
 // ---- problem 11: the block forms ------------------------------------------------------------------
 
-report::PlotFigure block_forms_figure(report::Lang lang) {
-  const auto t = [lang](const char* msgid, std::initializer_list<std::string> args = {}) {
-    return report::tr(lang, msgid, args);
+namespace {
+
+// One element of a block diagram, bottom to top: a norm, a sub-layer's F, or the residual addition.
+struct DiagramElement {
+  enum Kind { Norm, Attention, Mlp, Add } kind;
+  bool on_stream = false;  // a norm of the stream itself (Post-LN's), not of a branch's input or output
+  bool opens_branch = false;  // the first element of a sub-layer's branch: its skip starts below it
+};
+
+// The elements of a block as its design's plan says (model/designs.h): per sub-layer [in norm] F [out norm] +
+// [after norm].
+std::vector<DiagramElement> block_elements(const ModelConfig& c) {
+  std::vector<DiagramElement> e;
+  for (Sublayer which : {Sublayer::Attention, Sublayer::Mlp}) {
+    const SublayerPlan p = c.sublayer_plan(0, which);
+    if (p.in_norm) e.push_back({DiagramElement::Norm, false, true});
+    e.push_back({which == Sublayer::Attention ? DiagramElement::Attention : DiagramElement::Mlp, false, !p.in_norm});
+    if (p.out_norm) e.push_back({DiagramElement::Norm});
+    e.push_back({DiagramElement::Add});
+    if (p.after_norm) e.push_back({DiagramElement::Norm, true});
+  }
+  return e;
+}
+
+struct DiagramText {
+  std::string attention, norm, entry, middle, top, note;  // middle: the formula beside the second skip
+};
+
+// A block drawn on a 10 x 12 canvas (gnuplot objects, labels and arrows): its elements evenly spaced up the
+// middle, the residual stream's arrows in red (from the entry, an addition or a stream norm), each sub-layer's
+// skip around its branch on the right.
+std::string block_diagram(const ModelConfig& c, const DiagramText& text) {
+  const char* stream = "#a5003c";
+  const char* dark = "#333333";
+  std::ostringstream g;
+  int id = 100;
+  auto arrow = [&](double x1, double y1, double x2, double y2, const char* color, bool head) {
+    g << "set arrow from " << x1 << "," << y1 << " to " << x2 << "," << y2 << (head ? " head filled size 0.25,20" : " nohead")
+      << " lw 2.2 lc rgb \"" << color << "\" back\n";
   };
+  auto label = [&](double x, double y, const std::string& t, const char* opts) {
+    g << "set label " << ++id << " \"" << t << "\" at " << x << "," << y << " " << opts << " front\n";
+  };
+  const std::vector<DiagramElement> elements = block_elements(c);
+  const double first = 2.0, last = 9.2, step = (last - first) / static_cast<double>(std::max<size_t>(elements.size() - 1, 1));
+  double below = 0.6;  // the top of what is below the next element
+  bool below_is_stream = true;
+  std::vector<double> skips;  // where each sub-layer's skip leaves the stream
+  double skip_from = 0;
+  for (size_t k = 0; k < elements.size(); ++k) {
+    const DiagramElement& e = elements[k];
+    const double y = first + step * static_cast<double>(k), half = e.kind == DiagramElement::Add ? 0.32 : 0.42;
+    arrow(5, below, 5, y - half, below_is_stream ? stream : dark, true);
+    if (e.opens_branch) skip_from = (below + y - half) / 2;
+    if (e.kind == DiagramElement::Add) {
+      g << "set object " << ++id << " circle at 5," << y << " size 0.32 fc rgb \"#ffffff\" fs solid 1.0 border lc rgb \""
+        << stream << "\" lw 2 front\n";
+      g << "set label " << id << " \"+\" at 5," << y << " center front font \",14\"\n";
+      arrow(5, skip_from, 8.6, skip_from, stream, false);
+      arrow(8.6, skip_from, 8.6, y, stream, false);
+      arrow(8.6, y, 5.35, y, stream, true);
+      skips.push_back(skip_from);
+    } else {
+      const char* fill = e.kind == DiagramElement::Norm ? "#F6E8A6" : e.kind == DiagramElement::Attention ? "#BFD9F2" : "#C8E6C9";
+      const std::string name = e.kind == DiagramElement::Norm ? text.norm : e.kind == DiagramElement::Attention ? text.attention : "MLP";
+      g << "set object " << ++id << " rect from 2.6," << y - 0.42 << " to 7.4," << y + 0.42 << " fc rgb \"" << fill
+        << "\" fs solid 1.0 border lc rgb \"#333333\" lw 1.2 front\n";
+      g << "set label " << id << " \"" << name << "\" at 5," << y << " center front font \",12\"\n";
+    }
+    below = y + half;
+    below_is_stream = e.kind == DiagramElement::Add || e.on_stream;
+  }
+  arrow(5, below, 5, 10.5, below_is_stream ? stream : dark, true);
+  label(5, 0.35, text.entry, "center font \",11\"");
+  label(5, 10.8, text.top, "center font \",11\"");
+  if (skips.size() > 1) label(4.75, skips[1], text.middle, "right font \",10\"");
+  label(5, 11.6, text.note, "center font \",10\" textcolor rgb \"#555555\"");
+  return g.str();
+}
+
+}  // namespace
+
+report::PlotFigure block_forms_figure(report::Lang lang) {
+  const auto t = [lang](const char* msgid) { return report::tr(lang, msgid); };
   report::PlotFigure fig;
   fig.rows = 1;
   fig.cols = 2;
   fig.width = 1000;
   fig.height = 640;
   fig.title = t("Problem 11: where the normalisation sits (residual stream in red)");
-  const char* stream = "#a5003c";
-  // Both diagrams are drawn in a 10 x 12 canvas without axes.
-  const std::string attention = t("Multi-head attention"), layernorm = t("LayerNorm");
-  auto add_diagram_panel = [&fig](const std::string& title, const std::string& drawing) {
+  struct Form {
+    NormPlacement placement;
+    std::string title, middle, top, note;
+  };
+  const std::vector<Form> forms = {
+      {NormPlacement::Post, t("Post-LN (Vaswani et al. 2017): h <- LN(h + F(h))"), "u = LN(h + Attn(h))",
+       "h' = LN(u + MLP(u))", t("the stream itself is normalised after every addition")},
+      {NormPlacement::Pre, t("Pre-LN (GPT-2 2019, Xiong et al. 2020): h <- h + F(LN(h))"), "u = h + Attn(LN(h))",
+       "h' = u + MLP(LN(u))", t("the stream is never normalised; one final LN after the last block")},
+  };
+  for (const Form& f : forms) {
+    ModelConfig c;
+    c.norm_placement = f.placement;
     report::PlotPanel p;
-    p.title = title;
+    p.title = f.title;
     p.axes = false;
     p.legend = "off";
     p.x_range = std::make_pair(0.0, 10.0);
     p.y_range = std::make_pair(0.0, 12.0);
-    p.raw = drawing;
+    p.raw = block_diagram(c, {t("Multi-head attention"), t("LayerNorm"), t("h (from the block below)"), f.middle, f.top,
+                              f.note});
     fig.panels.push_back(p);
-  };
-  auto box = [](std::ostringstream& g, int& id, double y, const std::string& text, const char* fill) {
-    g << "set object " << ++id << " rect from 2.6," << y - 0.42 << " to 7.4," << y + 0.42 << " fc rgb \"" << fill
-      << "\" fs solid 1.0 border lc rgb \"#333333\" lw 1.2 front\n";
-    g << "set label " << id << " \"" << text << "\" at 5," << y << " center front font \",12\"\n";
-  };
-  auto plus = [](std::ostringstream& g, int& id, double y) {
-    g << "set object " << ++id << " circle at 5," << y << " size 0.32 fc rgb \"#ffffff\" fs solid 1.0 border lc rgb \"#a5003c\" lw 2 front\n";
-    g << "set label " << id << " \"+\" at 5," << y << " center front font \",14\"\n";
-  };
-  auto arrow = [&](std::ostringstream& g, double x1, double y1, double x2, double y2, const char* color, bool head) {
-    g << "set arrow from " << x1 << "," << y1 << " to " << x2 << "," << y2 << (head ? " head filled size 0.25,20" : " nohead")
-      << " lw 2.2 lc rgb \"" << color << "\" back\n";
-  };
-  auto text = [](std::ostringstream& g, int& id, double x, double y, const std::string& t, const char* opts) {
-    g << "set label " << ++id << " \"" << t << "\" at " << x << "," << y << " " << opts << " front\n";
-  };
-  const char* ln = "#F6E8A6";
-  const char* attn = "#BFD9F2";
-  const char* mlp = "#C8E6C9";
-  // Post-LN: h -> Attn -> + -> LN -> MLP -> + -> LN -> h'
-  {
-    std::ostringstream g;
-    int id = 100;
-    text(g, id, 5, 0.35, t("h (from the block below)"), "center font \",11\"");
-    arrow(g, 5, 0.6, 5, 1.58, stream, true);
-    box(g, id, 2.0, attention, attn);
-    arrow(g, 5, 2.42, 5, 3.18, "#333333", true);
-    plus(g, id, 3.5);
-    arrow(g, 5, 3.82, 5, 4.28, stream, true);
-    box(g, id, 4.7, layernorm, ln);
-    arrow(g, 5, 5.12, 5, 6.08, stream, true);
-    box(g, id, 6.5, "MLP", mlp);
-    arrow(g, 5, 6.92, 5, 7.68, "#333333", true);
-    plus(g, id, 8.0);
-    arrow(g, 5, 8.32, 5, 8.78, stream, true);
-    box(g, id, 9.2, layernorm, ln);
-    arrow(g, 5, 9.62, 5, 10.5, stream, true);
-    text(g, id, 5, 10.8, "h' = LN(u + MLP(u))", "center font \",11\"");
-    // skips
-    arrow(g, 5, 1.0, 8.6, 1.0, stream, false);
-    arrow(g, 8.6, 1.0, 8.6, 3.5, stream, false);
-    arrow(g, 8.6, 3.5, 5.35, 3.5, stream, true);
-    arrow(g, 5, 5.6, 8.6, 5.6, stream, false);
-    arrow(g, 8.6, 5.6, 8.6, 8.0, stream, false);
-    arrow(g, 8.6, 8.0, 5.35, 8.0, stream, true);
-    text(g, id, 4.75, 5.6, "u = LN(h + Attn(h))", "right font \",10\"");
-    text(g, id, 5, 11.6, t("the stream itself is normalised after every addition"),
-         "center font \",10\" textcolor rgb \"#555555\"");
-    add_diagram_panel(t("Post-LN (Vaswani et al. 2017): h <- LN(h + F(h))"), g.str());
-  }
-  // Pre-LN: h -> (LN -> Attn) + h -> (LN -> MLP) + u -> h'
-  {
-    std::ostringstream g;
-    int id = 200;
-    text(g, id, 5, 0.35, t("h (from the block below)"), "center font \",11\"");
-    arrow(g, 5, 0.6, 5, 1.78, stream, true);
-    box(g, id, 2.2, layernorm, ln);
-    arrow(g, 5, 2.62, 5, 2.98, "#333333", true);
-    box(g, id, 3.4, attention, attn);
-    arrow(g, 5, 3.82, 5, 4.28, "#333333", true);
-    plus(g, id, 4.6);
-    arrow(g, 5, 4.92, 5, 5.78, stream, true);
-    box(g, id, 6.2, layernorm, ln);
-    arrow(g, 5, 6.62, 5, 6.98, "#333333", true);
-    box(g, id, 7.4, "MLP", mlp);
-    arrow(g, 5, 7.82, 5, 8.28, "#333333", true);
-    plus(g, id, 8.6);
-    arrow(g, 5, 8.92, 5, 10.5, stream, true);
-    text(g, id, 5, 10.8, "h' = u + MLP(LN(u))", "center font \",11\"");
-    arrow(g, 5, 1.2, 8.6, 1.2, stream, false);
-    arrow(g, 8.6, 1.2, 8.6, 4.6, stream, false);
-    arrow(g, 8.6, 4.6, 5.35, 4.6, stream, true);
-    arrow(g, 5, 5.3, 8.6, 5.3, stream, false);
-    arrow(g, 8.6, 5.3, 8.6, 8.6, stream, false);
-    arrow(g, 8.6, 8.6, 5.35, 8.6, stream, true);
-    text(g, id, 4.75, 5.55, "u = h + Attn(LN(h))", "right font \",10\"");
-    text(g, id, 5, 11.6, t("the stream is never normalised; one final LN after the last block"),
-         "center font \",10\" textcolor rgb \"#555555\"");
-    add_diagram_panel(t("Pre-LN (GPT-2 2019, Xiong et al. 2020): h <- h + F(LN(h))"), g.str());
   }
   return fig;
 }
