@@ -418,6 +418,39 @@ float* aligned_buffer(std::vector<float>& v, size_t floats) {
   return reinterpret_cast<float*>((addr + 63) & ~static_cast<uintptr_t>(63));
 }
 
+// What the row block after [i0, i0 + rows) reads, for a Prefetcher to fetch while this block computes: with A
+// transposed, its A rows of this K-chunk, or the first rows of the next chunk and that chunk's B rows; with A not
+// transposed (only the AVX2 kernel, NR = 16, gains from it), its A rows and, in the same chunk, its rows of C. On
+// the last chunk also this block's part of what its on_block_done step reads.
+template <int MR, int NR>
+void plan_prefetch(Prefetcher& prefetch, const ThreadRect& rect, int i0, int rows, int k0, bool last_chunk, bool trans_a,
+                   bool trans_b, int N, int K, const float* A, int lda, const float* B, int ldb, const float* C, int ldc,
+                   const SgemmExtras& extras) {
+  constexpr bool kPrefetchPlain = NR == 16;  // the AVX2 kernel (see Prefetcher)
+  const int i_begin = rect.i_begin, i_end = rect.i_end;
+  const int j_begin = rect.q_lo * NR, j_end = std::min(rect.q_hi * NR, N);
+  const bool same_chunk = i0 + kMc < i_end;
+  const int k0n = same_chunk ? k0 : k0 + kKc, i0n = same_chunk ? i0 + kMc : i_begin;
+  if (k0n < K && (trans_a || kPrefetchPlain)) {
+    const int kcn = std::min(kKc, K - k0n), rows_n = std::min(kMc, i_end - i0n);
+    if (trans_a) {
+      prefetch.add(A + static_cast<long>(k0n) * lda + i0n, 4L * lda, kcn, 4L * rows_n);
+      if (!same_chunk) {
+        if (trans_b)
+          prefetch.add(B + static_cast<long>(j_begin) * ldb + k0n, 4L * ldb, j_end - j_begin, 4L * kcn);
+        else
+          prefetch.add(B + static_cast<long>(k0n) * ldb + j_begin, 4L * ldb, kcn, 4L * (j_end - j_begin));
+      }
+    } else {
+      prefetch.add(A + static_cast<long>(i0n) * lda + k0n, 4L * lda, rows_n, 4L * kcn);
+      if (same_chunk) prefetch.add(C + static_cast<long>(i0n) * ldc + j_begin, 4L * ldc, rows_n, 4L * (j_end - j_begin));
+    }
+  }
+  if (last_chunk && extras.block_input != nullptr)
+    prefetch.add(extras.block_input + i0 * extras.block_ld + j_begin, 4L * extras.block_ld, rows, 4L * (j_end - j_begin));
+  prefetch.start((rect.q_hi - rect.q_lo) * ((rows + MR - 1) / MR));
+}
+
 // kReadAInPlace: the direct kernel may read full row panels of a not-transposed A in place (false: A is always
 // packed, for a kernel whose in-place form needs more registers than there are).
 template <int MR, int NR, bool kReadAInPlace = true, typename Kernel>
@@ -440,7 +473,6 @@ void run(Kernel packed_kernel, Kernel direct_kernel, bool trans_a, bool trans_b,
       // A not transposed (and no row sums wanted): full MR-row panels are read in place; only a last
       // partial panel is packed (zero-padded).
       const bool direct_a = kReadAInPlace && !trans_a && !sums.wanted();
-      constexpr bool kPrefetchPlain = NR == 16;  // the AVX2 kernel (see Prefetcher)
       // B not transposed: full NR-column panels are read in place (each k row of a panel is contiguous); a last
       // partial panel, and every panel of a transposed B, is packed. So are the narrower kernels' panels (a
       // panel row under two cache lines) when this thread's rows pass over each panel 8 times or more: a
@@ -467,38 +499,9 @@ void run(Kernel packed_kernel, Kernel direct_kernel, bool trans_a, bool trans_b,
             else if (rows % MR != 0)
               pack_a<MR>(Ap, A, lda, false, i0 + full_panels * MR, rows % MR, k0, kc, nullptr);
           });
-          // Prefetch what the next row block reads (see Prefetcher): with A transposed, its A rows of this K-chunk,
-          // or the first rows of the next chunk and that chunk's B rows; with A not transposed (the AVX2 kernel),
-          // its A rows and, in the same chunk, its rows of C.
           Prefetcher prefetch;
-          {
-            const bool same_chunk = i0 + kMc < i_end;
-            const int k0n = same_chunk ? k0 : k0 + kKc, i0n = same_chunk ? i0 + kMc : i_begin;
-            if (k0n < K && (trans_a || kPrefetchPlain)) {
-              const int kcn = std::min(kKc, K - k0n), rows_n = std::min(kMc, i_end - i0n);
-              const int j_begin = q_lo * NR, j_end = std::min(q_hi * NR, N);
-              if (trans_a) {
-                prefetch.add(A + static_cast<long>(k0n) * lda + i0n, 4L * lda, kcn, 4L * rows_n);
-                if (!same_chunk) {
-                  if (trans_b)
-                    prefetch.add(B + static_cast<long>(j_begin) * ldb + k0n, 4L * ldb, j_end - j_begin, 4L * kcn);
-                  else
-                    prefetch.add(B + static_cast<long>(k0n) * ldb + j_begin, 4L * ldb, kcn, 4L * (j_end - j_begin));
-                }
-              } else {
-                prefetch.add(A + static_cast<long>(i0n) * lda + k0n, 4L * lda, rows_n, 4L * kcn);
-                if (same_chunk)
-                  prefetch.add(C + static_cast<long>(i0n) * ldc + j_begin, 4L * ldc, rows_n, 4L * (j_end - j_begin));
-              }
-            }
-            // this block's part of what its on_block_done step reads (needed when its last chunk is done)
-            if (last_chunk && extras.block_input != nullptr) {
-              const int j_begin = q_lo * NR, j_end = std::min(q_hi * NR, N);
-              prefetch.add(extras.block_input + i0 * extras.block_ld + j_begin, 4L * extras.block_ld, rows,
-                           4L * (j_end - j_begin));
-            }
-            prefetch.start((q_hi - q_lo) * ((rows + MR - 1) / MR));
-          }
+          plan_prefetch<MR, NR>(prefetch, rect, i0, rows, k0, last_chunk, trans_a, trans_b, N, K, A, lda, B, ldb, C,
+                                ldc, extras);
           for (int q = q_lo; q < q_hi; ++q) {
             const int j0 = q * NR, nr = std::min(NR, N - j0);
             const float* bias = last_chunk && extras.bias != nullptr ? extras.bias + j0 : nullptr;
