@@ -7,6 +7,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/elementwise.h"
+#include "kernels/gating.h"
 #include "kernels/gelu_tanh.h"
 #include "kernels/glu.h"
 #include "kernels/attention_gqa.h"
@@ -297,25 +298,17 @@ T attention_scale(const AttentionStages& st, const BlockDims& d) {
   return st.ngpt ? std::sqrt(static_cast<T>(d.D)) : T(1) / std::sqrt(static_cast<T>(d.D));
 }
 
-// [value_residual] Block 1: V_1 = its values, kept for the blocks after it. Block l >= 2: V = lambda1 V + lambda2 V_1,
-// V_own = V before the mix. With HybridNorm's v norm the values are the normalised ones (V_1 too).
+// [value_residual] Block 1: V_1 = its values, kept for the blocks after it. Block l >= 2: the mix of
+// kernels/gating.h, V = lambda1 V + lambda2 V_1. With HybridNorm's v norm the values are the normalised ones.
 template <typename T>
 void value_mix_forward(Rows<T> v, T* v_own, T* first_v, const T* lambda, const AttentionStages& st, long N, int K) {
-  if (st.keep_values) {
+  if (st.keep_values)
     for (long n = 0; n < N; ++n) std::copy_n(v.p + n * v.stride, K, first_v + n * K);
-    return;
-  }
-  const T l1 = lambda[0], l2 = lambda[1];
-  for (long n = 0; n < N; ++n)
-    for (int k = 0; k < K; ++k) {
-      T& vk = v.p[n * v.stride + k];
-      v_own[n * K + k] = vk;
-      vk = l1 * vk + l2 * first_v[n * K + k];
-    }
+  else
+    kernels::value_mix_forward(v.p, v.stride, v_own, static_cast<const T*>(first_v), lambda, N, K);
 }
 
-// Backward of V = lambda1 V_own + lambda2 V_1 (blocks l >= 2): d lambda1 += sum dV V_own, d lambda2 += sum dV V_1 (row
-// order), d V_1 += lambda2 dV, d V_own = lambda1 dV in place. Block 1 (last in the backward): dV += d V_1.
+// Block 1 (last in the backward): dV += d V_1. Blocks l >= 2: the mix's backward (kernels/gating.h).
 template <typename T>
 void value_mix_backward(Rows<T> dv, T* d_lambda, T* d_first_v, const T* v_own, const T* first_v, const T* lambda,
                         const AttentionStages& st, long N, int K) {
@@ -324,38 +317,7 @@ void value_mix_backward(Rows<T> dv, T* d_lambda, T* d_first_v, const T* v_own, c
       for (int k = 0; k < K; ++k) dv.p[n * dv.stride + k] += d_first_v[n * K + k];
     return;
   }
-  const T l1 = lambda[0], l2 = lambda[1];
-  T sum1 = 0, sum2 = 0;
-  for (long n = 0; n < N; ++n)
-    for (int k = 0; k < K; ++k) {
-      const T g_v = dv.p[n * dv.stride + k];
-      sum1 += g_v * v_own[n * K + k];
-      sum2 += g_v * first_v[n * K + k];
-      d_first_v[n * K + k] += l2 * g_v;
-      dv.p[n * dv.stride + k] = l1 * g_v;
-    }
-  d_lambda[0] += sum1;
-  d_lambda[1] += sum2;
-}
-
-// [attn_gate] gate = sigmoid(z) in place of z (N*Q values), y_gated = y * gate element by element.
-template <typename T>
-void attention_gate_forward(T* y_gated, T* gate, const T* y, long NQ) {
-  for (long i = 0; i < NQ; ++i) {
-    const T gt = T(1) / (T(1) + std::exp(-gate[i]));
-    gate[i] = gt;
-    y_gated[i] = y[i] * gt;
-  }
-}
-
-// y_gated = y * gate, gate = sigmoid(z):  dz = d_yg * y * gate * (1 - gate);  dy = d_yg * gate (in place).
-template <typename T>
-void attention_gate_backward(T* d_z, T* d_y, const T* y, const T* gate, long NQ) {
-  for (long i = 0; i < NQ; ++i) {
-    const T d_yg = d_y[i], gt = gate[i];
-    d_z[i] = d_yg * y[i] * gt * (T(1) - gt);
-    d_y[i] = d_yg * gt;
-  }
+  kernels::value_mix_backward(dv.p, dv.stride, d_lambda, d_first_v, v_own, first_v, lambda, N, K);
 }
 
 // q, k = RoPE(q), RoPE(k) in place, forward or (inverse rotation of the gradients) backward.
@@ -454,7 +416,7 @@ void attention_forward_sublayer(AttentionActs<T>& a, const T* inp, const Attenti
   const T* proj_in = a.y;
   if (st.gate) {  // gate = sigmoid(inp Wg^T); y_gated = y * gate (each head's outputs their own gates)
     apply_linear(a.gate, inp, w.gate, N, d.C, d.Q, in);
-    attention_gate_forward(a.y_gated, a.gate, static_cast<const T*>(a.y), static_cast<long>(N) * d.Q);
+    sigmoid_gate_forward(a.y_gated, a.gate, static_cast<const T*>(a.y), static_cast<long>(N) * d.Q);
     proj_in = a.y_gated;
   }
   // out = proj_in Wo^T + bo
@@ -476,8 +438,8 @@ void attention_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, c
   // out = proj_in Wo^T + bo, proj_in = y_gated or y
   linear_backward(s.d_y, g.proj.weight, g.proj.bias, dout, st.gate ? a.y_gated : a.y, w.proj.weight, N, d.Q, d.C,
                   GradWrite::Overwrite, precision);
-  if (st.gate) attention_gate_backward(s.d_gate, s.d_y, static_cast<const T*>(a.y), static_cast<const T*>(a.gate),
-                                       static_cast<long>(N) * d.Q);
+  if (st.gate) sigmoid_gate_backward(s.d_gate, s.d_y, static_cast<const T*>(a.y), static_cast<const T*>(a.gate),
+                                     static_cast<long>(N) * d.Q);
   // The projections' gradient rows (fused: [q | k | v] rows of s.d_qkv), and where the attention writes its q, k,
   // v gradients: the same rows, or (per-head norms) contiguous ones in s.d_qkv, carried to them by the norms'
   // backward.

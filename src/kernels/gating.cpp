@@ -1,0 +1,62 @@
+#include "kernels/gating.h"
+
+#include <cmath>
+
+namespace blocklab::kernels {
+
+template <typename T>
+void sigmoid_gate_forward(T* out, T* gate, const T* y, long n) {
+  for (long i = 0; i < n; ++i) {
+    const T gt = T(1) / (T(1) + std::exp(-gate[i]));
+    gate[i] = gt;
+    out[i] = y[i] * gt;
+  }
+}
+
+template <typename T>
+void sigmoid_gate_backward(T* dz, T* dy, const T* y, const T* gate, long n) {
+  for (long i = 0; i < n; ++i) {
+    const T d_out = dy[i], gt = gate[i];
+    dz[i] = d_out * y[i] * gt * (T(1) - gt);
+    dy[i] = d_out * gt;
+  }
+}
+
+template <typename T>
+void value_mix_forward(T* v, long v_stride, T* v_own, const T* first, const T* lambda, long N, int K) {
+  const T l1 = lambda[0], l2 = lambda[1];
+  for (long n = 0; n < N; ++n)
+    for (int k = 0; k < K; ++k) {
+      T& vk = v[n * v_stride + k];
+      v_own[n * K + k] = vk;
+      vk = l1 * vk + l2 * first[n * K + k];
+    }
+}
+
+template <typename T>
+void value_mix_backward(T* dv, long dv_stride, T* d_lambda, T* d_first, const T* v_own, const T* first,
+                        const T* lambda, long N, int K) {
+  const T l1 = lambda[0], l2 = lambda[1];
+  T sum1 = 0, sum2 = 0;
+  for (long n = 0; n < N; ++n)
+    for (int k = 0; k < K; ++k) {
+      const T g_v = dv[n * dv_stride + k];
+      sum1 += g_v * v_own[n * K + k];
+      sum2 += g_v * first[n * K + k];
+      d_first[n * K + k] += l2 * g_v;
+      dv[n * dv_stride + k] = l1 * g_v;
+    }
+  d_lambda[0] += sum1;
+  d_lambda[1] += sum2;
+}
+
+#define BLOCKLAB_INSTANTIATE(T)                                                                              \
+  template void sigmoid_gate_forward<T>(T*, T*, const T*, long);                                             \
+  template void sigmoid_gate_backward<T>(T*, T*, const T*, const T*, long);                                  \
+  template void value_mix_forward<T>(T*, long, T*, const T*, const T*, long, int);                           \
+  template void value_mix_backward<T>(T*, long, T*, T*, const T*, const T*, const T*, long, int);
+BLOCKLAB_INSTANTIATE(float)
+BLOCKLAB_INSTANTIATE(double)
+#undef BLOCKLAB_INSTANTIATE
+
+}  // namespace blocklab::kernels
