@@ -6,20 +6,23 @@
 #include <cstdio>
 #include <filesystem>
 #include <set>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "report/labels.h"
 #include "experiments/manifest.h"
 #include "experiments/reproduce_text.h"
 #include "io/atomic_file.h"
 #include "io/csv.h"
 #include "model/flops.h"
+#include "report/labels.h"
 #include "report/stream_plot.h"
 #include "train/trainer.h"
 #include "util/error.h"
 #include "util/threads.h"
 
 namespace blocklab::experiments {
+
+extern const char* const kLiteratureAnchorsJson;  // docs/data/anchors.json, compiled in by CMake (generated source)
 
 namespace fs = std::filesystem;
 
@@ -482,45 +485,29 @@ std::vector<std::string> depthmap_anchor_header(report::Lang lang) {
           report::tr(lang, "closest cell here"), report::trc(lang, "anchor table", "here")};
 }
 
+const std::vector<LiteratureAnchor>& literature_anchors() {
+  static const std::vector<LiteratureAnchor> anchors = [] {
+    const std::string where = "docs/data/anchors.json (compiled in)";
+    std::vector<LiteratureAnchor> out;
+    try {
+      const nlohmann::json j = nlohmann::json::parse(kLiteratureAnchorsJson);
+      for (const nlohmann::json& a : j.at("anchors"))
+        out.push_back({a.at("source").get<std::string>(), a.at("task").get<std::string>(),
+                       a.at("result").get<std::string>(), parse_norm_placement(a.at("placement").get<std::string>()),
+                       a.at("depth").get<int>(), a.at("warmup").get<bool>()});
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(where + ": " + e.what());
+    }
+    return out;
+  }();
+  return anchors;
+}
+
 std::vector<std::vector<std::string>> depthmap_anchor_rows(const DepthMapOptions& options,
                                                            const std::vector<DepthMapCell>& cells) {
-  struct Anchor {
-    std::string source, task, result;
-    NormPlacement placement;
-    int depth;       // wanted depth (blocks); the nearest in the map is shown
-    bool warmup;     // with warm-up: the largest warm-up of the map; without: the smallest
-  };
   const report::Lang L = options.lang;
-  const auto t = [L](const char* msgid, std::initializer_list<std::string> args = {}) {
-    return report::tr(L, msgid, args);
-  };
-  const std::vector<Anchor> anchors = {
-      {"Admin (Liu et al. 2020)", t("WMT'14 En-De, 6L-6L, warm-up"), t("Post-LN trains (27.80 BLEU)"),
-       NormPlacement::Post, 6, true},
-      {"Admin (Liu et al. 2020)", t("WMT'14 En-De, 12L-12L and 18L-18L, warm-up"), t("Post-LN fails"),
-       NormPlacement::Post, 12, true},
-      {"Admin (Liu et al. 2020)", t("WMT'14 En-De, 6L/12L/18L, warm-up"), t("Pre-LN trains (27.27 / 28.26 / 28.38)"),
-       NormPlacement::Pre, 12, true},
-      {"Admin (Liu et al. 2020)", t("WMT'14 En-De, 6L/12L/18L, warm-up"), t("Admin trains (27.90 / 28.58 / 29.03)"),
-       NormPlacement::Admin, 12, true},
-      {"DeepNet (Wang et al. 2022)", "IWSLT-14, 18L-18L", t("Post-LN fails"), NormPlacement::Post, 18, true},
-      {"DeepNet (Wang et al. 2022)", "WMT-17, 100L-100L", t("DeepNorm trains (28.9 BLEU)"), NormPlacement::DeepNorm,
-       100, true},
-      {"T-Fixup (Huang et al. 2020)", t("200L-200L, no warm-up, no norms"), t("trains"), NormPlacement::TFixup, 200,
-       false},
-      {"ReZero (Bachlechner et al. 2020); DeepNet", t("100+ layers; 18L-18L in fp16 (DeepNet)"),
-       t("trains; DeepNet reports it unstable and diverging"), NormPlacement::ReZero, 100, false},
-      {t("PyTorch reference of this project"), t("copy task, batch 16, seed 0, 600 steps, warm-up 400, 6 blocks"),
-       t("Post-LN loss 0.0014 at step 600"), NormPlacement::Post, 6, true},
-      {t("PyTorch reference of this project"), t("same, 12 blocks"), t("Post-LN 0.75 (still falling)"),
-       NormPlacement::Post, 12, true},
-      {t("PyTorch reference of this project"), t("same, 24 blocks"), t("Post-LN 4.17 (never started)"),
-       NormPlacement::Post, 24, true},
-      {t("PyTorch reference of this project"), t("same, no warm-up, 6-24 blocks"), t("Pre-LN learns at every depth"),
-       NormPlacement::Pre, 24, false},
-  };
   std::vector<std::vector<std::string>> rows;
-  for (const Anchor& a : anchors) {
+  for (const LiteratureAnchor& a : literature_anchors()) {
     std::string where = report::tr(L, "not in this map"), here = "-";
     if (std::find(options.placements.begin(), options.placements.end(), a.placement) != options.placements.end() &&
         !options.depths.empty() && !options.warmups.empty()) {
@@ -540,7 +527,7 @@ std::vector<std::vector<std::string>> depthmap_anchor_rows(const DepthMapOptions
       else
         here = c->text;
     }
-    rows.push_back({a.source, a.task, a.result, where, here});
+    rows.push_back({report::tr(L, a.source), report::tr(L, a.task), report::tr(L, a.result), where, here});
   }
   return rows;
 }

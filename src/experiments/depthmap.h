@@ -137,6 +137,17 @@ std::string cell_color(const DepthMapCell& cell, int steps);
 
 // Public results on where Post-LN stops training (docs/placements.md), each with the cell of this map that
 // comes closest: {source, their task and setting, their result, our cell, our result}.
+// A published (or this project's reference) result on where Post-LN stops training, from docs/data/anchors.json:
+// source, task and result as English msgids (translated where shown), and the cell of a depth map it compares
+// with (depth: the nearest depth of the map; warmup: the map's largest warm-up, else its smallest).
+struct LiteratureAnchor {
+  std::string source, task, result;
+  NormPlacement placement;
+  int depth;
+  bool warmup;
+};
+const std::vector<LiteratureAnchor>& literature_anchors();
+
 std::vector<std::vector<std::string>> depthmap_anchor_rows(const DepthMapOptions& options,
                                                            const std::vector<DepthMapCell>& cells);
 std::vector<std::string> depthmap_anchor_header(report::Lang lang = report::Lang::En);
