@@ -45,8 +45,8 @@ Prompt read_prompt(const HfPromptSpec& spec) {
   return p;
 }
 
+// The model and the prompt's ids (the spec already checked).
 hf::Model load(const HfPromptSpec& spec, Prompt& prompt) {
-  check_prompt(spec);
   set_num_threads(spec.threads);
   if (spec.on_loading) spec.on_loading();
   hf::Model model = hf::Model::load(spec.model_dir);
@@ -103,6 +103,7 @@ ResidualProbeJobResult residual_probe_job(const ResidualProbeJob& job) {
 
 LogitsProbeJobResult logits_probe_job(const LogitsProbeJob& job) {
   if (job.top < 1) throw Error("top must be at least 1, got " + std::to_string(job.top));
+  check_prompt(job.prompt);
   Prompt prompt;
   hf::Model model = load(job.prompt, prompt);
   probe::LogitsProbeOptions options;
