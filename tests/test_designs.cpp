@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "model/designs.h"
+#include "model/parameters.h"
 #include "report/labels.h"
 #include "util/error.h"
 
@@ -70,11 +71,50 @@ TEST(Designs, RowsGiveThePlansFinalNormsAndInitsTheyName) {
     c.base_init = InitScheme::GPT2;
     EXPECT_EQ(c.effective_init(), d.init == InitScheme::Auto ? InitScheme::GPT2 : d.init) << d.name;
     EXPECT_EQ(c.has_final_norm(), d.final_norm) << d.name;
-    // a design without any norm layer in its plan varies the residual, the init or the topology
+    // a design without any norm layer in its plan (and no q/k/v norms) varies the residual, the init or the topology
     const SublayerPlan p = c.sublayer_plan(c.layers - 1, Sublayer::Attention);
-    if (!p.in_norm && !p.out_norm && !p.after_norm && d.id != NormPlacement::Hybrid && d.id != NormPlacement::HybridStar) {
+    if (!p.in_norm && !p.out_norm && !p.after_norm && !d.qkv_norm) {
       EXPECT_NE(d.family, DesignFamily::NormPlacement) << d.name;
     }
+  }
+}
+
+// The axes other than the plan: the stream and the q/k/v norms are what the rows say, a stream other than the
+// single one belongs to the residual-topology family, and the parameter table follows the stream (the sphere's
+// scales, the hyper-connections' mixing) and the q/k/v norms.
+TEST(Designs, StreamAndQkvNormAxesComeFromTheRowsAndShapeTheParameters) {
+  for (const Design& d : designs()) {
+    ModelConfig c;
+    c.layers = 2, c.width = 16, c.heads = 2;
+    c.norm_placement = d.id;
+    EXPECT_EQ(c.stream(), d.stream) << d.name;
+    EXPECT_EQ(c.qkv_norm(), d.qkv_norm) << d.name;
+    EXPECT_EQ(c.hyper(), d.stream == ResidualStream::Hyper || d.stream == ResidualStream::ManifoldHyper) << d.name;
+    if (d.stream != ResidualStream::Single) {
+      EXPECT_EQ(d.family, DesignFamily::ResidualTopology) << d.name;
+    }
+    if (d.qkv_norm) c.qkv = QkvLayout::Separate;
+    const ParameterTable table(c);
+    EXPECT_EQ(table.find("head.s_z") != nullptr, d.stream == ResidualStream::Sphere) << d.name;
+    EXPECT_EQ(table.find("blocks.0.attn_hc.alpha_in") != nullptr, c.hyper()) << d.name;
+    EXPECT_EQ(table.find("blocks.1.attn.v_norm.weight") != nullptr, d.qkv_norm) << d.name;
+  }
+}
+
+// A row's check runs in validate(): nGPT's refuses a tied head, naming the design's config value.
+TEST(Designs, ARowsCheckRunsInValidate) {
+  const Design& d = design(NormPlacement::NGPT);
+  ASSERT_NE(d.check, nullptr);
+  ModelConfig c;
+  c.norm_placement = d.id;
+  c.tie_head = false;
+  EXPECT_NO_THROW(c.validate());
+  c.tie_head = true;
+  try {
+    c.validate();
+    ADD_FAILURE() << "norm_placement = ngpt accepted tie_head = true";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("norm_placement = ngpt needs an untied head"), std::string::npos) << e.what();
   }
 }
 

@@ -1,5 +1,6 @@
-// The sigmoid gate and the value mix (kernels/gating.h): each backward against fourth-order central differences
-// in double precision, at random input scales, with rows read at a stride as the attention sub-layer reads them.
+// The sigmoid gate, the value mix and the scaled residual (kernels/gating.h): each backward against fourth-order
+// central differences in double precision, at random input scales, with rows read at a stride as the attention
+// sub-layer reads them.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -76,6 +77,49 @@ TEST_P(Gating, ValueMixBackwardMatchesFiniteDifferences) {
   expect_gradient_matches("d V_1", first, d_first, loss, 1e-4);
   expect_gradient_matches("d lambda", lambda, d_lambda, loss, 1e-4);
   expect_gradient_matches("d V_own", v_part, dv_part, loss_of_v_part, 1e-4);  // last: it leaves v as it writes it
+}
+
+// resid = s * skip + g * branch, for each way a design sets s and g: Admin's learned omega (with and without a
+// ReZero-style gate), DeepNorm's constant, ReZero's gate alone.
+TEST_P(Gating, ScaledResidualBackwardMatchesFiniteDifferences) {
+  struct Case {
+    const char* name;
+    bool omega, gate;
+    double s_const;
+  };
+  for (const Case& k : {Case{"omega", true, false, 1.0}, Case{"omega and gate", true, true, 1.0},
+                        Case{"constant", false, false, 1.7}, Case{"gate", false, true, 1.0}}) {
+    SCOPED_TRACE(k.name);
+    Rng rng(17);
+    const long N = 4;
+    const int C = 6;
+    std::vector<double> skip = random_vector(rng, N * C, GetParam()), branch = random_vector(rng, N * C, GetParam()),
+                        omega = random_vector(rng, C, 1.0), gate = random_vector(rng, 1, 1.0),
+                        w = random_vector(rng, N * C, 1.0);
+    auto resid_of = [&] {
+      std::vector<double> resid(N * C);
+      scaled_residual_forward(resid.data(), skip.data(), branch.data(), k.omega ? omega.data() : nullptr, k.s_const,
+                              k.gate ? gate[0] : 1.0, N, C);
+      return resid;
+    };
+    auto loss = [&] {
+      const std::vector<double> resid = resid_of();
+      double l = 0;
+      for (long i = 0; i < N * C; ++i) l += w[i] * resid[i];
+      return l;
+    };
+    const std::vector<double> resid = resid_of();
+    const double s2 = k.omega ? omega[2] : k.s_const, g = k.gate ? gate[0] : 1.0;
+    EXPECT_DOUBLE_EQ(resid[C + 2], s2 * skip[C + 2] + g * branch[C + 2]);
+    std::vector<double> d = w, d_branch(N * C), d_gate(1, 0.0), g_omega(C, 0.0);
+    scaled_residual_backward(d.data(), d_branch.data(), k.gate ? d_gate.data() : nullptr,
+                             k.omega ? g_omega.data() : nullptr, skip.data(), branch.data(),
+                             k.omega ? omega.data() : nullptr, k.s_const, k.gate ? gate[0] : 1.0, N, C);
+    expect_gradient_matches("d skip", skip, d, loss, 1e-4);
+    expect_gradient_matches("d branch", branch, d_branch, loss, 1e-4);
+    if (k.omega) expect_gradient_matches("d omega", omega, g_omega, loss, 1e-4);
+    if (k.gate) expect_gradient_matches("d gate", gate, d_gate, loss, 1e-4);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Scales, Gating, ::testing::Values(0.1, 1.0, 4.0),

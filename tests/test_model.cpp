@@ -225,7 +225,7 @@ void randomise(Model<T>& model, uint64_t seed) {
     }
     // nGPT's scales near 1 too (stored: alpha 0.14, s_qk, s_uv, s_z 2.8 in use at C = 8; |alpha| away from its kink)
     const bool near_one =
-        s.role == ParamRole::NormWeight || s.role == ParamRole::ResidualScale || s.role == ParamRole::NgptScale;
+        s.role == ParamRole::NormWeight || s.role == ParamRole::ResidualScale || s.role == ParamRole::SphereScale;
     const double centre = near_one ? 1.0 : s.role == ParamRole::NormAlpha ? 0.5 : 0.0;
     for (auto& x : p) x = static_cast<T>(centre + (near_one || s.role == ParamRole::NormAlpha ? 0.2 : 0.5) * rng.normal());
   }

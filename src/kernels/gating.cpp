@@ -50,11 +50,44 @@ void value_mix_backward(T* dv, long dv_stride, T* d_lambda, T* d_first, const T*
   d_lambda[1] += sum2;
 }
 
+template <typename T>
+void scaled_residual_forward(T* resid, const T* skip, const T* branch, const T* omega, T s_const, T g, long N, int C) {
+  for (long n = 0; n < N; ++n)
+    for (int i = 0; i < C; ++i) {
+      const long k = n * C + i;
+      const T s = omega != nullptr ? omega[i] : s_const;
+      resid[k] = s * skip[k] + g * branch[k];
+    }
+}
+
+template <typename T>
+void scaled_residual_backward(T* d, T* d_branch, T* d_gate, T* g_omega, const T* skip, const T* branch,
+                              const T* omega, T s_const, T g, long N, int C) {
+  const long NC = N * C;
+  if (d_gate != nullptr) {
+    T sum = 0;
+    for (long k = 0; k < NC; ++k) sum += d[k] * branch[k];
+    *d_gate += sum;
+  }
+  for (long k = 0; k < NC; ++k) d_branch[k] = g * d[k];
+  if (omega != nullptr) {
+    if (g_omega != nullptr)
+      for (long n = 0; n < N; ++n)
+        for (int i = 0; i < C; ++i) g_omega[i] += d[n * C + i] * skip[n * C + i];
+    for (long n = 0; n < N; ++n)
+      for (int i = 0; i < C; ++i) d[n * C + i] *= omega[i];
+  } else if (s_const != T(1)) {
+    for (long k = 0; k < NC; ++k) d[k] *= s_const;
+  }
+}
+
 #define BLOCKLAB_INSTANTIATE(T)                                                                              \
   template void sigmoid_gate_forward<T>(T*, T*, const T*, long);                                             \
   template void sigmoid_gate_backward<T>(T*, T*, const T*, const T*, long);                                  \
   template void value_mix_forward<T>(T*, long, T*, const T*, const T*, long, int);                           \
-  template void value_mix_backward<T>(T*, long, T*, T*, const T*, const T*, const T*, long, int);
+  template void value_mix_backward<T>(T*, long, T*, T*, const T*, const T*, const T*, long, int);              \
+  template void scaled_residual_forward<T>(T*, const T*, const T*, const T*, T, T, long, int);               \
+  template void scaled_residual_backward<T>(T*, T*, T*, T*, const T*, const T*, const T*, T, T, long, int);
 BLOCKLAB_INSTANTIATE(float)
 BLOCKLAB_INSTANTIATE(double)
 #undef BLOCKLAB_INSTANTIATE

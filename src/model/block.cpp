@@ -15,6 +15,8 @@
 #include "kernels/linear_gelu.h"
 #include "kernels/norm.h"
 #include "kernels/rope.h"
+#include "kernels/unit_norm.h"
+#include "model/sphere.h"
 #include "util/error.h"
 
 namespace blocklab {
@@ -29,78 +31,13 @@ namespace {
 // grouped-query kernel.
 bool fast_attention(const ModelConfig& c) {
   return c.qkv == QkvLayout::Fused && c.kv_head_count() == c.heads && c.q_dim() == c.width && !c.qkv_norm() &&
-         !c.ngpt();
-}
-
-// nGPT's norm: rows of `width` over their L2 norm, out = x / ||x||, rn = 1 / ||x|| (no epsilon, as the
-// reference code). Each row on its own: the same result for any thread count.
-template <typename T>
-void unit_rows_forward(T* out, T* rn, const T* x, long rows, int width) {
-#pragma omp parallel for schedule(static)
-  for (long r = 0; r < rows; ++r) {
-    const T* xr = x + r * width;
-    T ss = 0;
-    for (int i = 0; i < width; ++i) ss += xr[i] * xr[i];
-    const T inv = T(1) / std::sqrt(ss);
-    rn[r] = inv;
-    for (int i = 0; i < width; ++i) out[r * width + i] = xr[i] * inv;
-  }
-}
-
-// Its backward in place: d = d loss / d out on entry, d loss / d x = rn (d - y (y . d)) on exit; y = out.
-template <typename T>
-void unit_rows_backward(T* d, const T* y, const T* rn, long rows, int width) {
-#pragma omp parallel for schedule(static)
-  for (long r = 0; r < rows; ++r) {
-    T* dr = d + r * width;
-    const T* yr = y + r * width;
-    T dot = 0;
-    for (int i = 0; i < width; ++i) dot += yr[i] * dr[i];
-    for (int i = 0; i < width; ++i) dr[i] = rn[r] * (dr[i] - yr[i] * dot);
-  }
+         c.stream() != ResidualStream::Sphere;
 }
 
 template <typename T>
 void carve_unit(NormActs<T>& n, Carver<T>& a, long rows, long width) {
   n.out = a.take(rows * width);
   n.rstd = a.take(rows);
-}
-
-// nGPT's q and k: out (N, H*D) = s_qk * x_h / ||x_h|| for each head h of each row of x (stride x_stride),
-// s_qk = stored * factor; rn (N*H) the inverse norms.
-template <typename T>
-void ngpt_heads_forward(T* out, T* rn, const T* x, long x_stride, const T* s_qk, T factor, long N, int H, int D) {
-  for (long n = 0; n < N; ++n)
-    for (int h = 0; h < H; ++h) {
-      const T* xr = x + n * x_stride + static_cast<long>(h) * D;
-      T ss = 0;
-      for (int i = 0; i < D; ++i) ss += xr[i] * xr[i];
-      const T inv = T(1) / std::sqrt(ss);
-      rn[n * H + h] = inv;
-      T* o = out + (n * H + h) * D;
-      for (int i = 0; i < D; ++i) o[i] = xr[i] * inv * (s_qk[h * D + i] * factor);
-    }
-}
-
-// Its backward in place on d (stride d_stride): d loss / d out on entry, d loss / d x on exit; d s_qk (stored)
-// accumulated in row order.
-template <typename T>
-void ngpt_heads_backward(T* d, long d_stride, T* g_sqk, const T* x, long x_stride, const T* rn, const T* s_qk,
-                         T factor, long N, int H, int D) {
-  for (long n = 0; n < N; ++n)
-    for (int h = 0; h < H; ++h) {
-      const T* xr = x + n * x_stride + static_cast<long>(h) * D;
-      T* dr = d + n * d_stride + static_cast<long>(h) * D;
-      const T inv = rn[n * H + h];
-      T dot = 0;
-      for (int i = 0; i < D; ++i) {
-        const T unit = xr[i] * inv, go = dr[i];
-        g_sqk[h * D + i] += go * unit * factor;
-        dr[i] = go * (s_qk[h * D + i] * factor);
-        dot += unit * dr[i];
-      }
-      for (int i = 0; i < D; ++i) dr[i] = inv * (dr[i] - xr[i] * inv * dot);
-    }
 }
 
 // The kind of the per-head q/k(/v) norms: RMSNorm for qk_norm (Qwen3), the config's kind for HybridNorm.
@@ -188,7 +125,7 @@ void carve_attention(AttentionActs<T>& a, Carver<T>& m, const ModelConfig& c, co
   a.y = m.take(N * d.Q), a.out = m.take(N * d.C);
   if (!cross && c.attn_gate) a.gate = m.take(N * d.Q), a.y_gated = m.take(N * d.Q);
   if (!cross && c.value_residual && !first_block) a.v_own = m.take(N * d.K);
-  if (!cross && c.ngpt())
+  if (!cross && c.stream() == ResidualStream::Sphere)
     a.q_unit = m.take(N * d.Q), a.k_unit = m.take(N * d.K), a.q_rn = m.take(N * d.H), a.k_rn = m.take(N * d.Hkv);
   if (plan.out_norm) carve_norm(a.out_norm, m, c, N);
   if (!c.hyper()) a.resid = m.take(N * d.C);  // hyper-connections: the stack keeps the streams
@@ -222,12 +159,12 @@ void apply_linear(T* out, const T* inp, const LinearTensors<T>& l, int N, int C,
 //   head norms   [qk_norm] RMSNorm of each q and k head, [hybrid, hybrid_star] the config's norm of q, k and v
 //                (rows of D, read contiguous: a fused projection's parts are gathered first)
 //   rope         q and k rotated in place
-//   ngpt         q and k heads over their L2 norm, times s_qk (softmax scale sqrt(D) instead of 1/sqrt(D))
+//   unit q, k    [sphere stream] q and k heads over their L2 norm, times s_qk (softmax scale sqrt(D), not 1/sqrt(D))
 //   value mix    [value_residual] block 1 keeps its values; later blocks V = lambda1 V + lambda2 V_1
 //   attention    causal self-attention (or cross-attention over the context) of the q, k, v rows
 //   gate         [attn_gate] y * sigmoid(inp W_g^T); then the output projection
 struct AttentionStages {
-  bool cross = false, fused = false, head_norms = false, v_norm = false, rope = false, ngpt = false;
+  bool cross = false, fused = false, head_norms = false, v_norm = false, rope = false, unit_qk = false;
   bool keep_values = false, mix_values = false, gate = false, fast = false;
   NormKind head_norm = NormKind::RMSNorm;
 
@@ -239,7 +176,7 @@ struct AttentionStages {
     st.v_norm = !cross && c.qkv_norm();
     st.head_norm = head_norm_kind(c);
     st.rope = !cross && c.positions == Positions::RoPE;
-    st.ngpt = !cross && c.ngpt();
+    st.unit_qk = !cross && c.stream() == ResidualStream::Sphere;
     st.keep_values = !cross && c.value_residual && block == 0;
     st.mix_values = !cross && c.value_residual && block > 0;
     st.gate = !cross && c.attn_gate;
@@ -285,17 +222,17 @@ QkvRows<T> normed_rows(const AttentionActs<T>& a, const AttentionStages& st, con
   return {{a.q, d.Q}, {a.k, d.K}, {a.v, d.K}};
 }
 
-// q, k, v as the attention reads them (nGPT: its scaled unit q and k).
+// q, k, v as the attention reads them (the sphere stream: its scaled unit q and k).
 template <typename T>
 QkvRows<T> attention_rows(const AttentionActs<T>& a, const AttentionStages& st, const BlockDims& d) {
   QkvRows<T> r = normed_rows(a, st, d);
-  if (st.ngpt) r.q = {a.q_unit, d.Q}, r.k = {a.k_unit, d.K};
+  if (st.unit_qk) r.q = {a.q_unit, d.Q}, r.k = {a.k_unit, d.K};
   return r;
 }
 
 template <typename T>
 T attention_scale(const AttentionStages& st, const BlockDims& d) {
-  return st.ngpt ? std::sqrt(static_cast<T>(d.D)) : T(1) / std::sqrt(static_cast<T>(d.D));
+  return st.unit_qk ? std::sqrt(static_cast<T>(d.D)) : T(1) / std::sqrt(static_cast<T>(d.D));
 }
 
 // [value_residual] Block 1: V_1 = its values, kept for the blocks after it. Block l >= 2: the mix of
@@ -398,10 +335,11 @@ void attention_forward_sublayer(AttentionActs<T>& a, const T* inp, const Attenti
   if (st.head_norms) head_norms_forward(a, projected, w, st, d, c.norm_eps);
   const QkvRows<T> r = normed_rows(a, st, d);
   if (st.rope) rope_rows(r.q, r.k, in, false);
-  if (st.ngpt) {  // q, k (after RoPE) per head over their norm, times s_qk
-    const T factor = static_cast<T>(c.ngpt_sqk_factor());
-    ngpt_heads_forward(a.q_unit, a.q_rn, r.q.p, r.q.stride, static_cast<const T*>(w.s_qk), factor, N, d.H, d.D);
-    ngpt_heads_forward(a.k_unit, a.k_rn, r.k.p, r.k.stride, static_cast<const T*>(w.s_qk), factor, N, d.Hkv, d.D);
+  if (st.unit_qk) {  // q, k (after RoPE) per head over their norm, times s_qk
+    const T factor = static_cast<T>(SphereFactors::of(c).s_qk);
+    scaled_unit_heads_forward(a.q_unit, a.q_rn, r.q.p, r.q.stride, static_cast<const T*>(w.s_qk), factor, N, d.H, d.D);
+    scaled_unit_heads_forward(a.k_unit, a.k_rn, r.k.p, r.k.stride, static_cast<const T*>(w.s_qk), factor, N, d.Hkv,
+                              d.D);
   }
   if (st.keep_values || st.mix_values)
     value_mix_forward(r.v, a.v_own, in.first_v, static_cast<const T*>(w.value_lambda), st, N, d.K);
@@ -455,12 +393,12 @@ void attention_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, c
                            v.v.stride, a.att, d.B, d.T, Tk, d.H, d.Hkv, d.D, !st.cross, attention_scale<T>(st, d));
   }
   const QkvRows<T> r = normed_rows(a, st, d);
-  if (st.ngpt) {  // from d (q_unit, k_unit) to d (q, k) after RoPE, in place; d s_qk
-    const T factor = static_cast<T>(c.ngpt_sqk_factor());
-    ngpt_heads_backward(dr.q.p, dr.q.stride, g.s_qk, static_cast<const T*>(r.q.p), r.q.stride,
-                        static_cast<const T*>(a.q_rn), static_cast<const T*>(w.s_qk), factor, N, d.H, d.D);
-    ngpt_heads_backward(dr.k.p, dr.k.stride, g.s_qk, static_cast<const T*>(r.k.p), r.k.stride,
-                        static_cast<const T*>(a.k_rn), static_cast<const T*>(w.s_qk), factor, N, d.Hkv, d.D);
+  if (st.unit_qk) {  // from d (q_unit, k_unit) to d (q, k) after RoPE, in place; d s_qk
+    const T factor = static_cast<T>(SphereFactors::of(c).s_qk);
+    scaled_unit_heads_backward(dr.q.p, dr.q.stride, g.s_qk, static_cast<const T*>(r.q.p), r.q.stride,
+                               static_cast<const T*>(a.q_rn), static_cast<const T*>(w.s_qk), factor, N, d.H, d.D);
+    scaled_unit_heads_backward(dr.k.p, dr.k.stride, g.s_qk, static_cast<const T*>(r.k.p), r.k.stride,
+                               static_cast<const T*>(a.k_rn), static_cast<const T*>(w.s_qk), factor, N, d.Hkv, d.D);
   }
   if (st.rope) rope_rows(dr.q, dr.k, in, true);  // rotate the gradients back
   if (st.keep_values || st.mix_values)
@@ -492,11 +430,10 @@ void mlp_forward_sublayer(MlpActs<T>& a, const T* inp, const MlpTensors<T>& w, c
   const BlockDims& d = in.dims;
   const int N = static_cast<int>(d.N());
   if (a.pre_raw != nullptr) {
-    // nGPT: pre = s_uv * (inp W1^T + b1), s_uv = stored * sqrt(C), one scale per fc1 output; then the activation
+    // The sphere stream: pre = s_uv * (inp W1^T + b1), s_uv = stored * sqrt(C) per fc1 output; then the activation
     apply_linear(a.pre_raw, inp, w.fc1, N, d.C, d.I_in, in);
-    const T factor = static_cast<T>(c.ngpt_suv_factor());
-    for (long n = 0; n < N; ++n)
-      for (int j = 0; j < d.I_in; ++j) a.pre[n * d.I_in + j] = a.pre_raw[n * d.I_in + j] * (w.s_uv[j] * factor);
+    const T factor = static_cast<T>(SphereFactors::of(c).s_uv);
+    channel_scale_forward(a.pre, static_cast<const T*>(a.pre_raw), static_cast<const T*>(w.s_uv), factor, N, d.I_in);
     const long NI = static_cast<long>(N) * d.I;
     switch (c.mlp) {
       case MlpKind::Gelu: gelu_forward(a.act, static_cast<const T*>(a.pre), NI); break;
@@ -554,14 +491,10 @@ void mlp_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, const M
                    c.mlp == MlpKind::SwiGLU ? GluKind::SwiGLU : GluKind::GeGLU);
   }
   if (a.pre_raw != nullptr) {
-    // pre = s_uv * pre_raw: d s_uv (stored) += sum_n d_pre pre_raw * sqrt(C) in row order; d pre_raw = s_uv d_pre
-    const T factor = static_cast<T>(c.ngpt_suv_factor());
-    for (long n = 0; n < N; ++n)
-      for (int j = 0; j < d.I_in; ++j) {
-        const long k = n * d.I_in + j;
-        g.s_uv[j] += s.d_pre[k] * a.pre_raw[k] * factor;
-        s.d_pre[k] *= w.s_uv[j] * factor;
-      }
+    // pre = s_uv * pre_raw: d s_uv (stored) and d pre_raw
+    const T factor = static_cast<T>(SphereFactors::of(c).s_uv);
+    channel_scale_backward(s.d_pre, g.s_uv, static_cast<const T*>(a.pre_raw), static_cast<const T*>(w.s_uv), factor, N,
+                           d.I_in);
   }
   linear_backward(dinp, g.fc1.weight, g.fc1.bias, static_cast<const T*>(s.d_pre), inp, w.fc1.weight, N, d.C, d.I_in,
                   write, precision);
@@ -606,33 +539,22 @@ const T* sublayer_forward(Acts& a, const T* x, const Tensors& w, const SublayerP
   const long N = in.dims.N(), NC = N * c.width;
   const T* branch = branch_forward(a, x, w, p, in, F);
   if (p.normalized_update) {
-    // nGPT: A = U(x), B = U(F(x)), resid = A + |alpha| (B - A), y = U(resid); U(v) = v / ||v||, alpha = stored * factor
+    // The sphere stream: A = U(x), B = U(F(x)), resid = A + |alpha| (B - A), y = U(resid); U(v) = v / ||v||
     const int C = c.width;
-    const T factor = static_cast<T>(c.ngpt_alpha_factor());
+    const T factor = static_cast<T>(SphereFactors::of(c).alpha);
     unit_rows_forward(a.unit_x.out, a.unit_x.rstd, x, N, C);
     unit_rows_forward(a.unit_f.out, a.unit_f.rstd, branch, N, C);
-    for (long n = 0; n < N; ++n)
-      for (int i = 0; i < C; ++i) {
-        const long k = n * C + i;
-        const T alpha = std::abs(w.ngpt_alpha[i] * factor), A = a.unit_x.out[k];
-        a.resid[k] = A + alpha * (a.unit_f.out[k] - A);
-      }
+    sphere_step_forward(a.resid, static_cast<const T*>(a.unit_x.out), static_cast<const T*>(a.unit_f.out),
+                        static_cast<const T*>(w.sphere_alpha), factor, N, C);
     unit_rows_forward(a.after.out, a.after.rstd, static_cast<const T*>(a.resid), N, C);
     return a.after.out;
   }
   const T* skip = p.residual_from_norm ? static_cast<const T*>(a.in.out) : x;  // HybridNorm's MLP: in(x) + F(in(x))
   if (p.residual_scale == 1 && !p.learned_scale && !p.gate) {
     residual_forward(a.resid, skip, branch, NC);
-  } else {
-    // resid = s * x + g * branch, s a constant or a learned (C) vector, g a learned scalar
-    const T s_const = static_cast<T>(p.residual_scale), g = p.gate ? *gate : T(1);
-    const int C = c.width;
-    for (long n = 0; n < N; ++n)
-      for (int i = 0; i < C; ++i) {
-        const long k = n * C + i;
-        const T s = p.learned_scale ? w.omega[i] : s_const;
-        a.resid[k] = s * skip[k] + g * branch[k];
-      }
+  } else {  // resid = s * x + g * branch, s a constant or a learned (C) vector, g a learned scalar
+    scaled_residual_forward(a.resid, skip, branch, p.learned_scale ? static_cast<const T*>(w.omega) : nullptr,
+                            static_cast<T>(p.residual_scale), p.gate ? *gate : T(1), N, c.width);
   }
   if (!p.after_norm) return a.resid;
   norm_forward(a.after, static_cast<const T*>(a.resid), w.norm, c, N);
@@ -673,21 +595,14 @@ void sublayer_backward(T*& d, BlockScratch<T>& s, const Tensors& g, const Acts& 
   const long N = in.dims.N(), NC = N * c.width;
   const int C = c.width;
   if (p.normalized_update) {
-    // nGPT (see sublayer_forward): d resid = U's backward of d; d alpha (stored) += sum_n d_resid (B - A)
-    // sign(alpha) factor; d B = |alpha| d_resid, d A = (1 - |alpha|) d_resid; then U's backwards, then F's
-    const T factor = static_cast<T>(c.ngpt_alpha_factor());
+    // The sphere stream (see sublayer_forward): d resid = U's backward of d; the step's backward gives d A (into
+    // d), d B (into d_f) and d alpha; then U's backwards, then F's
+    const T factor = static_cast<T>(SphereFactors::of(c).alpha);
     std::copy_n(d, NC, s.d_branch);
     unit_rows_backward(s.d_branch, static_cast<const T*>(a.after.out), static_cast<const T*>(a.after.rstd), N, C);
-    for (long n = 0; n < N; ++n)
-      for (int i = 0; i < C; ++i) {
-        const long k = n * C + i;
-        const T stored = w.ngpt_alpha[i] * factor, alpha = std::abs(stored);
-        const T sign = stored > 0 ? T(1) : stored < 0 ? T(-1) : T(0);
-        const T dr = s.d_branch[k];
-        g.ngpt_alpha[i] += dr * (a.unit_f.out[k] - a.unit_x.out[k]) * sign * factor;
-        s.d_f[k] = alpha * dr;
-        d[k] = (T(1) - alpha) * dr;
-      }
+    sphere_step_backward(d, s.d_f, g.sphere_alpha, static_cast<const T*>(s.d_branch),
+                         static_cast<const T*>(a.unit_x.out), static_cast<const T*>(a.unit_f.out),
+                         static_cast<const T*>(w.sphere_alpha), factor, N, C);
     unit_rows_backward(s.d_f, static_cast<const T*>(a.unit_f.out), static_cast<const T*>(a.unit_f.rstd), N, C);
     unit_rows_backward(d, static_cast<const T*>(a.unit_x.out), static_cast<const T*>(a.unit_x.rstd), N, C);
     branch_input_backward(d, s, g, a, x, w, p, static_cast<const T*>(s.d_f), in, F_backward);
@@ -702,30 +617,18 @@ void sublayer_backward(T*& d, BlockScratch<T>& s, const Tensors& g, const Acts& 
   // Now d = d loss / d resid.  resid = s * x + g * branch, branch = out(F(f_in))
   const T* d_F = d;  // d loss / d F: d itself when s = g = 1 and there is no out norm
   if (!p.plain()) {
-    const T gv = p.gate ? *gate : T(1);
+    // d branch = g d_resid, d g, d omega; d skip = s d_resid (F's input gradient is added below)
     const T* branch = p.out_norm ? a.out_norm.out : a.out;
-    if (p.gate) {  // d g += sum(d_resid * branch), in row order
-      T sum = 0;
-      for (long k = 0; k < NC; ++k) sum += d[k] * branch[k];
-      *d_gate += sum;
-    }
-    for (long k = 0; k < NC; ++k) s.d_branch[k] = gv * d[k];  // d branch = g * d_resid
+    const T* skip = p.residual_from_norm ? static_cast<const T*>(a.in.out) : x;
+    scaled_residual_backward(d, s.d_branch, p.gate ? d_gate : nullptr, p.learned_scale ? g.omega : nullptr, skip,
+                             branch, p.learned_scale ? static_cast<const T*>(w.omega) : nullptr,
+                             static_cast<T>(p.residual_scale), p.gate ? *gate : T(1), N, C);
     d_F = s.d_branch;
     if (p.out_norm) {  // branch = Norm(F): d_F = its backward
       zero(s.d_f, NC);
       norm_backward(s.d_f, g.out_norm, static_cast<const T*>(s.d_branch), static_cast<const T*>(a.out), w.out_norm,
                     a.out_norm, c, N);
       d_F = s.d_f;
-    }
-    // d_x = s * d_resid (+ F's input gradient below); Admin: d omega[i] += sum_n d_resid[n,i] x[n,i]
-    if (p.learned_scale) {
-      for (long n = 0; n < N; ++n)
-        for (int i = 0; i < C; ++i) g.omega[i] += d[n * C + i] * x[n * C + i];
-      for (long n = 0; n < N; ++n)
-        for (int i = 0; i < C; ++i) d[n * C + i] *= w.omega[i];
-    } else if (p.residual_scale != 1) {
-      const T sv = static_cast<T>(p.residual_scale);
-      for (long k = 0; k < NC; ++k) d[k] *= sv;
     }
   }
   branch_input_backward(d, s, g, a, x, w, p, d_F, in, F_backward);
@@ -752,7 +655,7 @@ long carve_block_acts(BlockActs<T>& a, T* base, const ModelConfig& c, const Bloc
   MlpActs<T>& p = a.mlp;
   if (plan.in_norm) carve_norm(p.in, m, c, N);
   p.pre = m.take(N * d.I_in), p.act = m.take(N * d.I), p.out = m.take(N * d.C);
-  if (c.ngpt()) p.pre_raw = m.take(N * d.I_in);
+  if (c.stream() == ResidualStream::Sphere) p.pre_raw = m.take(N * d.I_in);
   if (plan.out_norm) carve_norm(p.out_norm, m, c, N);
   if (!c.hyper()) p.resid = m.take(N * d.C);
   if (plan.after_norm) carve_norm(p.after, m, c, N);
@@ -790,7 +693,7 @@ long carve_block_scratch(BlockScratch<T>& s, T* base, const ModelConfig& c, cons
       out_norm = out_norm || c.sublayer_plan(l, which).out_norm;
     }
   if (!plain) s.d_branch = m.take(N * d.C);
-  if (out_norm || c.ngpt()) s.d_f = m.take(N * d.C);
+  if (out_norm || c.stream() == ResidualStream::Sphere) s.d_f = m.take(N * d.C);
   s.attention = m.take(static_cast<long>(block_attention_scratch_size(c, d)));
   if (c.cross_attention) s.d_context = m.take(d.Nc() * d.C);
   if (c.value_residual) s.d_first_v = m.take(N * d.K);

@@ -7,6 +7,8 @@
 //
 // The activations a forward saves are carved from the config (BlockActs); the backward reads them and
 // nothing else, so a second forward into another BlockActs (e.g. a probe) never disturbs a pending backward.
+// Tags in brackets name the keys or designs a field exists for; [sphere]: the stream on the unit sphere
+// (ResidualStream::Sphere, model/sphere.h).
 #include <algorithm>
 #include <cstdint>
 
@@ -83,7 +85,7 @@ struct AttentionActs {
   T* gate = nullptr;   // [attn_gate] (N,Q) sigmoid(inp W_g^T)
   T* y_gated = nullptr;  // [attn_gate] (N,Q) y * gate, the output projection's input
   T* v_own = nullptr;    // [value_residual, blocks after the first] (N,K) the block's own values before mixing
-  // [ngpt] the attention's q and k: each head's vector (after RoPE) over its L2 norm, times s_qk; and the
+  // [sphere] the attention's q and k: each head's vector (after RoPE) over its L2 norm, times s_qk; and the
   // inverse norms (N*H), (N*Hkv)
   T* q_unit = nullptr;   // (N,Q)
   T* k_unit = nullptr;   // (N,K)
@@ -91,23 +93,23 @@ struct AttentionActs {
   T* k_rn = nullptr;
   T* out = nullptr;    // (N,C) F(x): the output projection
   NormActs<T> out_norm;  // [out norm] out(F(x))
-  T* resid = nullptr;  // (N,C) s * x + g * out(F(x)); [ngpt] A + |alpha| (B - A)
-  NormActs<T> after;   // [after norm] after(resid); [ngpt] L2norm(resid) (out, rstd = 1 / norm)
-  NormActs<T> unit_x;  // [ngpt] A = L2norm(x) (out, rstd = 1 / norm)
-  NormActs<T> unit_f;  // [ngpt] B = L2norm(F(x))
+  T* resid = nullptr;  // (N,C) s * x + g * out(F(x)); [sphere] A + |alpha| (B - A)
+  NormActs<T> after;   // [after norm] after(resid); [sphere] L2norm(resid) (out, rstd = 1 / norm)
+  NormActs<T> unit_x;  // [sphere] A = L2norm(x) (out, rstd = 1 / norm)
+  NormActs<T> unit_f;  // [sphere] B = L2norm(F(x))
 };
 
 template <typename T>
 struct MlpActs {
   NormActs<T> in;      // [in norm] (scaled by c in place for LNS)
-  T* pre = nullptr;    // (N, I_in) fc1 output (gated: [value | gate]); [ngpt] times s_uv
-  T* pre_raw = nullptr;  // [ngpt] (N, I_in) fc1 output before s_uv
+  T* pre = nullptr;    // (N, I_in) fc1 output (gated: [value | gate]); [sphere] times s_uv
+  T* pre_raw = nullptr;  // [sphere] (N, I_in) fc1 output before s_uv
   T* act = nullptr;    // (N, I) activation output, fc2's input
   T* out = nullptr;    // (N,C) F(x)
   NormActs<T> out_norm;  // [out norm]
-  T* resid = nullptr;  // (N,C) s * x + g * out(F(x)); [ngpt] as for attention
-  NormActs<T> after;   // [after norm]; [ngpt] the sub-layer's output
-  NormActs<T> unit_x, unit_f;  // [ngpt]
+  T* resid = nullptr;  // (N,C) s * x + g * out(F(x)); [sphere] as for attention
+  NormActs<T> after;   // [after norm]; [sphere] the sub-layer's output
+  NormActs<T> unit_x, unit_f;  // [sphere]
 };
 
 template <typename T>
@@ -129,8 +131,8 @@ struct BlockScratch {
   T* d_gate = nullptr;   // [attn_gate] (N,Q) d loss / d (inp W_g^T)
   T* d_act = nullptr;    // (N,I) [MLP kinds other than exact GELU]
   T* d_pre = nullptr;    // (N, I_in)
-  T* d_branch = nullptr; // (N,C) [scaled, gated or out-normed sub-layers] d loss / d out(F); [ngpt] d resid
-  T* d_f = nullptr;      // (N,C) [out norm, ngpt] d loss / d F
+  T* d_branch = nullptr; // (N,C) [scaled, gated or out-normed sub-layers] d loss / d out(F); [sphere] d resid
+  T* d_f = nullptr;      // (N,C) [out norm, sphere] d loss / d F
   T* attention = nullptr;  // attention kernels' work space, forward and backward
   T* d_context = nullptr;  // [cross_attention] (Nc,C) accumulates over all blocks
   T* d_first_v = nullptr;  // [value_residual] (N,K) d loss / d V_1, accumulated by blocks 2..L, read by block 1

@@ -101,20 +101,14 @@ void ModelConfig::validate() const {
   if (!(norm_eps > 0) || !std::isfinite(norm_eps)) throw Error("norm_eps must be a finite number > 0");
   if (residual_streams < 1 || residual_streams > 64)
     throw Error("residual_streams must be in 1..64, got " + text(residual_streams));
-  if (ngpt()) {
-    const std::string p = "norm_placement = ngpt ";
-    if (cross_attention) throw Error(p + "does not support cross_attention (nGPT defines self-attention and MLP only)");
-    if (qk_norm) throw Error(p + "does not combine with qk_norm (it normalises every q and k head itself)");
-    if (tie_head) throw Error(p + "needs an untied head (tie_head = false): nGPT's E_out is its own unit-norm matrix");
-    if (kv_head_count() != heads) throw Error(p + "needs kv_heads = heads (s_qk scales q and k heads alike)");
-    if (precision == Precision::Bf16) throw Error(p + "supports precision = fp32 only");
-    if (norm != NormKind::LayerNorm) throw Error(p + "has no norm layers (leave norm at layernorm)");
-  }
+  if (const auto check = design(norm_placement).check) check(*this);
   if (hyper() && cross_attention)
     throw Error("norm_placement = " + to_string(norm_placement) +
                 " does not support cross_attention (the streams are mixed around self-attention and MLP only)");
 }
 
+bool BlockConfig::qkv_norm() const { return design(norm_placement).qkv_norm; }
+ResidualStream BlockConfig::stream() const { return design(norm_placement).stream; }
 bool ModelConfig::has_final_norm() const { return design(norm_placement).final_norm; }
 
 SublayerPlan ModelConfig::sublayer_plan(int index, Sublayer which) const {
@@ -126,7 +120,7 @@ double ModelConfig::deepnorm_beta() const { return std::pow(8.0 * layers, -0.25)
 
 double ModelConfig::tfixup_scale() const { return std::pow(9.0 * layers, -0.25); }
 
-// nGPT ignores the scheme: Model::init_weights gives it its own init whatever `init` says.
+// The sphere stream ignores the scheme: Model::init_weights gives it its own init whatever `init` says.
 InitScheme ModelConfig::effective_init() const {
   if (init != InitScheme::Auto) return init;
   if (const InitScheme tied = design(norm_placement).init; tied != InitScheme::Auto) return tied;

@@ -34,6 +34,10 @@ namespace blocklab {
 enum class NormPlacement { Post, Pre, Peri, Reordered, DeepNorm, Admin, ReZero, TFixup, Mix, LNS, Hybrid, HybridStar,
                            Hc, Mhc, NGPT };
 // DyT: weight * tanh(alpha * x) + bias in a norm's place; Derf: weight * erf(alpha * x + shift) + bias
+// The residual stream, one axis of a design (model/designs.h): one stream added to (every design but these),
+// n streams mixed around each sub-layer (hc; mhc with doubly stochastic mixing, model/hyper.h), or one stream
+// kept on the unit sphere (ngpt, model/sphere.h).
+enum class ResidualStream { Single, Hyper, ManifoldHyper, Sphere };
 enum class NormKind { LayerNorm, RMSNorm, DyT, Derf };
 // Initialisation of the weights (Model::init_weights):
 //   xavier    Linear weights Xavier-uniform (Glorot & Bengio; Xiong et al.), embeddings N(0, embed_init_std^2)
@@ -92,19 +96,10 @@ struct BlockConfig {
   bool gated_mlp() const { return mlp == MlpKind::SwiGLU || mlp == MlpKind::GeGLU; }
   int mlp_in_width() const { return gated_mlp() ? 2 * mlp_hidden() : mlp_hidden(); }  // fc1's outputs
   // HybridNorm (hybrid, hybrid_star): the self-attention's Q, K, V each normalised per head (rows of D) by the
-  // config's norm kind, before RoPE and before the value-residual mix
-  bool qkv_norm() const {
-    return norm_placement == NormPlacement::Hybrid || norm_placement == NormPlacement::HybridStar;
-  }
-  // nGPT (docs/placements.md): unit-norm stream and weights, the learned scales of the normalized transformer
-  bool ngpt() const { return norm_placement == NormPlacement::NGPT; }
-  // nGPT's learned scales are stored as p and used as p * (init / scale), p starting at `scale`:
-  //   alpha (per sub-layer, C): init 0.05, scale 1/sqrt(C); s_qk (Q): init 1, scale 1/sqrt(C);
-  //   s_uv (fc1's outputs): init 1, scale 1, used times sqrt(C); s_z (V): init 1, scale 1/sqrt(C)
-  double ngpt_alpha_factor() const { return 0.05 * std::sqrt(static_cast<double>(width)); }
-  double ngpt_sqk_factor() const { return std::sqrt(static_cast<double>(width)); }
-  double ngpt_suv_factor() const { return std::sqrt(static_cast<double>(width)); }
-  double ngpt_sz_factor() const { return std::sqrt(static_cast<double>(width)); }
+  // config's norm kind, before RoPE and before the value-residual mix (the design row's qkv_norm)
+  bool qkv_norm() const;
+  // The residual stream the design keeps (the design row's stream).
+  ResidualStream stream() const;
 };
 
 // The sub-layers of a block, in order.
@@ -119,10 +114,12 @@ struct SublayerPlan {
   double in_scale = 1;         // c (LNS: 1/sqrt(l))
   // HybridNorm's MLP: the residual adds F to the normalised input, y = in(x) + F(in(x)) (needs in_norm)
   bool residual_from_norm = false;
-  // nGPT: y = L2norm(A + |alpha| * (L2norm(F(x)) - A)), A = L2norm(x), alpha a learned (C) vector; no norm layers
+  // The sphere stream: y = U(A + |alpha| * (U(F(x)) - A)), A = U(x), U(v) = v / ||v||, alpha a learned (C)
+  // vector; no norm layers (model/sphere.h)
   bool normalized_update = false;
 
-  bool plain() const { return residual_scale == 1 && !learned_scale && !gate && in_scale == 1 && !out_norm && !normalized_update;
+  bool plain() const {
+    return residual_scale == 1 && !learned_scale && !gate && in_scale == 1 && !out_norm && !normalized_update;
   }
 };
 
@@ -142,7 +139,8 @@ struct ModelConfig : BlockConfig {
   int residual_streams = 4;
   bool hc_dynamic = true;
 
-  bool hyper() const { return norm_placement == NormPlacement::Hc || norm_placement == NormPlacement::Mhc; }
+  // Hyper-connections of either kind (hc, mhc): the stack mixes n streams around each sub-layer.
+  bool hyper() const { return stream() == ResidualStream::Hyper || stream() == ResidualStream::ManifoldHyper; }
   bool has_final_norm() const;
   // The plan of sub-layer `which` of block `index` (0-based; Mix-LN, LNS and HybridNorm* depend on it).
   // Every placement but hybrid and hybrid_star gives all sub-layers of a block the same plan.

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "model/sphere.h"
 #include "util/error.h"
 
 namespace blocklab {
@@ -39,6 +40,8 @@ SublayerPlan hybrid_star(C c, int block, Sublayer which) {
 SublayerPlan hyper(C, int, Sublayer) { return {.in_norm = true}; }
 SublayerPlan ngpt(C, int, Sublayer) { return {.normalized_update = true}; }
 
+// id, config value, label, family, final norm, init = auto, plan; then where they differ from the defaults: the
+// stream, q/k/v norms, the check of the config.
 using F = DesignFamily;
 const std::vector<Design> kDesigns = {
     {NormPlacement::Post, "post", "Post-LN", F::NormPlacement, false, InitScheme::Auto, post},
@@ -51,11 +54,16 @@ const std::vector<Design> kDesigns = {
     {NormPlacement::TFixup, "tfixup", "T-Fixup", F::InitScheme, false, InitScheme::TFixup, tfixup},
     {NormPlacement::Mix, "mix", "Mix-LN", F::NormPlacement, true, InitScheme::Auto, mix},
     {NormPlacement::LNS, "lns", "LN-Scaling", F::NormPlacement, true, InitScheme::Auto, lns},
-    {NormPlacement::Hybrid, "hybrid", "HybridNorm", F::NormPlacement, true, InitScheme::Auto, hybrid},
-    {NormPlacement::HybridStar, "hybrid_star", "HybridNorm*", F::NormPlacement, true, InitScheme::Auto, hybrid_star},
-    {NormPlacement::Hc, "hc", "Hyper-connections", F::ResidualTopology, true, InitScheme::Auto, hyper},
-    {NormPlacement::Mhc, "mhc", "mHC", F::ResidualTopology, true, InitScheme::Auto, hyper},
-    {NormPlacement::NGPT, "ngpt", "nGPT", F::ResidualTopology, false, InitScheme::Auto, ngpt},
+    {NormPlacement::Hybrid, "hybrid", "HybridNorm", F::NormPlacement, true, InitScheme::Auto, hybrid,
+     ResidualStream::Single, true},
+    {NormPlacement::HybridStar, "hybrid_star", "HybridNorm*", F::NormPlacement, true, InitScheme::Auto, hybrid_star,
+     ResidualStream::Single, true},
+    {NormPlacement::Hc, "hc", "Hyper-connections", F::ResidualTopology, true, InitScheme::Auto, hyper,
+     ResidualStream::Hyper},
+    {NormPlacement::Mhc, "mhc", "mHC", F::ResidualTopology, true, InitScheme::Auto, hyper,
+     ResidualStream::ManifoldHyper},
+    {NormPlacement::NGPT, "ngpt", "nGPT", F::ResidualTopology, false, InitScheme::Auto, ngpt,
+     ResidualStream::Sphere, false, check_sphere_config},
 };
 
 }  // namespace

@@ -188,7 +188,7 @@ long carve_hyper_acts(HyperActs<T>& a, T* base, const ModelConfig& c, long N, bo
     m.advance(carve_norm_acts(a.norm, m.next(), c, n * N));
     a.f_in = m.take(N * n), a.f_res = m.take(N * n * n), a.f_b = m.take(N * n);
   }
-  if (c.norm_placement == NormPlacement::Mhc) a.pre_res = m.take(N * n * n);
+  if (c.stream() == ResidualStream::ManifoldHyper) a.pre_res = m.take(N * n * n);
   return m.used();
 }
 
@@ -208,7 +208,7 @@ template <typename T>
 void hyper_input_forward(HyperActs<T>& a, const T* H, const HyperTensors<T>& w, const ModelConfig& c, long N) {
   const int n = c.residual_streams, C = c.width;
   const long NC = N * C, nn = static_cast<long>(n) * n;
-  const bool mhc = c.norm_placement == NormPlacement::Mhc;
+  const bool mhc = c.stream() == ResidualStream::ManifoldHyper;
   if (c.hc_dynamic) norm_forward(a.norm, H, w.norm, c, n * N);
   const T s_in = c.hc_dynamic ? w.scale_alpha[0] : T(0), s_res = c.hc_dynamic ? w.scale_alpha[mhc ? 1 : 0] : T(0);
   const T s_b = c.hc_dynamic ? w.scale_beta[0] : T(0);
@@ -323,7 +323,7 @@ void hyper_input_backward(T* dH, HyperScratch<T>& s, const HyperTensors<T>& g, c
                           const HyperTensors<T>& w, const ModelConfig& c, long N, bool dh_in_dH) {
   const int n = c.residual_streams, C = c.width;
   const long NC = N * C, nn = static_cast<long>(n) * n;
-  const bool mhc = c.norm_placement == NormPlacement::Mhc;
+  const bool mhc = c.stream() == ResidualStream::ManifoldHyper;
   // h = sum_i A_m[i] H_i:  d A_m[i] = <dh, H_i>;  d H_i += A_m[i] dh. mhc: then back through sigmoid,
   // 2 sigmoid and Sinkhorn, the gradients of the pre-activations in place.
 #pragma omp parallel for schedule(static)
@@ -368,7 +368,7 @@ template <typename T>
 void hyper_dynamic_backward(T* dH, HyperScratch<T>& s, const HyperTensors<T>& g, const HyperActs<T>& a, const T* H,
                             const HyperTensors<T>& w, const ModelConfig& c, long N) {
   const int n = c.residual_streams, C = c.width;
-  const bool mhc = c.norm_placement == NormPlacement::Mhc;
+  const bool mhc = c.stream() == ResidualStream::ManifoldHyper;
   // A(H) = A + s f(z), f = tanh (mhc: identity), z = Hn . W:  d s += sum d A(H) f;  dz = d A(H) s f'(z).
   // The scales' gradients in token order; then s.d_in, s.d_res, s.d_b become dz in place.
   const T s_in = w.scale_alpha[0], s_res = w.scale_alpha[mhc ? 1 : 0], s_b = w.scale_beta[0];

@@ -8,6 +8,8 @@
 #include "kernels/linear.h"
 #include "kernels/norm.h"
 #include "kernels/rope.h"
+#include "kernels/unit_norm.h"
+#include "model/sphere.h"
 #include "util/error.h"
 #include "util/rng.h"
 
@@ -56,7 +58,7 @@ long Activations<T>::carve(T* base, const ModelConfig& config) {
   }
   if (config.has_final_norm()) m.advance(carve_norm_acts(final_norm_, m.next(), config, N));
   logits_ = m.take(N * V), probs_ = m.take(N * V), losses_ = m.take(N);
-  if (config.ngpt()) logits_raw_ = m.take(N * V);
+  if (config.stream() == ResidualStream::Sphere) logits_raw_ = m.take(N * V);
   const long acts = m.used();
   // The backward's buffers come last.
   d_stream_ = m.take(N * C), d_logits_ = m.take(N * V);
@@ -173,29 +175,16 @@ template <typename T>
 void Model<T>::init_weights(uint64_t seed) {
   const InitScheme scheme = config_.effective_init();
   std::fill(params_.begin(), params_.end(), T(0));
-  // nGPT: every linear weight and embedding N(0, 1/C), output projections N(0, 1/(2N C)); the learned scales at
-  // their stored starts (s_uv: 1; alpha, s_qk, s_z: 1/sqrt(C)); then unit weight vectors (normalize_weights)
-  const double ngpt_std = 1.0 / std::sqrt(static_cast<double>(config_.width));
-  auto ngpt_normal = [&](T* p, const ParamSpec& s, Rng& rng) {
-    const bool output = s.part == LinearPart::Output || s.part == LinearPart::Fc2;
-    const double sd = output ? ngpt_std / std::sqrt(2.0 * config_.layers) : ngpt_std;
-    for (long i = 0; i < s.numel; ++i) p[i] = static_cast<T>(sd * rng.normal());
-  };
+  const bool sphere = config_.stream() == ResidualStream::Sphere;  // its own init (model/sphere.h)
   for (const ParamSpec& s : table_.specs()) {
     Rng rng(seed ^ Rng::hash(s.name));
     T* p = params_.data() + s.offset;
+    if (sphere && sphere_init(p, s, config_, rng)) continue;
     switch (s.role) {
       case ParamRole::LinearWeight:
-        if (config_.ngpt())
-          ngpt_normal(p, s, rng);
-        else
-          init_linear(p, s, rng);
+        init_linear(p, s, rng);
         break;
       case ParamRole::Embedding: {
-        if (config_.ngpt()) {
-          ngpt_normal(p, s, rng);
-          break;
-        }
         // T-Fixup: N(0, C^-1) times (9N)^(-1/4); otherwise N(0, embed_init_std^2)
         const double std = scheme == InitScheme::TFixup
                                ? config_.tfixup_scale() / std::sqrt(static_cast<double>(config_.width))
@@ -235,11 +224,8 @@ void Model<T>::init_weights(uint64_t seed) {
         break;
       case ParamRole::HyperDynamic:  // W_m, W_r, W_b = 0
         break;
-      case ParamRole::NgptScale: {
-        const bool uv = s.part == LinearPart::Fc1;  // s_uv, on fc1's outputs
-        std::fill(p, p + s.numel, static_cast<T>(uv ? 1.0 : ngpt_std));
+      case ParamRole::SphereScale:  // set by sphere_init
         break;
-      }
       case ParamRole::LinearBias:
       case ParamRole::NormBias:
         break;  // zero
@@ -250,44 +236,7 @@ void Model<T>::init_weights(uint64_t seed) {
 
 template <typename T>
 void Model<T>::normalize_weights() {
-  if (!config_.ngpt()) return;
-  for (const ParamSpec& s : table_.specs()) {
-    if (s.role != ParamRole::LinearWeight && s.part != LinearPart::TokenEmbedding) continue;
-    T* p = params_.data() + s.offset;
-    const long rows = s.shape[0], cols = s.shape[1];
-    switch (s.part) {
-      case LinearPart::Query:
-      case LinearPart::Key:
-      case LinearPart::Value:
-      case LinearPart::QKV:
-      case LinearPart::Fc1:
-      case LinearPart::Head:
-      case LinearPart::TokenEmbedding: {  // rows over their C inputs
-#pragma omp parallel for schedule(static)
-        for (long r = 0; r < rows; ++r) {
-          T* row = p + r * cols;
-          double ss = 0;
-          for (long i = 0; i < cols; ++i) ss += static_cast<double>(row[i]) * row[i];
-          if (ss == 0) continue;
-          const double inv = 1.0 / std::sqrt(ss);
-          for (long i = 0; i < cols; ++i) row[i] = static_cast<T>(row[i] * inv);
-        }
-        break;
-      }
-      case LinearPart::Output:
-      case LinearPart::Fc2: {  // columns over their C outputs
-        std::vector<double> ss(static_cast<size_t>(cols), 0.0);
-        for (long r = 0; r < rows; ++r)
-          for (long i = 0; i < cols; ++i) ss[i] += static_cast<double>(p[r * cols + i]) * p[r * cols + i];
-        for (double& v : ss) v = v == 0 ? 1.0 : 1.0 / std::sqrt(v);
-        for (long r = 0; r < rows; ++r)
-          for (long i = 0; i < cols; ++i) p[r * cols + i] = static_cast<T>(p[r * cols + i] * ss[i]);
-        break;
-      }
-      default:  // the attention gate (attn_gate) is not one of nGPT's matrices: left as it is
-        break;
-    }
-  }
+  if (config_.stream() == ResidualStream::Sphere) normalize_onto_sphere(params_.data(), table_);
 }
 
 template <typename T>
@@ -346,13 +295,13 @@ void Model<T>::run_blocks(Activations<T>& acts) const {
     norm_forward(acts.final_norm_, h, w_.final_norm, config_, N);
     top = acts.final_norm_.out;
   }
-  if (config_.ngpt()) {
-    // nGPT: logits = s_z * (h head^T), s_z = stored * sqrt(C) per vocabulary entry
+  if (config_.stream() == ResidualStream::Sphere) {
+    // The sphere stream: logits = s_z * (h head^T), s_z = stored * sqrt(C) per vocabulary entry
     linear_forward(acts.logits_raw_, top, static_cast<const T*>(w_.head_weight), static_cast<const T*>(nullptr), N, C,
                    V, gemm_precision(config_));
-    const T factor = static_cast<T>(config_.ngpt_sz_factor());
-    for (long n = 0; n < N; ++n)
-      for (int v = 0; v < V; ++v) acts.logits_[n * V + v] = acts.logits_raw_[n * V + v] * (w_.head_scale[v] * factor);
+    const T factor = static_cast<T>(SphereFactors::of(config_).s_z);
+    kernels::channel_scale_forward(acts.logits_, static_cast<const T*>(acts.logits_raw_),
+                                   static_cast<const T*>(w_.head_scale), factor, N, V);
     return;
   }
   linear_forward(acts.logits_, top, static_cast<const T*>(w_.head_weight), static_cast<const T*>(nullptr), N, C, V,
@@ -478,15 +427,10 @@ void Model<T>::backward(Activations<T>& acts) {
   T* d_stream = acts.d_stream_;
   zero(d_stream, NC);
   const T* h_top = acts.stream(config_.layers);
-  if (config_.ngpt()) {
-    // logits = s_z * raw: d s_z (stored) += sum_n d_logits raw sqrt(C) in row order; d raw = s_z d_logits
-    const T factor = static_cast<T>(config_.ngpt_sz_factor());
-    for (long n = 0; n < N; ++n)
-      for (int v = 0; v < V; ++v) {
-        const long k = n * V + v;
-        g_.head_scale[v] += acts.d_logits_[k] * acts.logits_raw_[k] * factor;
-        acts.d_logits_[k] *= w_.head_scale[v] * factor;
-      }
+  if (config_.stream() == ResidualStream::Sphere) {  // logits = s_z * raw: d s_z (stored) and d raw
+    const T factor = static_cast<T>(SphereFactors::of(config_).s_z);
+    kernels::channel_scale_backward(acts.d_logits_, g_.head_scale, static_cast<const T*>(acts.logits_raw_),
+                                    static_cast<const T*>(w_.head_scale), factor, N, V);
   }
   if (config_.has_final_norm()) {
     // top = Norm_f(h_L)

@@ -6,7 +6,7 @@
 //   x = tok_emb[tokens] (+ pos_emb[t] with learned positions)
 //   h_l = block_l(h_{l-1})                     (model/block.h: every placement, norm, attention, MLP kind)
 //   logits = head(Norm_f(h_L))                 (Norm_f for Pre-LN only; head = tok_emb when tied;
-//                                               nGPT: logits = s_z * (h_L head^T))
+//                                               the sphere stream: logits = s_z * (h_L head^T))
 //   cross-attention context (if any) = x[:, 0:context_len]: the embedded first positions
 //
 // Memory: one arena each for parameters and gradients (Model); one for the saved activations plus the
@@ -81,7 +81,7 @@ class Activations {
   T* d_streams_ = nullptr;  // [hc, mhc] (n,N,C) the streams' gradient
   NormActs<T> final_norm_;  // [final norm]
   T *logits_ = nullptr, *probs_ = nullptr, *losses_ = nullptr;
-  T* logits_raw_ = nullptr;  // [ngpt] (N,V) h_L head^T before s_z
+  T* logits_raw_ = nullptr;  // [sphere stream] (N,V) h_L head^T before s_z
   T *d_stream_ = nullptr, *d_logits_ = nullptr;  // backward: the stream's gradient, the logits' gradient
   T* d_other_ = nullptr;     // the second stream-gradient buffer (block_backward swaps scratch_.d_other)
   const int32_t* inputs_ = nullptr;
@@ -114,12 +114,11 @@ class Model {
   // The config's init scheme (config.h: xavier, gpt2, deepnorm, tfixup) for linear weights and embeddings;
   // zero biases, unit norm weights, DyT alpha 0.5, Admin omega at its closed form, ReZero alpha 0.
   // Each tensor draws from its own stream seeded by (seed, name): independent of table order.
-  // nGPT: N(0, 1/C) for linear weights and embeddings (output projections / sqrt(2N)), the scales at their
-  // stored starts, then normalize_weights().
+  // The sphere stream has an init of its own (model/sphere.h: sphere_init), then normalize_weights().
   void init_weights(uint64_t seed);
 
-  // nGPT's renormalisation (a no-op for every other placement): each weight vector along the width to unit L2
-  // norm, the rows of tok_emb, head, q/k/v (or qkv) and fc1 (over their C inputs), the columns of attn.proj and
+  // The sphere stream's renormalisation (a no-op for the other streams): each weight vector along the width to
+  // unit L2 norm, the rows of tok_emb, head, q/k/v (or qkv) and fc1 (over their C inputs), the columns of attn.proj and
   // fc2 (over their C outputs). The optimizer step runs it after every update (train/trainer.cpp). Each vector
   // is summed in double in a fixed order: the same result for any thread count.
   void normalize_weights();

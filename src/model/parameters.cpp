@@ -17,6 +17,7 @@ void for_each_parameter(const ModelConfig& config, Add&& put) {
                  LinearPart part = LinearPart::None) { put(std::move(name), std::move(shape), role, block, part, in); };
   const int64_t C = config.width, V = config.vocab, T = config.seq_len, D = config.head_size();
   const int64_t Q = config.q_dim(), K = config.kv_dim(), I = config.mlp_hidden();
+  const bool sphere = config.stream() == ResidualStream::Sphere;
   // A norm of `kind` over rows of `width`: weight, bias, DyT/Derf's alpha, Derf's shift.
   auto add_norm_of = [&](const std::string& prefix, NormKind kind, int64_t width, int block) {
     add(prefix + ".weight", {width}, ParamRole::NormWeight, block);
@@ -49,7 +50,7 @@ void for_each_parameter(const ModelConfig& config, Add&& put) {
     add(h + "w_in", {C}, ParamRole::HyperDynamic, block);
     add(h + "w_res", {C, n}, ParamRole::HyperDynamic, block);
     add(h + "w_beta", {C}, ParamRole::HyperDynamic, block);
-    add(h + "scale_alpha", {config.norm_placement == NormPlacement::Mhc ? 2 : 1}, ParamRole::HyperScale, block);
+    add(h + "scale_alpha", {config.stream() == ResidualStream::ManifoldHyper ? 2 : 1}, ParamRole::HyperScale, block);
     add(h + "scale_beta", {1}, ParamRole::HyperScale, block);
   };
   add("tok_emb.weight", {V, C}, ParamRole::Embedding, -1, LinearPart::TokenEmbedding);
@@ -61,7 +62,7 @@ void for_each_parameter(const ModelConfig& config, Add&& put) {
     in.reset();
     if (plan.gate) add(p + ".rezero_alpha", {1}, ParamRole::Gate, l);
     in = Sublayer::Attention;
-    if (config.ngpt()) add(p + ".attn_alpha", {C}, ParamRole::NgptScale, l);
+    if (sphere) add(p + ".attn_alpha", {C}, ParamRole::SphereScale, l);
     add_hyper(p, "attn", l);
     add_sublayer_norms(p, "norm1", "attn", plan, l);
     if (config.qkv == QkvLayout::Fused) {
@@ -80,7 +81,7 @@ void for_each_parameter(const ModelConfig& config, Add&& put) {
       add_norm_of(p + ".attn.k_norm", config.norm, D, l);
       add_norm_of(p + ".attn.v_norm", config.norm, D, l);
     }
-    if (config.ngpt()) add(p + ".attn.s_qk", {Q}, ParamRole::NgptScale, l);
+    if (sphere) add(p + ".attn.s_qk", {Q}, ParamRole::SphereScale, l);
     if (config.attn_gate) add_linear(p + ".attn.gate", Q, C, false, l, LinearPart::Gate);
     if (config.value_residual && l > 0) add(p + ".attn.value_lambda", {2}, ParamRole::ValueMix, l);
     add_linear(p + ".attn.proj", C, Q, config.proj_bias, l, LinearPart::Output);
@@ -95,15 +96,15 @@ void for_each_parameter(const ModelConfig& config, Add&& put) {
     in = Sublayer::Mlp;
     add_hyper(p, "mlp", l);
     add_sublayer_norms(p, "norm2", "mlp", config.sublayer_plan(l, Sublayer::Mlp), l);
-    if (config.ngpt()) add(p + ".mlp_alpha", {C}, ParamRole::NgptScale, l);
+    if (sphere) add(p + ".mlp_alpha", {C}, ParamRole::SphereScale, l);
     add_linear(p + ".mlp.fc1", config.mlp_in_width(), C, config.mlp_bias, l, LinearPart::Fc1);
-    if (config.ngpt()) add(p + ".mlp.s_uv", {config.mlp_in_width()}, ParamRole::NgptScale, l, LinearPart::Fc1);
+    if (sphere) add(p + ".mlp.s_uv", {config.mlp_in_width()}, ParamRole::SphereScale, l, LinearPart::Fc1);
     add_linear(p + ".mlp.fc2", C, I, config.mlp_bias, l, LinearPart::Fc2);
   }
   in.reset();
   if (config.has_final_norm()) add_norm("final_norm", -1);
   if (!config.tie_head) add("head.weight", {V, C}, ParamRole::LinearWeight, -1, LinearPart::Head);  // no bias
-  if (config.ngpt()) add("head.s_z", {V}, ParamRole::NgptScale, -1);
+  if (sphere) add("head.s_z", {V}, ParamRole::SphereScale, -1);
 }
 
 }  // namespace
@@ -188,8 +189,8 @@ ModelTensors<T> bind_tensors(const ParameterTable& table, const ModelConfig& con
     b.mlp = MlpTensors<T>{norm(p + ".norm2"), norm(p + ".mlp_out_norm"), optional(p + ".mlp_omega"),
                           linear(p + ".mlp.fc1"), linear(p + ".mlp.fc2")};
     b.rezero_alpha = optional(p + ".rezero_alpha");
-    b.attn.ngpt_alpha = optional(p + ".attn_alpha");
-    b.mlp.ngpt_alpha = optional(p + ".mlp_alpha");
+    b.attn.sphere_alpha = optional(p + ".attn_alpha");
+    b.mlp.sphere_alpha = optional(p + ".mlp_alpha");
     b.mlp.s_uv = optional(p + ".mlp.s_uv");
     auto hyper = [&](const std::string& h) {
       return HyperTensors<T>{optional(h + "alpha_in"), optional(h + "alpha_res"), optional(h + "beta"), norm(h + "norm"),

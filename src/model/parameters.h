@@ -21,8 +21,8 @@
 //   blocks.N.attn_hc.*, blocks.N.mlp_hc.*   [hc, mhc] the stream mixing around each sub-layer (model/hyper.h):
 //     alpha_in (n) A_m, alpha_res (n,n) A_r [i][j], beta (n) B; dynamic: norm.*, w_in (C), w_res (C,n),
 //     w_beta (C), scale_alpha (1; mhc: 2, input and residual), scale_beta (1)
-//   blocks.N.attn_alpha (C), blocks.N.mlp_alpha (C)   [ngpt] the eigen learning rates alpha_A, alpha_M
-//   blocks.N.attn.s_qk (Q), blocks.N.mlp.s_uv (I or 2I), head.s_z (V)   [ngpt] the scales of q/k, fc1, logits
+//   blocks.N.attn_alpha (C), blocks.N.mlp_alpha (C)   [sphere stream] the eigen learning rates alpha_A, alpha_M
+//   blocks.N.attn.s_qk (Q), blocks.N.mlp.s_uv (I or 2I), head.s_z (V)   [sphere stream] scales of q/k, fc1, logits
 //   final_norm.* [Pre-LN]   head.weight (V,C) [untied]
 // Q = H*D, K = Hkv*D. Biases and norm biases exist as the config's flags and norm kind say.
 #include <cstdint>
@@ -51,12 +51,12 @@ enum class ParamRole {
   HyperOutput,    // B: ones
   HyperDynamic,   // W_m, W_r, W_b: zero
   HyperScale,     // s_a, s_b: 0.01
-  NgptScale,      // nGPT's alpha, s_qk, s_uv, s_z, stored at their `scale` (ModelConfig::ngpt_*)
+  SphereScale,    // the sphere stream's alpha, s_qk, s_uv, s_z, stored at their `scale` (model/sphere.h)
   Embedding
 };
 
 // What a weight is in the model: a linear weight's layer in its block (init schemes scale some of them: DeepNorm,
-// T-Fixup; nGPT normalises some by rows, others by columns), an embedding table, or (nGPT's s_uv) the linear layer
+// T-Fixup; the sphere stream normalises some by rows, others by columns), an embedding table, or (s_uv) the layer
 // whose outputs a learned scale multiplies.
 enum class LinearPart { None, Query, Key, Value, QKV, Output, Fc1, Fc2, Head, Gate, TokenEmbedding, PositionEmbedding };
 
@@ -138,8 +138,8 @@ struct AttentionTensors {
   NormTensors<T> q_norm;  // (D) per-head norms: [qk_norm] RMSNorm weight only; [hybrid, hybrid_star] the
   NormTensors<T> k_norm;  // config's norm kind (weight, bias, alpha, shift as it has them)
   NormTensors<T> v_norm;  // [hybrid, hybrid_star]
-  T* ngpt_alpha = nullptr;  // (C) [ngpt, self-attention] alpha_A (stored)
-  T* s_qk = nullptr;        // (Q) [ngpt, self-attention] (stored)
+  T* sphere_alpha = nullptr;  // (C) [sphere stream, self-attention] alpha_A (stored)
+  T* s_qk = nullptr;          // (Q) [sphere stream, self-attention] (stored)
 };
 
 template <typename T>
@@ -148,8 +148,8 @@ struct MlpTensors {
   NormTensors<T> out_norm;
   T* omega = nullptr;
   LinearTensors<T> fc1, fc2;
-  T* ngpt_alpha = nullptr;  // (C) [ngpt] alpha_M (stored)
-  T* s_uv = nullptr;        // (I_in) [ngpt] (stored)
+  T* sphere_alpha = nullptr;  // (C) [sphere stream] alpha_M (stored)
+  T* s_uv = nullptr;          // (I_in) [sphere stream] (stored)
 };
 
 // The stream mixing of one sub-layer under hyper-connections (model/hyper.h); nullptr where absent.
@@ -183,7 +183,7 @@ struct ModelTensors {
   std::vector<BlockTensors<T>> blocks;
   NormTensors<T> final_norm;  // Pre-LN only, else nullptr
   T* head_weight;             // (V, C); tok_emb when tied
-  T* head_scale = nullptr;    // (V) [ngpt] s_z (stored)
+  T* head_scale = nullptr;    // (V) [sphere stream] s_z (stored)
 };
 
 template <typename T>

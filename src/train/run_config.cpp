@@ -51,7 +51,7 @@ std::string format_double(double v) {
   return buf;
 }
 
-// "post, pre, ... or ngpt": the designs' config values, as the norm_placement key's help lists them.
+// "post, pre, ... or <the last row>": the designs' config values, as the norm_placement key's help lists them.
 std::string design_names() {
   std::string text;
   const auto& all = designs();
@@ -499,8 +499,9 @@ void resolve(RunConfig& config) {
   if (config.adam.weight_decay < 0) throw Error("weight_decay must be >= 0");
   if (config.adam.weight_decay > 0 && config.adam.kind != OptimizerKind::AdamW)
     throw Error("weight_decay needs optimizer = adamw");
-  if (config.adam.weight_decay > 0 && config.model.ngpt())
-    throw Error("norm_placement = ngpt trains with weight_decay = 0 (its weights are renormalised after every step)");
+  if (config.adam.weight_decay > 0 && config.model.stream() == ResidualStream::Sphere)
+    throw Error("norm_placement = " + to_string(config.model.norm_placement) +
+                " trains with weight_decay = 0 (its weights are renormalised after every step)");
   if (config.clip_grad_norm < 0) throw Error("clip_grad_norm must be >= 0");
   if (config.threads < 0) throw Error("threads must be >= 0");
   if (config.threads > 4096) throw Error("threads must be at most 4096, got " + std::to_string(config.threads));

@@ -90,7 +90,7 @@ StepResult Trainer::step() {
   clip_to_norm<float>(model_.grads(), r.grad_norm, config_.clip_grad_norm);
   r.lr = schedule_.at(r.step);
   optimizer_.step(model_.params(), model_.grads(), r.lr);
-  model_.normalize_weights();  // nGPT: unit weight vectors after every update (a no-op otherwise)
+  model_.normalize_weights();  // the sphere stream: unit weight vectors after every update (a no-op otherwise)
   ++steps_done_;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
