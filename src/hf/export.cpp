@@ -6,6 +6,7 @@
 
 #include <map>
 
+#include "hf/names.h"
 #include "hf/weights.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
@@ -65,21 +66,6 @@ std::string gpt2_problem(const blocklab::ModelConfig& c) {
   if (c.mlp != MlpKind::GeluTanh && c.mlp != MlpKind::Gelu)
     return "mlp is " + to_string(c.mlp) + "; GPT2LMHeadModel needs gelu_tanh (or gelu)";
   return {};
-}
-
-// Row block [r0, r0 + n) of a row-major (rows, cols) tensor.
-std::vector<float> rows_of(std::span<const float> t, int64_t cols, int64_t r0, int64_t n) {
-  BLOCKLAB_CHECK(static_cast<int64_t>(t.size()) >= (r0 + n) * cols, "row block outside the tensor");
-  return {t.begin() + r0 * cols, t.begin() + (r0 + n) * cols};
-}
-
-// (rows, cols) -> (cols, rows)
-std::vector<float> transposed(std::span<const float> t, int64_t rows, int64_t cols) {
-  BLOCKLAB_CHECK(static_cast<int64_t>(t.size()) == rows * cols, "tensor size does not match its shape");
-  std::vector<float> out(t.size());
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) out[c * rows + r] = t[r * cols + c];
-  return out;
 }
 
 // Moves `tmp` into place as `out`, replacing what is there; `out`'s parent is fsynced afterwards.
@@ -201,8 +187,7 @@ json hf_config_json(const blocklab::ModelConfig& c, ExportFormat format) {
 std::vector<ExportedTensor> export_tensors(const blocklab::ModelConfig& c, ExportFormat format,
                                            const ParamLookup& param) {
   const ParameterTable table(c);
-  std::vector<ExportedTensor> out;
-  // A parameter under another name, with its size checked against the table.
+  // A parameter, with its size checked against the table.
   auto get = [&](const std::string& name) {
     const std::span<const float> t = param(name);
     if (static_cast<long>(t.size()) != table.at(name).numel)
@@ -210,68 +195,21 @@ std::vector<ExportedTensor> export_tensors(const blocklab::ModelConfig& c, Expor
                   text(table.at(name).numel));
     return t;
   };
-  auto copy = [&](const std::string& to, const std::string& from) {
-    const std::span<const float> t = get(from);
-    out.push_back({to, table.at(from).shape, {t.begin(), t.end()}});
-  };
-  const int64_t C = c.width, I = c.mlp_hidden();
-
+  std::vector<ExportedTensor> out;
   if (format == ExportFormat::Blocklab) {
-    for (const ParamSpec& s : table.specs()) copy(s.name, s.name);
+    for (const ParamSpec& s : table.specs()) {
+      const std::span<const float> t = get(s.name);
+      out.push_back({s.name, s.shape, {t.begin(), t.end()}});
+    }
     return out;
   }
   check_exportable(c, format, std::string("format ") + export_format_name(format));
-
-  if (format == ExportFormat::Qwen3) {
-    copy("model.embed_tokens.weight", "tok_emb.weight");
-    for (int l = 0; l < c.layers; ++l) {
-      const std::string p = "blocks." + std::to_string(l) + ".", h = "model.layers." + std::to_string(l) + ".";
-      copy(h + "input_layernorm.weight", p + "norm1.weight");
-      // qk_norm (which Qwen3 needs, checked above) needs separate q/k/v projections: they map one to one
-      for (const char* x : {"q", "k", "v"}) {
-        copy(h + "self_attn." + x + "_proj.weight", p + "attn." + x + ".weight");
-        if (c.qkv_bias) copy(h + "self_attn." + x + "_proj.bias", p + "attn." + x + ".bias");
-      }
-      copy(h + "self_attn.q_norm.weight", p + "attn.q_norm.weight");
-      copy(h + "self_attn.k_norm.weight", p + "attn.k_norm.weight");
-      copy(h + "self_attn.o_proj.weight", p + "attn.proj.weight");
-      if (c.proj_bias) copy(h + "self_attn.o_proj.bias", p + "attn.proj.bias");
-      copy(h + "post_attention_layernorm.weight", p + "norm2.weight");
-      const auto fc1 = get(p + "mlp.fc1.weight");  // [value | gate] rows: value = up, gate = gate
-      out.push_back({h + "mlp.gate_proj.weight", {I, C}, rows_of(fc1, C, I, I)});
-      out.push_back({h + "mlp.up_proj.weight", {I, C}, rows_of(fc1, C, 0, I)});
-      copy(h + "mlp.down_proj.weight", p + "mlp.fc2.weight");
-    }
-    copy("model.norm.weight", "final_norm.weight");
-    if (!c.tie_head) copy("lm_head.weight", "head.weight");
-    return out;
+  // The format's names (hf/names.h), the output head outside the language model's prefix.
+  const NameScheme& names = format == ExportFormat::GPT2 ? gpt2_names() : llama_names();
+  for (const NamedTensor& t : named_tensors(names, c, names.export_prefix, "")) {
+    const ParamSpec& s = table.at(t.blocklab);
+    out.push_back({t.hf, hf_shape(*t.row, s), hf_data(*t.row, s, get(t.blocklab))});
   }
-
-  // GPT-2: Conv1D weights are stored (in, out).
-  auto conv1d = [&](const std::string& to, const std::string& from) {
-    const ParamSpec& s = table.at(from);
-    out.push_back({to, {s.shape[1], s.shape[0]}, transposed(get(from), s.shape[0], s.shape[1])});
-  };
-  copy("transformer.wte.weight", "tok_emb.weight");
-  copy("transformer.wpe.weight", "pos_emb.weight");
-  for (int l = 0; l < c.layers; ++l) {
-    const std::string p = "blocks." + std::to_string(l) + ".", h = "transformer.h." + std::to_string(l) + ".";
-    copy(h + "ln_1.weight", p + "norm1.weight");
-    copy(h + "ln_1.bias", p + "norm1.bias");
-    conv1d(h + "attn.c_attn.weight", p + "attn.qkv.weight");
-    copy(h + "attn.c_attn.bias", p + "attn.qkv.bias");
-    conv1d(h + "attn.c_proj.weight", p + "attn.proj.weight");
-    copy(h + "attn.c_proj.bias", p + "attn.proj.bias");
-    copy(h + "ln_2.weight", p + "norm2.weight");
-    copy(h + "ln_2.bias", p + "norm2.bias");
-    conv1d(h + "mlp.c_fc.weight", p + "mlp.fc1.weight");
-    copy(h + "mlp.c_fc.bias", p + "mlp.fc1.bias");
-    conv1d(h + "mlp.c_proj.weight", p + "mlp.fc2.weight");
-    copy(h + "mlp.c_proj.bias", p + "mlp.fc2.bias");
-  }
-  copy("transformer.ln_f.weight", "final_norm.weight");
-  copy("transformer.ln_f.bias", "final_norm.bias");
-  if (!c.tie_head) copy("lm_head.weight", "head.weight");
   return out;
 }
 

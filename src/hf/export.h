@@ -7,17 +7,10 @@
 //   blocklab  block = seed or sd    the run's resolved config.json + its (or the checkpoint's) model.safetensors
 //                                   (blocklab's PyTorch names), for architectures transformers has no class for
 //
-// Tensor names (N = block index, I = the MLP's hidden width):
-//   qwen3  model.embed_tokens.weight <- tok_emb.weight; model.layers.N.input_layernorm.weight <- norm1.weight;
-//          self_attn.{q,k,v}_proj.* <- attn.{q,k,v}.* (a fused attn.qkv is split by rows into Q, K, K);
-//          self_attn.{q,k}_norm.weight <- attn.{q,k}_norm.weight; self_attn.o_proj.* <- attn.proj.*;
-//          post_attention_layernorm.weight <- norm2.weight; mlp.up_proj.weight <- fc1 rows 0..I-1 (value),
-//          mlp.gate_proj.weight <- fc1 rows I..2I-1 (gate), mlp.down_proj.weight <- fc2.weight;
-//          model.norm.weight <- final_norm.weight; lm_head.weight <- head.weight (absent when tied)
-//   gpt2   transformer.wte.weight, transformer.wpe.weight <- tok_emb, pos_emb; transformer.h.N.ln_1.* <- norm1.*;
-//          attn.c_attn.* <- attn.qkv.*; attn.c_proj.* <- attn.proj.*; ln_2.* <- norm2.*; mlp.c_fc.* <- fc1.*;
-//          mlp.c_proj.* <- fc2.*; transformer.ln_f.* <- final_norm.*; lm_head.weight <- head.weight (untied only).
-//          GPT-2's Conv1D stores weights (in, out): every linear weight is written transposed.
+// The qwen3 and gpt2 formats write each parameter under the Hugging Face name and layout that hf/names.h
+// gives it (the llama and gpt2 name schemes, the same rows hf::Model reads a checkpoint by): e.g. a gated MLP's
+// fc1 becomes mlp.up_proj (its value rows) and mlp.gate_proj (its gate rows), and every GPT-2 linear weight is
+// written transposed, as Conv1D stores it. The output head is written only when untied.
 //
 // This file knows models and weights only: a trained run's directory and checkpoints are read by
 // train/export_run.h, which calls write_model_directory. Everything is F32.

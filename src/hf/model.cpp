@@ -1,8 +1,10 @@
 #include "hf/model.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
+#include "hf/names.h"
 #include "model/block.h"
 #include "model/parameters.h"
 #include "model/rope_scaling.h"
@@ -73,31 +75,12 @@ class TensorFinder {
   TensorFinder(const WeightStore& ws, const blocklab::ModelConfig& c, int64_t& parameter_count)
       : ws_(ws), dims_(dims_text(c)), parameter_count_(parameter_count) {}
 
-  const WeightStore& store() const { return ws_; }
   WeightRef get(const std::string& name, std::vector<int64_t> shape) {
     WeightRef w = ws_.get(name, shape, "config: " + dims_);
     used_.insert(name);
     dtypes_.insert(io::dtype_name(w.dtype));
     parameter_count_ += w.numel();
     return w;
-  }
-  std::vector<float> vec(const std::string& name, int64_t n) { return to_float(get(name, {n})); }
-  std::vector<float> optional_vec(bool present, const std::string& name, int64_t n) {
-    return present ? vec(name, n) : std::vector<float>{};
-  }
-  // A linear weight, logically (out, in); `transposed` when stored (in, out) (GPT-2's Conv1D).
-  MappedMatrix matrix(const std::string& name, int64_t out, int64_t in, bool transposed) {
-    MappedMatrix m;
-    m.weight = transposed ? get(name, {in, out}) : get(name, {out, in});
-    m.out = static_cast<int>(out);
-    m.in = static_cast<int>(in);
-    m.transposed = transposed;
-    return m;
-  }
-  std::string first_present(const std::vector<std::string>& candidates) const {
-    for (const std::string& n : candidates)
-      if (ws_.contains(n)) return n;
-    return {};
   }
   const std::set<std::string>& used() const { return used_; }
   const std::set<std::string>& dtypes() const { return dtypes_; }
@@ -119,28 +102,105 @@ LinearTensors<float> linear(BlockWeights& b, const std::vector<MappedMatrix>& pa
   return l;
 }
 
+// The block engine's place for one of a block's linear layers or norms, by blocklab's name for it within the
+// block (model/parameters.h less "blocks.N." and ".weight"/".bias").
+LinearTensors<float>& linear_slot(BlockTensors<float>& t, const std::string& layer) {
+  if (layer == "attn.qkv") return t.attn.qkv;
+  if (layer == "attn.q") return t.attn.q;
+  if (layer == "attn.k") return t.attn.k;
+  if (layer == "attn.v") return t.attn.v;
+  if (layer == "attn.proj") return t.attn.proj;
+  if (layer == "mlp.fc1") return t.mlp.fc1;
+  if (layer == "mlp.fc2") return t.mlp.fc2;
+  throw Error("the block engine has no linear layer " + layer + " for a Hugging Face model");
+}
+
+NormTensors<float>& norm_slot(BlockTensors<float>& t, const std::string& norm) {
+  if (norm == "norm1") return t.attn.norm;
+  if (norm == "norm2") return t.mlp.norm;
+  if (norm == "attn.q_norm") return t.attn.q_norm;
+  if (norm == "attn.k_norm") return t.attn.k_norm;
+  throw Error("the block engine has no norm " + norm + " for a Hugging Face model");
+}
+
+// Row parts in the order of their part index, joined: fc1's [up | gate] from the two in either order.
+template <typename T>
+std::vector<T> joined(std::vector<std::pair<int, std::vector<T>>> parts) {
+  std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<T> out;
+  for (auto& [part, values] : parts) out.insert(out.end(), values.begin(), values.end());
+  return out;
+}
+
+// One block's tensors as the name table lists them, gathered by blocklab's layer until the block is complete:
+// a layer's weight may come in row parts (fc1 from up_proj and gate_proj), its bias likewise.
+class BlockParts {
+ public:
+  void add(TensorFinder& find, const NamedTensor& t, const ParamSpec& spec) {
+    // "blocks.N.mlp.fc1.weight" -> layer "mlp.fc1", tensor "weight"
+    const size_t after_block = t.blocklab.find('.', std::string("blocks.").size()) + 1;
+    const size_t last_dot = t.blocklab.rfind('.');
+    const std::string name = t.blocklab.substr(after_block, last_dot - after_block);
+    const std::string tensor = t.blocklab.substr(last_dot + 1);
+    Layer& layer = layers_[name];
+    const WeightRef w = find.get(t.hf, hf_shape(*t.row, spec));
+    if (spec.role == ParamRole::LinearWeight) {
+      layer.linear = true;
+      const int out = static_cast<int>(spec.shape[0] / t.row->parts), in = static_cast<int>(spec.shape[1]);
+      layer.matrices.push_back({t.row->part, {MappedMatrix{w, out, in, t.row->transposed}}});
+      return;
+    }
+    BLOCKLAB_CHECK(spec.role == ParamRole::LinearBias || spec.role == ParamRole::NormWeight ||
+                       spec.role == ParamRole::NormBias,
+                   "a Hugging Face block tensor is a linear layer's or a norm's");
+    if (spec.role == ParamRole::LinearBias) layer.linear = true;
+    layer.vectors[tensor].push_back({t.row->part, to_float(w)});
+  }
+
+  std::unique_ptr<BlockWeights> build() {
+    auto w = std::make_unique<BlockWeights>();
+    for (auto& [name, layer] : layers_) {
+      if (layer.linear) {
+        linear_slot(w->tensors, name) =
+            linear(*w, joined(std::move(layer.matrices)), joined(std::move(layer.vectors["bias"])));
+      } else {
+        NormTensors<float>& norm = norm_slot(w->tensors, name);
+        norm.weight = w->keep(joined(std::move(layer.vectors["weight"])));
+        if (layer.vectors.count("bias")) norm.bias = w->keep(joined(std::move(layer.vectors["bias"])));
+      }
+    }
+    return w;
+  }
+
+ private:
+  struct Layer {
+    bool linear = false;
+    std::vector<std::pair<int, std::vector<MappedMatrix>>> matrices;               // by row part
+    std::map<std::string, std::vector<std::pair<int, std::vector<float>>>> vectors;  // "weight", "bias": by row part
+  };
+  std::map<std::string, Layer> layers_;
+};
+
 }  // namespace
 
 void Model::resolve() {
-  const Config& hc = config_;
   const blocklab::ModelConfig& c = config_.model;
+  // The family names the tensors; the config says which of them the model has and their shapes: blocklab's
+  // parameter table of the same model, its learned position table as long as the checkpoint's.
+  const NameScheme& names = config_.family == Family::GPT2 ? gpt2_names() : llama_names();
+  blocklab::ModelConfig shapes = c;
+  if (c.positions == Positions::Learned) shapes.seq_len = config_.max_positions;
+  const ParameterTable table(shapes);
   TensorFinder find(weights_, c, parameter_count_);
-  if (hc.family == Family::GPT2)
-    resolve_gpt2(find);
-  else
-    resolve_llama(find);
-  if (c.tie_head) {
-    lm_head_ = embed_;
-  } else {
-    const std::vector<std::string> heads = hc.multimodal_wrapper
-                                               ? std::vector<std::string>{"lm_head.weight", "language_model.lm_head.weight"}
-                                               : std::vector<std::string>{"lm_head.weight"};
-    const std::string head = find.first_present(heads);
-    if (head.empty())
-      throw Error(weights_.source().string() + ": missing tensor \"" + heads[0] +
-                  "\" (tie_word_embeddings is false, so the output head is a separate matrix)");
-    lm_head_ = find.get(head, {c.vocab, c.width});
+  std::vector<BlockParts> blocks(c.layers);
+  for (const NamedTensor& t : named_tensors(names, c, prefix(names), "")) {
+    if (t.block >= 0)
+      blocks[t.block].add(find, t, table.at(t.blocklab));
+    else
+      resolve_model_tensor(find, names, t, table.at(t.blocklab));
   }
+  for (BlockParts& b : blocks) blocks_.push_back(b.build());
+  if (c.tie_head) lm_head_ = embed_;
   final_norm_.weight = final_norm_weight_.data();
   if (!final_norm_bias_.empty()) final_norm_.bias = final_norm_bias_.data();
   for (const std::string& n : weights_.names())
@@ -148,79 +208,49 @@ void Model::resolve() {
   used_dtypes_.assign(find.dtypes().begin(), find.dtypes().end());
 }
 
-void Model::resolve_gpt2(TensorFinder& find) {
-  const blocklab::ModelConfig& c = config_.model;
-  const int64_t C = c.width, I = c.mlp_hidden(), V = c.vocab;
-  const std::string wte = find.first_present({"wte.weight", "transformer.wte.weight"});
-  if (wte.empty())
-    throw Error(weights_.source().string() +
-                ": no GPT-2 token embedding (expected \"wte.weight\" or \"transformer.wte.weight\")");
-  const std::string P = wte.substr(0, wte.size() - std::string("wte.weight").size());
-  embed_ = find.get(P + "wte.weight", {V, C});
-  positions_ = find.get(P + "wpe.weight", {config_.max_positions, C});
-  for (int l = 0; l < c.layers; ++l) {
-    const std::string b = P + "h." + std::to_string(l) + ".";
-    auto w = std::make_unique<BlockWeights>();
-    BlockTensors<float>& t = w->tensors;
-    t.attn.norm = {w->keep(find.vec(b + "ln_1.weight", C)), w->keep(find.vec(b + "ln_1.bias", C))};
-    // Conv1D layers store their weights (in, out)
-    t.attn.qkv = linear(*w, {find.matrix(b + "attn.c_attn.weight", 3 * C, C, true)}, find.vec(b + "attn.c_attn.bias", 3 * C));
-    t.attn.proj = linear(*w, {find.matrix(b + "attn.c_proj.weight", C, C, true)}, find.vec(b + "attn.c_proj.bias", C));
-    t.mlp.norm = {w->keep(find.vec(b + "ln_2.weight", C)), w->keep(find.vec(b + "ln_2.bias", C))};
-    t.mlp.fc1 = linear(*w, {find.matrix(b + "mlp.c_fc.weight", I, C, true)}, find.vec(b + "mlp.c_fc.bias", I));
-    t.mlp.fc2 = linear(*w, {find.matrix(b + "mlp.c_proj.weight", C, I, true)}, find.vec(b + "mlp.c_proj.bias", C));
-    blocks_.push_back(std::move(w));
+std::string Model::prefix(const NameScheme& names) const {
+  const std::span<const std::string_view> prefixes =
+      config_.multimodal_wrapper ? names.wrapped_prefixes : names.prefixes;
+  const std::vector<NamedTensor> all = named_tensors(names, config_.model, "", "");
+  const auto embedding =
+      std::find_if(all.begin(), all.end(), [](const NamedTensor& t) { return t.blocklab == "tok_emb.weight"; });
+  BLOCKLAB_CHECK(embedding != all.end(), "every name scheme has a token embedding");
+  std::string expected;
+  for (const std::string_view p : prefixes) {
+    const std::string name = std::string(p) + embedding->hf;
+    if (weights_.contains(name)) return std::string(p);
+    expected += (expected.empty() ? "\"" : " or \"") + name + "\"";
   }
-  final_norm_weight_ = find.vec(P + "ln_f.weight", C);
-  final_norm_bias_ = find.vec(P + "ln_f.bias", C);
+  throw Error(weights_.source().string() + ": no " + names.label + " token embedding (expected " + expected + ")");
 }
 
-void Model::resolve_llama(TensorFinder& find) {
-  const blocklab::ModelConfig& c = config_.model;
-  const int64_t C = c.width, I = c.mlp_hidden(), V = c.vocab, Q = c.q_dim(), K = c.kv_dim(), D = c.head_size();
-  const std::vector<std::string> prefixes = config_.multimodal_wrapper
-                                                ? std::vector<std::string>{"model.language_model.", "language_model.model."}
-                                                : std::vector<std::string>{"model.", ""};
-  std::string P;
-  bool found = false;
-  for (const std::string& p : prefixes)
-    if (find.store().contains(p + "embed_tokens.weight")) {
-      P = p;
-      found = true;
-      break;
+void Model::resolve_model_tensor(TensorFinder& find, const NameScheme& names, const NamedTensor& t,
+                                 const ParamSpec& spec) {
+  const std::vector<int64_t> shape = hf_shape(*t.row, spec);
+  if (t.blocklab == "tok_emb.weight") {
+    embed_ = find.get(t.hf, shape);
+  } else if (t.blocklab == "pos_emb.weight") {
+    positions_ = find.get(t.hf, shape);
+  } else if (t.blocklab == "final_norm.weight") {
+    final_norm_weight_ = to_float(find.get(t.hf, shape));
+  } else if (t.blocklab == "final_norm.bias") {
+    final_norm_bias_ = to_float(find.get(t.hf, shape));
+  } else if (t.blocklab == "head.weight") {
+    // Qwen3-VL's output head may also sit under its language model's name.
+    std::vector<std::string> heads{t.hf};
+    if (config_.multimodal_wrapper) {
+      heads.clear();
+      for (const std::string_view p : names.wrapped_top_prefixes) heads.push_back(std::string(p) + t.hf);
     }
-  if (!found)
-    throw Error(weights_.source().string() + ": no token embedding: expected \"" + prefixes[0] + "embed_tokens.weight\"");
-  embed_ = find.get(P + "embed_tokens.weight", {V, C});
-  for (int l = 0; l < c.layers; ++l) {
-    const std::string b = P + "layers." + std::to_string(l) + ".", a = b + "self_attn.";
-    auto w = std::make_unique<BlockWeights>();
-    BlockTensors<float>& t = w->tensors;
-    t.attn.norm.weight = w->keep(find.vec(b + "input_layernorm.weight", C));
-    t.attn.q = linear(*w, {find.matrix(a + "q_proj.weight", Q, C, false)}, find.optional_vec(c.qkv_bias, a + "q_proj.bias", Q));
-    t.attn.k = linear(*w, {find.matrix(a + "k_proj.weight", K, C, false)}, find.optional_vec(c.qkv_bias, a + "k_proj.bias", K));
-    t.attn.v = linear(*w, {find.matrix(a + "v_proj.weight", K, C, false)}, find.optional_vec(c.qkv_bias, a + "v_proj.bias", K));
-    t.attn.proj =
-        linear(*w, {find.matrix(a + "o_proj.weight", C, Q, false)}, find.optional_vec(c.proj_bias, a + "o_proj.bias", C));
-    if (c.qk_norm) {
-      t.attn.q_norm.weight = w->keep(find.vec(a + "q_norm.weight", D));
-      t.attn.k_norm.weight = w->keep(find.vec(a + "k_norm.weight", D));
-    }
-    t.mlp.norm.weight = w->keep(find.vec(b + "post_attention_layernorm.weight", C));
-    // The block engine's gated MLP reads one (2I, C) layer whose rows are [value | gate]: [up | gate].
-    std::vector<float> fc1_bias;
-    if (c.mlp_bias) {
-      fc1_bias = find.vec(b + "mlp.up_proj.bias", I);
-      const std::vector<float> gate = find.vec(b + "mlp.gate_proj.bias", I);
-      fc1_bias.insert(fc1_bias.end(), gate.begin(), gate.end());
-    }
-    t.mlp.fc1 = linear(*w, {find.matrix(b + "mlp.up_proj.weight", I, C, false), find.matrix(b + "mlp.gate_proj.weight", I, C, false)},
-                       std::move(fc1_bias));
-    t.mlp.fc2 =
-        linear(*w, {find.matrix(b + "mlp.down_proj.weight", C, I, false)}, find.optional_vec(c.mlp_bias, b + "mlp.down_proj.bias", C));
-    blocks_.push_back(std::move(w));
+    const auto head =
+        std::find_if(heads.begin(), heads.end(), [&](const std::string& n) { return weights_.contains(n); });
+    if (head == heads.end())
+      throw Error(weights_.source().string() + ": missing tensor \"" + heads[0] +
+                  "\" (tie_word_embeddings is false, so the output head is a separate matrix)");
+    lm_head_ = find.get(*head, shape);
+  } else {
+    throw Error("a Hugging Face model has no place for blocklab's " + t.blocklab);
   }
-  final_norm_weight_ = find.vec(P + "norm.weight", C);
 }
 
 std::string Model::dtype_summary() const {
@@ -249,13 +279,13 @@ ForwardResult Model::forward(std::span<const int32_t> tokens, const ForwardOptio
   const blocklab::ModelConfig& c = config_.model;
   const int Tn = static_cast<int>(tokens.size());
   const int C = c.width, V = c.vocab, D = c.head_size();
-  const bool gpt2 = config_.family == Family::GPT2;
+  const bool learned_positions = c.positions == Positions::Learned;
   if (Tn == 0) throw Error("no tokens to run");
   for (int t = 0; t < Tn; ++t)
     if (tokens[t] < 0 || tokens[t] >= V)
       throw Error("token id " + std::to_string(tokens[t]) + " at position " + std::to_string(t) +
                   " is outside the vocabulary [0, " + std::to_string(V) + ")");
-  if (gpt2 && Tn > config_.max_positions)
+  if (learned_positions && Tn > config_.max_positions)
     throw Error(std::to_string(Tn) + " tokens exceed the model's " + std::to_string(config_.max_positions) +
                 " learned positions (n_positions)");
 
@@ -272,7 +302,7 @@ ForwardResult Model::forward(std::span<const int32_t> tokens, const ForwardOptio
   in.attention_scratch = attention_scratch.data();
   LinearSource::Work linear_work;
   in.linear_work = &linear_work;
-  if (!gpt2) {
+  if (c.positions == Positions::RoPE) {
     rope_position_tables(rope_cos, rope_sin, c.rope_theta, D, config_.rope_scaling, Tn);
     in.rope_cos = rope_cos.data();
     in.rope_sin = rope_sin.data();
@@ -286,7 +316,7 @@ ForwardResult Model::forward(std::span<const int32_t> tokens, const ForwardOptio
 
   // Embeddings: converted row by row from the stored table.
   for (int t = 0; t < Tn; ++t) convert_rows(x.data() + static_cast<long>(t) * C, embed_, tokens[t], 1);
-  if (gpt2) {
+  if (learned_positions) {
     std::vector<float> pos(C);
     for (int t = 0; t < Tn; ++t) {
       convert_rows(pos.data(), positions_, t, 1);
@@ -295,7 +325,7 @@ ForwardResult Model::forward(std::span<const int32_t> tokens, const ForwardOptio
   }
   if (options.stream_weights) {
     WeightStore::release(embed_);
-    if (gpt2) WeightStore::release(positions_);
+    if (learned_positions) WeightStore::release(positions_);
   }
   report(0, x.data());
 

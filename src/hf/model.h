@@ -13,10 +13,10 @@
 //   logits = wte (LN_f(h_L))
 //
 // The blocks run in the block engine (model/block.h), the same code that trains blocklab's own stacks;
-// this file maps the Hugging Face names and shapes onto it. All arithmetic is float32; weights stay
-// memory-mapped in their stored dtype and are converted per row block. Layer l of the residual stream is
-// h_l: l = 0 is the embedding output, l = 1..L the output of block l (not normalised). Hugging Face's
-// `output_hidden_states` differs only in its last entry, which it returns after the final norm.
+// this file maps the Hugging Face tensors onto it, by the names and layouts of hf/names.h. All arithmetic is
+// float32; weights stay memory-mapped in their stored dtype and are converted per row block. Layer l of the
+// residual stream is h_l: l = 0 is the embedding output, l = 1..L the output of block l (not normalised).
+// Hugging Face's `output_hidden_states` differs only in its last entry, which it returns after the final norm.
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -36,6 +36,8 @@ namespace blocklab::hf {
 // through LinearSource views; `tensors` points into both (the block engine's view of them).
 struct BlockWeights;
 class TensorFinder;
+struct NameScheme;
+struct NamedTensor;
 
 enum class LogitsFor { None, Last, All };
 
@@ -86,9 +88,12 @@ class Model {
 
  private:
   Model(Config config, WeightStore weights);
-  void resolve();  // finds and checks every tensor
-  void resolve_gpt2(TensorFinder& find);   // GPT-2's names: wte, h.N.attn.c_attn (Conv1D), ln_f
-  void resolve_llama(TensorFinder& find);  // Llama, Qwen2, Qwen3 (and Qwen3-VL's language model): layers.N.self_attn
+  void resolve();  // finds and checks every tensor, by the family's names (hf/names.h)
+  // The prefix the language model's tensors sit under: the first of the scheme's under which the token
+  // embedding is found. Throws Error naming each name it tried.
+  std::string prefix(const NameScheme& names) const;
+  // One of the tensors outside the blocks: token embedding, position table, final norm, output head.
+  void resolve_model_tensor(TensorFinder& find, const NameScheme& names, const NamedTensor& t, const ParamSpec& spec);
 
   Config config_;
   WeightStore weights_;
