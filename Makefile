@@ -53,10 +53,12 @@ test-arm64:
 # The test suite built with clang++ under AddressSanitizer + UndefinedBehaviorSanitizer
 # (-fno-sanitize-recover=all), at -O1 with line tables, without the benchmarks and the tests matching
 # SANITIZE_SKIP. Built with clang, so that this one pass also keeps the tree building and passing with the
-# second compiler (CI runs it instead of test-clang; SANITIZE_CXX=g++ builds it with GCC's sanitizers).
+# second compiler (CI runs it instead of test-clang; SANITIZE_CXX=g++ builds it with GCC's sanitizers). It
+# leaves OpenBLAS out, so that the suite also runs on the portable GEMM (kernels/gemm.h) as a wasm build does.
 SANITIZE_CXX ?= clang++
 test-sanitize: deps
-	@CXX=$(SANITIZE_CXX) cmake -S . -B $(SANITIZE_DIR) -DBLOCKLAB_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	@CXX=$(SANITIZE_CXX) cmake -S . -B $(SANITIZE_DIR) -DBLOCKLAB_SANITIZE=ON -DBLOCKLAB_OPENBLAS=OFF \
+		-DCMAKE_BUILD_TYPE=RelWithDebInfo \
 		-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_DISABLE_FIND_PACKAGE_benchmark=ON > /dev/null
 	@cmake --build $(SANITIZE_DIR) -j $(JOBS)
 	@cd $(SANITIZE_DIR) && ctest --output-on-failure -j $(JOBS) -E '$(SANITIZE_SKIP)'

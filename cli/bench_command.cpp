@@ -15,9 +15,11 @@
 #include "commands.h"
 #include "report/labels.h"
 #include "kernels/bf16_gemm.h"
+#include "kernels/bf16_onednn.h"
 #include "kernels/gemm.h"
 #include "kernels/isa.h"
 #include "kernels/peak.h"
+#include "util/mpi.h"
 #include "kernels/sgemm.h"
 #include "model/flops.h"
 #include "train/memory.h"
@@ -82,6 +84,13 @@ std::string describe_kernels() {
          kernels::sgemm_isa_name(kernels::sgemm_isa()) + ", bf16 GEMM " + kernels::bf16_isa_description() +
          ", attention / norms / activations / RoPE " + level +
          ", Adam / cross-entropy / embeddings generic (memory-bound loops)";
+}
+
+std::string optional_parts() {
+  auto yes = [](bool b) { return b ? "yes" : "no"; };
+  return std::string("optional parts: OpenBLAS ") + yes(kernels::have_blas()) + " (double-precision products" +
+         (kernels::have_blas() ? "" : ": the portable GEMM instead") + "), oneDNN " + yes(kernels::onednn_available()) +
+         " (bf16 on AMX), MPI " + yes(mpi::built_with_mpi()) + " (sweep run --mpi, data-parallel train)";
 }
 
 namespace {

@@ -1,6 +1,8 @@
 #include "util/threads.h"
 
+#if BLOCKLAB_HAVE_OPENBLAS
 #include <cblas.h>
+#endif
 #include <omp.h>
 #include <unistd.h>
 
@@ -17,7 +19,9 @@ int hardware_threads() {
 void set_num_threads(int n) {
   if (n <= 0) n = hardware_threads();
   omp_set_num_threads(n);
+#if BLOCKLAB_HAVE_OPENBLAS
   openblas_set_num_threads(n);
+#endif
 }
 
 int num_threads() { return omp_get_max_threads(); }
