@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gemm_reference.h"
+#include "gradcheck.h"
 #include "kernels/gemm.h"
 #include "util/rng.h"
 #include "util/threads.h"
@@ -18,6 +19,7 @@ namespace {
 using namespace blocklab;
 using namespace blocklab::kernels;
 using Case = blocklab::testing::GemmCase;
+using blocklab::testing::random_vector;
 
 class PortableGemm : public ::testing::TestWithParam<Case> {};
 
@@ -28,12 +30,6 @@ TEST_P(PortableGemm, FloatMatchesDoubleReferenceForAllTransposes) {
     portable_gemm(ta, tb, M, N, K, 1.f, A, lda, B, ldb, beta, C, ldc);
     return true;
   });
-}
-
-std::vector<double> random_doubles(Rng& rng, size_t n) {
-  std::vector<double> v(n);
-  for (double& x : v) x = rng.normal();
-  return v;
 }
 
 // C = alpha op(A) op(B) + beta C by the definition.
@@ -55,9 +51,9 @@ TEST_P(PortableGemm, DoubleWithAnyAlphaAndBetaMatchesTheDefinition) {
     for (int tb = 0; tb < 2; ++tb)
       for (const auto& [alpha, beta] : {std::pair{1.0, 0.0}, std::pair{-0.5, 1.0}, std::pair{2.0, 2.5}}) {
         const int lda = ta ? M + 1 : K + 2, ldb = tb ? K + 3 : N + 1, ldc = N + 2;
-        const auto A = random_doubles(rng, static_cast<size_t>(ta ? K : M) * lda);
-        const auto B = random_doubles(rng, static_cast<size_t>(tb ? N : K) * ldb);
-        auto C = random_doubles(rng, static_cast<size_t>(M) * ldc);
+        const auto A = random_vector(rng, static_cast<size_t>(ta ? K : M) * lda, 1.0);
+        const auto B = random_vector(rng, static_cast<size_t>(tb ? N : K) * ldb, 1.0);
+        auto C = random_vector(rng, static_cast<size_t>(M) * ldc, 1.0);
         if (beta == 0) std::fill(C.begin(), C.end(), std::numeric_limits<double>::quiet_NaN());
         auto expected = C;
         triple_loop(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, expected, ldc);
@@ -88,7 +84,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, PortableGemm,
 TEST(PortableGemmThreads, ResultIsIndependentOfThreadCount) {
   Rng rng(3);
   const int M = 150, N = 70, K = 300;
-  const auto A = random_doubles(rng, static_cast<size_t>(K) * M), B = random_doubles(rng, static_cast<size_t>(N) * K);
+  const auto A = random_vector(rng, static_cast<size_t>(K) * M, 1.0);
+  const auto B = random_vector(rng, static_cast<size_t>(N) * K, 1.0);
   std::vector<double> one(static_cast<size_t>(M) * N), two(one.size());
   set_num_threads(1);
   portable_gemm(true, true, M, N, K, 1.0, A.data(), M, B.data(), K, 0.0, one.data(), N);
@@ -102,11 +99,13 @@ TEST(Gemm, DoubleAgreesWithThePortableProductWhateverTheBackend) {
   std::printf("gemm<double> runs %s in this build\n", have_blas() ? "OpenBLAS" : "the portable GEMM");
   Rng rng(9);
   const int M = 40, N = 30, K = 50;
-  const auto A = random_doubles(rng, static_cast<size_t>(M) * K), B = random_doubles(rng, static_cast<size_t>(K) * N);
+  const auto A = random_vector(rng, static_cast<size_t>(M) * K, 1.0);
+  const auto B = random_vector(rng, static_cast<size_t>(K) * N, 1.0);
   std::vector<double> via_gemm(static_cast<size_t>(M) * N, 1.0), portable = via_gemm;
   gemm(false, false, M, N, K, 0.5, A.data(), K, B.data(), N, 2.0, via_gemm.data(), N);
   portable_gemm(false, false, M, N, K, 0.5, A.data(), K, B.data(), N, 2.0, portable.data(), N);
-  for (size_t i = 0; i < portable.size(); ++i) ASSERT_NEAR(via_gemm[i], portable[i], 1e-12 * (1 + std::abs(portable[i])));
+  for (size_t i = 0; i < portable.size(); ++i)
+    ASSERT_NEAR(via_gemm[i], portable[i], 1e-12 * (1 + std::abs(portable[i])));
 }
 
 }  // namespace

@@ -13,14 +13,9 @@ namespace {
 
 using namespace blocklab;
 using namespace blocklab::kernels;
+using blocklab::testing::dot;
 using blocklab::testing::expect_gradient_matches;
 using blocklab::testing::random_vector;
-
-double dot(const std::vector<double>& a, const std::vector<double>& b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
 
 class UnitNorm : public ::testing::TestWithParam<double> {};  // the inputs' scale
 
@@ -42,7 +37,7 @@ TEST_P(UnitNorm, UnitRowsHaveUnitNormAndTheirBackwardMatchesFiniteDifferences) {
   }
   std::vector<double> d = w;
   unit_rows_backward(d.data(), out.data(), rn.data(), rows, width);
-  expect_gradient_matches("d x", x, d, [&] { std::vector<double> o, n; forward(o, n); return dot(w, o); }, 1e-4);
+  expect_gradient_matches("d x", x, d, [&] { std::vector<double> o, n; forward(o, n); return dot(w, o.data()); }, 1e-4);
 }
 
 TEST_P(UnitNorm, ScaledUnitHeadsBackwardMatchesFiniteDifferences) {
@@ -56,7 +51,7 @@ TEST_P(UnitNorm, ScaledUnitHeadsBackwardMatchesFiniteDifferences) {
   auto loss = [&] {
     std::vector<double> out(N * H * D), rn(N * H);
     scaled_unit_heads_forward(out.data(), rn.data(), x.data(), stride, s.data(), factor, N, H, D);
-    return dot(w, out);
+    return dot(w, out.data());
   };
   std::vector<double> out(N * H * D), rn(N * H);
   scaled_unit_heads_forward(out.data(), rn.data(), x.data(), stride, s.data(), factor, N, H, D);
@@ -89,7 +84,7 @@ TEST_P(UnitNorm, SphereStepBackwardMatchesFiniteDifferences) {
   auto loss = [&] {
     std::vector<double> resid(N * C);
     sphere_step_forward(resid.data(), A.data(), B.data(), alpha.data(), factor, N, C);
-    return dot(w, resid);
+    return dot(w, resid.data());
   };
   std::vector<double> dA(N * C), dB(N * C), g_alpha(C, 0.0);
   sphere_step_backward(dA.data(), dB.data(), g_alpha.data(), w.data(), A.data(), B.data(), alpha.data(), factor, N, C);
@@ -118,7 +113,7 @@ TEST_P(UnitNorm, ChannelScaleBackwardMatchesFiniteDifferences) {
   auto loss = [&] {
     std::vector<double> out(N * cols);
     channel_scale_forward(out.data(), raw.data(), s.data(), factor, N, cols);
-    return dot(w, out);
+    return dot(w, out.data());
   };
   std::vector<double> d = w, g_s(cols, 0.0);
   channel_scale_backward(d.data(), g_s.data(), raw.data(), s.data(), factor, N, cols);

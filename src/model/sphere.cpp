@@ -48,7 +48,7 @@ namespace {
 
 // Rows of (rows, cols) to unit norm; an all-zero row stays zero. Each row on its own: any thread count.
 template <typename T>
-void unit_rows(T* p, long rows, long cols) {
+void normalize_rows(T* p, long rows, long cols) {
 #pragma omp parallel for schedule(static)
   for (long r = 0; r < rows; ++r) {
     T* row = p + r * cols;
@@ -62,7 +62,7 @@ void unit_rows(T* p, long rows, long cols) {
 
 // Columns of (rows, cols) to unit norm; an all-zero column stays zero.
 template <typename T>
-void unit_columns(T* p, long rows, long cols) {
+void normalize_columns(T* p, long rows, long cols) {
   std::vector<double> ss(static_cast<size_t>(cols), 0.0);
   for (long r = 0; r < rows; ++r)
     for (long i = 0; i < cols; ++i) ss[i] += static_cast<double>(p[r * cols + i]) * p[r * cols + i];
@@ -87,11 +87,11 @@ void normalize_onto_sphere(T* params, const ParameterTable& table) {
       case LinearPart::Fc1:
       case LinearPart::Head:
       case LinearPart::TokenEmbedding:
-        unit_rows(p, rows, cols);
+        normalize_rows(p, rows, cols);
         break;
       case LinearPart::Output:
       case LinearPart::Fc2:
-        unit_columns(p, rows, cols);
+        normalize_columns(p, rows, cols);
         break;
       default:  // the attention gate (attn_gate) is not one of nGPT's matrices: left as it is
         break;
