@@ -4,6 +4,7 @@ BUILD_DIR ?= build
 SANITIZE_DIR ?= build-asan
 CLANG_DIR ?= build-clang
 ARM64_DIR ?= build-arm64
+WEB_DIR ?= build-web
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 20
 # Left out of the sanitizer pass: long numeric loops whose code paths faster tests already run there. The
@@ -12,7 +13,7 @@ FUZZ_SECONDS ?= 20
 # each under the sanitizers. TinyHessian builds a Hessian column by column (the Curvature tests run its code).
 SANITIZE_SKIP ?= KernelGrad.CausalAttentionTiled|Learnability.SmallModelLearnsTheCopyTask|WholeModel.EveryParameterGradientMatchesFiniteDifferences|TinyHessian.EstimatorsAgree
 
-.PHONY: all deps build test test-python wheel test-isa test-sanitize test-clang fuzz-smoke check-docs demo bench clean
+.PHONY: all deps build test test-python wheel test-isa test-arm64 test-web test-sanitize test-clang fuzz-smoke check-docs demo bench clean
 
 all: build
 
@@ -49,6 +50,11 @@ test-isa: build
 # BF16 and SVE (-cpu max) and as one without (-cpu cortex-a72); see tools/test-arm64.sh.
 test-arm64:
 	@JOBS=$(JOBS) ./tools/test-arm64.sh $(ARM64_DIR)
+
+# The core compiled for WebAssembly (wasm32 with SIMD128, one thread; Debian's emscripten and nodejs, installed
+# where missing) in WEB_DIR, and its kernel and model tests run under Node; see tools/test-web.sh.
+test-web:
+	@JOBS=$(JOBS) ./tools/test-web.sh $(WEB_DIR)
 
 # The test suite built with clang++ under AddressSanitizer + UndefinedBehaviorSanitizer
 # (-fno-sanitize-recover=all), at -O1 with line tables, without the benchmarks and the tests matching
@@ -87,4 +93,4 @@ bench: build
 	@cmake --build $(BUILD_DIR) -j $(JOBS) --target bench_gemm
 
 clean:
-	rm -rf $(BUILD_DIR) $(SANITIZE_DIR) $(CLANG_DIR) $(ARM64_DIR)
+	rm -rf $(BUILD_DIR) $(SANITIZE_DIR) $(CLANG_DIR) $(ARM64_DIR) $(WEB_DIR)

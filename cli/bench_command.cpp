@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "jobs/build_info.h"
 #include "report/labels.h"
 #include "kernels/bf16_gemm.h"
 #include "kernels/bf16_onednn.h"
@@ -77,22 +78,6 @@ GemmPeak measure_gemm_peak(int M, int N, int K, Precision precision) {
 
 }  // namespace
 
-std::string describe_kernels() {
-  const char* level = kernels::isa_name(kernels::isa());
-  return std::string("instruction set: ") + kernels::isa_description() + " [CPU features: " +
-         kernels::cpu_features() + "]; kernels: sgemm " +
-         kernels::sgemm_isa_name(kernels::sgemm_isa()) + ", bf16 GEMM " + kernels::bf16_isa_description() +
-         ", attention / norms / activations / RoPE " + level +
-         ", Adam / cross-entropy / embeddings generic (memory-bound loops)";
-}
-
-std::string optional_parts() {
-  auto yes = [](bool b) { return b ? "yes" : "no"; };
-  return std::string("optional parts: OpenBLAS ") + yes(kernels::have_blas()) + " (double-precision products" +
-         (kernels::have_blas() ? "" : ": the portable GEMM instead") + "), oneDNN " + yes(kernels::onednn_available()) +
-         " (bf16 on AMX), MPI " + yes(mpi::built_with_mpi()) + " (sweep run --mpi, data-parallel train)";
-}
-
 namespace {
 
 double median(std::vector<double> v) {
@@ -127,7 +112,7 @@ void register_bench(CLI::App& root, std::vector<Command>& commands) {
                                     config.model.layers, config.model.width, config.model.heads, config.model.vocab, T,
                                     config.batch, config.batch * T, threads,
                                     kernels::sgemm_isa_name(kernels::sgemm_isa()));
-                        std::printf("%s\n", describe_kernels().c_str());
+                        std::printf("%s\n", jobs::describe_kernels().c_str());
                         if (bf16)
                           std::printf("precision bf16: %s; fp32 steps of the same model interleaved\n",
                                       kernels::bf16_isa_description());

@@ -24,10 +24,6 @@ struct Command {
   Action action;
 };
 
-// The instruction-set level and the path of each kernel family, one line (bench, --version).
-std::string describe_kernels();
-// Which optional parts this build has (OpenBLAS, oneDNN, MPI), one line for --version.
-std::string optional_parts();
 // Why the environment's BLOCKLAB_GEMM cannot be honoured here, in one line ("BLOCKLAB_GEMM=onednn: this CPU
 // has no AVX512-BF16 or AMX-BF16 ..."), or "" when it is unset or can (gemm_env.cpp).
 std::string gemm_env_problem();

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "commands.h"
+#include "jobs/build_info.h"
 #include "kernels/isa.h"
 #include "train/run.h"
 #include "util/error.h"
@@ -21,8 +22,9 @@ int main(int argc, char** argv) {
   app.footer(
       "Environment: BLOCKLAB_ISA=generic|avx2|avx512 caps every kernel's instruction set (--version shows the\n"
       "level in use); BLOCKLAB_GEMM=blas|fp32|avx2|avx512|avx512_bf16|onednn forces a GEMM path.");
-  app.set_version_flag("--version",
-                       [] { return "blocklab 0.1.0\n" + cli::describe_kernels() + "\n" + cli::optional_parts(); });
+  app.set_version_flag("--version", [] {
+    return "blocklab 0.1.0\n" + jobs::describe_kernels() + "\n" + jobs::describe_optional_parts();
+  });
   if (const std::string bad = kernels::check_isa_setting(); !bad.empty()) {
     std::fprintf(stderr, "blocklab: error: %s\n", bad.c_str());
     return 2;

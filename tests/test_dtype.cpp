@@ -4,13 +4,13 @@
 
 #include <gtest/gtest.h>
 
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
+#include "util/bit_cast.h"
 #include "util/error.h"
 
 using namespace blocklab::io;
@@ -81,7 +81,7 @@ TEST(DtypeConvert, F16NanPreserved) {
   EXPECT_TRUE(std::isnan(f16_to_float(h)));
   EXPECT_TRUE(float_to_f16(-qnan) & 0x8000);
   // A signalling float NaN whose payload sits only in the low bits still becomes a NaN, not inf.
-  const float snan = std::bit_cast<float>(0x7F800001u);
+  const float snan = blocklab::bit_cast<float>(0x7F800001u);
   EXPECT_TRUE(std::isnan(f16_to_float(float_to_f16(snan))));
 }
 
@@ -105,7 +105,7 @@ TEST(DtypeConvert, F16RoundingMatchesReference) {
   for (int k = 0; k < 200000; ++k) {
     uint32_t bits = rng();
     if (k % 2) bits = (bits & 0x807FFFFFu) | ((90u + rng() % 60u) << 23);  // exponents 2^-37 .. 2^22
-    const float f = std::bit_cast<float>(bits);
+    const float f = blocklab::bit_cast<float>(bits);
     if (std::isnan(f)) continue;
     ASSERT_EQ(float_to_f16(f), ref_float_to_f16(f)) << std::hexfloat << f;
     ++checked;
@@ -130,11 +130,11 @@ TEST(DtypeConvert, Bf16KnownValuesAndRounding) {
   EXPECT_EQ(float_to_bf16(-2.0f), 0xC000);
   EXPECT_EQ(float_to_bf16(-0.0f), 0x8000);
   // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties to even (1).
-  EXPECT_EQ(float_to_bf16(std::bit_cast<float>(0x3F808000u)), 0x3F80);
+  EXPECT_EQ(float_to_bf16(blocklab::bit_cast<float>(0x3F808000u)), 0x3F80);
   // 1 + 3 * 2^-8: halfway, rounds to even (1 + 2^-6 = 0x3F82).
-  EXPECT_EQ(float_to_bf16(std::bit_cast<float>(0x3F818000u)), 0x3F82);
-  EXPECT_EQ(float_to_bf16(std::bit_cast<float>(0x3F808001u)), 0x3F81);  // above midpoint: up
-  EXPECT_EQ(float_to_bf16(std::bit_cast<float>(0x3F807FFFu)), 0x3F80);  // below midpoint: down
+  EXPECT_EQ(float_to_bf16(blocklab::bit_cast<float>(0x3F818000u)), 0x3F82);
+  EXPECT_EQ(float_to_bf16(blocklab::bit_cast<float>(0x3F808001u)), 0x3F81);  // above midpoint: up
+  EXPECT_EQ(float_to_bf16(blocklab::bit_cast<float>(0x3F807FFFu)), 0x3F80);  // below midpoint: down
   // Overflow: the largest float rounds to inf; the largest bf16 stays.
   EXPECT_EQ(float_to_bf16(std::numeric_limits<float>::max()), 0x7F80);
   EXPECT_EQ(float_to_bf16(bf16_to_float(0x7F7F)), 0x7F7F);
@@ -142,12 +142,12 @@ TEST(DtypeConvert, Bf16KnownValuesAndRounding) {
   EXPECT_EQ(float_to_bf16(-std::numeric_limits<float>::infinity()), 0xFF80);
   // NaN stays NaN, including NaNs whose payload is only in the discarded low bits.
   EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(std::numeric_limits<float>::quiet_NaN()))));
-  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(std::bit_cast<float>(0x7F800001u)))));
-  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(std::bit_cast<float>(0xFFFFFFFFu)))));
+  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(blocklab::bit_cast<float>(0x7F800001u)))));
+  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(blocklab::bit_cast<float>(0xFFFFFFFFu)))));
   EXPECT_TRUE(float_to_bf16(-std::numeric_limits<float>::quiet_NaN()) & 0x8000);
   // Subnormals round like everything else.
-  EXPECT_EQ(float_to_bf16(std::bit_cast<float>(0x00008000u)), 0x0000);  // tie -> even 0
-  EXPECT_EQ(float_to_bf16(std::bit_cast<float>(0x00018000u)), 0x0002);  // tie -> even 2
+  EXPECT_EQ(float_to_bf16(blocklab::bit_cast<float>(0x00008000u)), 0x0000);  // tie -> even 0
+  EXPECT_EQ(float_to_bf16(blocklab::bit_cast<float>(0x00018000u)), 0x0002);  // tie -> even 2
 }
 
 TEST(DtypeConvert, Bf16ExhaustiveRoundTripAndReference) {
@@ -164,7 +164,7 @@ TEST(DtypeConvert, Bf16ExhaustiveRoundTripAndReference) {
   std::mt19937 rng(11);
   for (int k = 0; k < 200000; ++k) {
     const uint32_t bits = rng();
-    const float f = std::bit_cast<float>(bits);
+    const float f = blocklab::bit_cast<float>(bits);
     if (std::isnan(f)) continue;
     const uint32_t down = bits & 0xFFFF0000u, low = bits & 0xFFFFu;
     uint32_t expect = down >> 16;
@@ -213,7 +213,7 @@ TEST(DtypeConvert, ArraysOfEachFloatDtypeToFloatAndDouble) {
     const auto u_f32 = unaligned(bytes_f32), u_f64 = unaligned(bytes_f64), u_bf16 = unaligned(bytes_bf16),
                u_f16 = unaligned(bytes_f16);
     convert_to_float(DType::F32, u_f32.data() + 1, out.data(), n);
-    for (size_t i = 0; i < n; ++i) ASSERT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(values[i])) << i;
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(blocklab::bit_cast<uint32_t>(out[i]), blocklab::bit_cast<uint32_t>(values[i])) << i;
     convert_to_double(DType::F32, u_f32.data() + 1, dout.data(), n);
     for (size_t i = 0; i < n; ++i) ASSERT_EQ(dout[i], static_cast<double>(values[i])) << i;
     convert_to_float(DType::F64, u_f64.data() + 1, out.data(), n);

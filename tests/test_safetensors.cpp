@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -23,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "util/bit_cast.h"
 #include "util/error.h"
 
 namespace fs = std::filesystem;
@@ -548,7 +548,7 @@ TEST(SafetensorsRoundTrip, F32F64I64) {
   const auto got32 = r.read_f32("f32");
   ASSERT_EQ(got32.size(), f32.size());
   for (std::size_t k = 0; k < f32.size(); ++k)
-    EXPECT_EQ(std::bit_cast<uint32_t>(got32[k]), std::bit_cast<uint32_t>(f32[k]));
+    EXPECT_EQ(blocklab::bit_cast<uint32_t>(got32[k]), blocklab::bit_cast<uint32_t>(f32[k]));
   EXPECT_EQ(r.read_f64("f64"), f64);
   EXPECT_EQ(r.read_i64("i64"), i64);
   // Cross-width float reads.

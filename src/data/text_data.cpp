@@ -1,5 +1,7 @@
 #include "data/text_data.h"
 
+#include <unistd.h>  // getpid, fsync
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>

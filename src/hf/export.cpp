@@ -68,17 +68,27 @@ std::string gpt2_problem(const blocklab::ModelConfig& c) {
   return {};
 }
 
+// Swaps the two paths in one atomic step where the platform can (Linux's renameat2).
+bool exchange(const fs::path& a, const fs::path& b) {
+#ifdef RENAME_EXCHANGE
+  return ::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE) == 0;
+#else
+  (void)a, (void)b;
+  return false;
+#endif
+}
+
 // Moves `tmp` into place as `out`, replacing what is there; `out`'s parent is fsynced afterwards.
 void publish(const fs::path& tmp, const fs::path& out) {
   std::error_code ec;
   if (!fs::exists(out, ec)) {
     fs::rename(tmp, out, ec);
     if (ec) throw Error(out.string() + ": cannot rename " + tmp.string() + " into place: " + ec.message());
-  } else if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, out.c_str(), RENAME_EXCHANGE) == 0) {
+  } else if (exchange(tmp, out)) {
     // One atomic swap: the old directory now sits at tmp.
     fs::remove_all(tmp, ec);
   } else {
-    // A file system without RENAME_EXCHANGE: move the old directory aside first.
+    // A file system (or a platform: the browser's) without RENAME_EXCHANGE: move the old directory aside first.
     const fs::path old = tmp.parent_path() / (tmp.filename().string() + ".old");
     fs::remove_all(old, ec);
     fs::rename(out, old, ec);

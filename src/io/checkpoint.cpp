@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <bit>
 #include <charconv>
 #include <fstream>
 #include <map>
@@ -13,6 +12,7 @@
 #include "io/checksum.h"
 #include "io/read_file.h"
 #include "io/safetensors.h"
+#include "util/bit_cast.h"
 #include "util/error.h"
 #include "util/shape.h"
 
@@ -240,7 +240,7 @@ fs::path write_checkpoint(const fs::path& run_dir, const TrainingState& state, i
     for (int i = 0; i < 4; ++i)
       moments.push_back(tensor_view(counter_names[i], {}, std::span<const int64_t>(&counters[i], 1)));
     std::array<int64_t, 4> rng;
-    for (int i = 0; i < 4; ++i) rng[i] = std::bit_cast<int64_t>(state.data_rng[i]);
+    for (int i = 0; i < 4; ++i) rng[i] = bit_cast<int64_t>(state.data_rng[i]);
     moments.push_back(tensor_view(kDataRng, {4}, std::span<const int64_t>(rng)));
     std::map<std::string, std::string> metadata = {{"format", kFormat},
                                                    {"format_version", std::to_string(kCheckpointFormatVersion)},
@@ -385,7 +385,7 @@ std::vector<std::string> read_checkpoint(const fs::path& checkpoint, TrainingSta
   out.skipped_steps = skipped;
   out.data_batches_drawn = batches;
   out.config_json = meta("config");
-  for (int i = 0; i < 4; ++i) out.data_rng[i] = std::bit_cast<uint64_t>(rng[i]);
+  for (int i = 0; i < 4; ++i) out.data_rng[i] = bit_cast<uint64_t>(rng[i]);
   return notes;
 }
 

@@ -5,13 +5,14 @@
 #include <string>
 #include <type_traits>
 
+#include "util/bit_cast.h"
 #include "util/error.h"
 
 namespace blocklab::io {
 
 namespace {
 
-constexpr std::int64_t kParallelFrom = 1 << 16;  // values; below this a conversion runs on one thread
+[[maybe_unused]] constexpr std::int64_t kParallelFrom = 1 << 16;  // values; below this, one thread (OpenMP builds)
 
 template <class Out>
 void convert(DType dtype, const std::byte* p, Out* out, std::size_t count) {
@@ -21,14 +22,14 @@ void convert(DType dtype, const std::byte* p, Out* out, std::size_t count) {
       if constexpr (std::is_same_v<Out, float> && std::endian::native == std::endian::little) {
         if (n) std::memcpy(out, p, count * sizeof(float));
       } else {
-        for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<Out>(std::bit_cast<float>(load_le<uint32_t>(p + 4 * i)));
+        for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<Out>(bit_cast<float>(load_le<uint32_t>(p + 4 * i)));
       }
       return;
     case DType::F64:
       if constexpr (std::is_same_v<Out, double> && std::endian::native == std::endian::little) {
         if (n) std::memcpy(out, p, count * sizeof(double));
       } else {
-        for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<Out>(std::bit_cast<double>(load_le<uint64_t>(p + 8 * i)));
+        for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<Out>(bit_cast<double>(load_le<uint64_t>(p + 8 * i)));
       }
       return;
     case DType::F16:
@@ -99,10 +100,10 @@ bool dtype_is_integer(DType t) {
 // ---------------------------------------------------------------------------------------------
 // fp16 / bf16
 
-float bf16_to_float(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+float bf16_to_float(uint16_t h) { return bit_cast<float>(static_cast<uint32_t>(h) << 16); }
 
 uint16_t float_to_bf16(float f) {
-  const uint32_t x = std::bit_cast<uint32_t>(f);
+  const uint32_t x = bit_cast<uint32_t>(f);
   if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x0040u);  // NaN: keep, quiet
   const uint32_t rounding = 0x7FFFu + ((x >> 16) & 1u);
   return static_cast<uint16_t>((x + rounding) >> 16);  // overflow past max finite carries into inf
@@ -128,11 +129,11 @@ float f16_to_float(uint16_t h) {
     }
     bits = sign | (e << 23) | ((mant & 0x3FFu) << 13);
   }
-  return std::bit_cast<float>(bits);
+  return bit_cast<float>(bits);
 }
 
 uint16_t float_to_f16(float f) {
-  const uint32_t bits = std::bit_cast<uint32_t>(f);
+  const uint32_t bits = bit_cast<uint32_t>(f);
   const auto sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
   const uint32_t x = bits & 0x7FFFFFFFu;
   if (x >= 0x7F800000u) {

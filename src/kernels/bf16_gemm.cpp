@@ -2,8 +2,6 @@
 
 #include "kernels/isa.h"
 
-#include <omp.h>
-
 #if defined(__x86_64__)
 #include <cpuid.h>
 #include <immintrin.h>
@@ -24,6 +22,7 @@
 
 #include "kernels/bf16_onednn.h"
 #include "kernels/gemm_partition.h"
+#include "util/openmp.h"
 
 namespace blocklab::kernels {
 

@@ -19,10 +19,10 @@
 // AVX512-BF16 (AMD Zen 4/5) in the kernel above; on an Intel core without AMX, and without AVX512-BF16, bf16
 // runs the float GEMMs. BLOCKLAB_GEMM=onednn or avx512_bf16 forces a path where it can run; fp32 (or blas,
 // avx2) turns the bf16 kernels off.
-#include <bit>
 #include <cstdint>
 
 #include "kernels/sgemm.h"
+#include "util/bit_cast.h"
 
 namespace blocklab::kernels {
 
@@ -63,11 +63,11 @@ inline bool sgemm_in(GemmPrecision precision, bool trans_a, bool trans_b, int M,
 // x rounded to the nearest bf16 (ties to even), as a float: what the kernels multiply. NaN stays NaN; like
 // vcvtne2ps2bf16, float denormals become zero of the same sign.
 inline uint16_t bf16_bits(float x) {
-  const uint32_t u = std::bit_cast<uint32_t>(x);
+  const uint32_t u = bit_cast<uint32_t>(x);
   if ((u & 0x7f800000u) == 0) return static_cast<uint16_t>((u >> 16) & 0x8000u);  // zero, denormal
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // NaN, quieted
   return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
-inline float bf16_round(float x) { return std::bit_cast<float>(static_cast<uint32_t>(bf16_bits(x)) << 16); }
+inline float bf16_round(float x) { return bit_cast<float>(static_cast<uint32_t>(bf16_bits(x)) << 16); }
 
 }  // namespace blocklab::kernels

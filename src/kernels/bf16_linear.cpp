@@ -1,11 +1,10 @@
 #include "kernels/bf16_linear.h"
 
-#include <omp.h>
-
 #include <algorithm>
-#include <bit>
 
 #include "kernels/fast_math.h"
+#include "util/bit_cast.h"
+#include "util/openmp.h"
 
 namespace blocklab::kernels {
 
@@ -18,7 +17,7 @@ BLOCKLAB_ALWAYS_INLINE void bf16_rows(float* out, const float* inp, const uint16
   for (int o = o0; o < o1; ++o) {
     const uint16_t* w = weight + static_cast<long>(o) * C;
 #pragma omp simd
-    for (int c = 0; c < C; ++c) row[c] = std::bit_cast<float>(static_cast<uint32_t>(w[c]) << 16);
+    for (int c = 0; c < C; ++c) row[c] = bit_cast<float>(static_cast<uint32_t>(w[c]) << 16);
     for (int n = 0; n < N; ++n) {
       const float* x = inp + static_cast<long>(n) * C;
       float acc = 0.f;

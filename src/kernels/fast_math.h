@@ -2,12 +2,12 @@
 // Branch-free float approximations of exp and erf, written as plain arithmetic so that loops calling
 // them vectorise (libm's expf/erff are scalar calls). The double versions are the exact libm
 // functions: double precision is what the gradient checks run in.
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
 
 #include "kernels/isa.h"
+#include "util/bit_cast.h"
 
 namespace blocklab::kernels {
 
@@ -30,7 +30,7 @@ BLOCKLAB_ALWAYS_INLINE float exp_approx(float x) {
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
   const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  return p * std::bit_cast<float>(bits);
+  return p * bit_cast<float>(bits);
 }
 
 // erf(x) by Abramowitz & Stegun 7.1.26: |error| <= 1.5e-7. Also gives the exp(-x^2) it computes on the way

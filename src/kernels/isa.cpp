@@ -17,6 +17,8 @@ namespace {
 constexpr const char* kValidNames = "generic, avx2 or avx512";
 #elif defined(__aarch64__)
 constexpr const char* kValidNames = "generic or neon";
+#elif defined(__wasm_simd128__)
+constexpr const char* kValidNames = "generic or wasm_simd128";
 #else
 constexpr const char* kValidNames = "generic";
 #endif
@@ -37,6 +39,8 @@ Isa detect_cpu() {
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx2;
 #elif defined(__aarch64__)
   return Isa::Neon;  // Advanced SIMD is part of every Armv8-A CPU that runs a standard Linux
+#elif defined(__wasm_simd128__)
+  return Isa::WasmSimd128;  // the module was compiled for it: an engine without SIMD128 would not load it
 #endif
   return Isa::Generic;
 }
@@ -56,6 +60,8 @@ std::vector<Isa> isa_levels() {
   return {Isa::Generic, Isa::Avx2, Isa::Avx512};
 #elif defined(__aarch64__)
   return {Isa::Generic, Isa::Neon};
+#elif defined(__wasm_simd128__)
+  return {Isa::Generic, Isa::WasmSimd128};
 #else
   return {Isa::Generic};
 #endif
@@ -98,6 +104,7 @@ const char* isa_name(Isa level) {
     case Isa::Avx512: return "avx512";
     case Isa::Avx2: return "avx2";
     case Isa::Neon: return "neon";
+    case Isa::WasmSimd128: return "wasm_simd128";
     case Isa::Generic: break;
   }
   return "generic";
@@ -131,6 +138,8 @@ std::string cpu_features() {
   add(__builtin_cpu_supports("fma"), "fma");
   add(__builtin_cpu_supports("avx512f"), "avx512f");
   add(__builtin_cpu_supports("avx512bf16"), "avx512bf16");
+#elif defined(__wasm_simd128__)
+  add(true, "simd128");
 #elif defined(__aarch64__) && defined(__linux__)
   const unsigned long hwcap = getauxval(AT_HWCAP), hwcap2 = getauxval(AT_HWCAP2);
   add((hwcap & HWCAP_ASIMD) != 0, "asimd");

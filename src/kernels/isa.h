@@ -8,10 +8,15 @@
 //            avx512   AVX-512F: 32 registers of 16 floats
 //   AArch64  generic  the portable kernels (GCC vector extensions), compiled for baseline Armv8-A
 //            neon     the NEON (Advanced SIMD) kernels: 32 registers of 4 floats, FMA by element
+//   wasm32   generic        the portable kernels, compiled with SIMD128 (the browser build: -msimd128)
+//            wasm_simd128   the kernels written for WebAssembly SIMD128 (vectors of 4 floats, no FMA; the
+//                           engine maps them to the CPU's 128-bit registers)
 //
 // (Armv8-A has NEON and FMA in its baseline, so on ARM `generic` runs the same instructions as `neon` for
 // every kernel written once for all levels; the levels differ in the kernels written per level: the sgemm
-// micro-kernel and the register tiles sized for 32 registers. On other architectures only `generic` exists.)
+// micro-kernel and the register tiles sized for 32 registers. WebAssembly is the same: a module is compiled
+// with SIMD128 or not, and the levels differ in the sgemm micro-kernel. On other architectures only `generic`
+// exists.)
 //
 // A kernel body is written once, as a template over the level (its vector width and register tiles come
 // from the level), and called through on_isa(): for each level there is one entry point compiled for
@@ -27,10 +32,10 @@
 namespace blocklab::kernels {
 
 // Ordered within an architecture (a higher value is a wider level); x86 and ARM levels never meet.
-enum class Isa { Generic = 0, Avx2 = 1, Avx512 = 2, Neon = 3 };
+enum class Isa { Generic = 0, Avx2 = 1, Avx512 = 2, Neon = 3, WasmSimd128 = 4 };
 
 // The levels of the architecture this binary is built for, lowest first: generic, avx2, avx512 on x86-64;
-// generic, neon on AArch64; generic elsewhere.
+// generic, neon on AArch64; generic, wasm_simd128 on wasm32 with SIMD128; generic elsewhere.
 std::vector<Isa> isa_levels();
 
 // The best level this CPU supports (CPUID, and the OS saving the wider registers).
@@ -51,7 +56,8 @@ inline Isa isa() {
 // and benchmarks that compare levels in one process; not while kernels run on other threads.
 Isa set_isa(Isa level);
 const char* isa_name(Isa);
-// Whether a level's float arithmetic fuses a * b + c into one rounding (FMA): every level but x86's generic.
+// Whether a level's float arithmetic fuses a * b + c into one rounding (FMA): every level but x86's generic and
+// WebAssembly's two (SIMD128 has no FMA).
 bool isa_has_fma(Isa);
 // Empty when BLOCKLAB_ISA is unset or valid; otherwise a one-line message naming the bad value and
 // the valid ones (the CLI refuses to start on it).
@@ -99,6 +105,10 @@ BLOCKLAB_FLATTEN void run_neon(F& f) {  // NEON is in AArch64's baseline: no tar
   f(IsaTag<Isa::Neon>{});
 }
 template <typename F>
+BLOCKLAB_FLATTEN void run_wasm_simd128(F& f) {  // the whole module is compiled with SIMD128
+  f(IsaTag<Isa::WasmSimd128>{});
+}
+template <typename F>
 BLOCKLAB_FLATTEN void run_generic(F& f) {
   f(IsaTag<Isa::Generic>{});
 }
@@ -115,6 +125,8 @@ BLOCKLAB_ALWAYS_INLINE void on_isa(F&& f) {
     case Isa::Avx2: isa_detail::run_avx2(f); return;
 #elif defined(__aarch64__)
     case Isa::Neon: isa_detail::run_neon(f); return;
+#elif defined(__wasm_simd128__)
+    case Isa::WasmSimd128: isa_detail::run_wasm_simd128(f); return;
 #endif
     default: break;
   }

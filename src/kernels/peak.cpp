@@ -1,12 +1,11 @@
 #include "kernels/peak.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <chrono>
 
 #include "kernels/isa.h"
 #include "kernels/simd.h"
+#include "util/openmp.h"
 #include "util/profiler.h"
 
 namespace blocklab::kernels {
@@ -88,7 +87,7 @@ FmaPeak measure_fma_peak(int threads, double seconds) {
     on_isa([&](auto level) { fma_loop<level.value>(steps, sink); });
     asm volatile("" : : "r"(sink) : "memory");
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (elapsed > 0.002 || steps > (1L << 40)) {
+    if (elapsed > 0.002 || steps > (1L << 30)) {
       steps = std::max(1000L, static_cast<long>(static_cast<double>(steps) * seconds / kRepeats / elapsed));
       break;
     }

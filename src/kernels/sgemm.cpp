@@ -3,14 +3,15 @@
 #include "kernels/fast_math.h"
 #include "kernels/gemm_partition.h"
 #include "kernels/isa.h"
+#include "util/openmp.h"
 #include "util/profiler.h"
-
-#include <omp.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #elif defined(__aarch64__)
 #include <arm_neon.h>
+#elif defined(__wasm_simd128__)
+#include <wasm_simd128.h>
 #endif
 
 #include <algorithm>
@@ -363,6 +364,36 @@ void kernel_generic(int kc, const float* A, long lda, const float* Bp, long ldbp
   store_tile<kMrGeneric, kNrGeneric>(C, ldc, tile, mr, nr, accumulate, bias);
 }
 
+#if defined(__wasm_simd128__)
+// The WebAssembly SIMD128 kernel: a 6 x 8 tile in 12 accumulators, 2 vectors of B and A's value splatted (15
+// of the 16 128-bit registers an x86-64 engine maps them to; the generic kernel's 4 x 8 tile uses 11). SIMD128
+// has no FMA: each product is rounded before its add, in k order, as in the generic kernel on x86-64, and the
+// two kernels give the same bits.
+constexpr int kMrWasm = 6, kNrWasm = 8;
+
+template <bool kDirectA>
+void kernel_wasm_simd128(int kc, const float* A, long lda, const float* Bp, long ldbp, float* C, int ldc, int mr,
+                         int nr, bool accumulate, const float* bias) {
+  v128_t acc[kMrWasm][2];
+  for (int r = 0; r < kMrWasm; ++r) acc[r][0] = acc[r][1] = wasm_f32x4_splat(0.f);
+  for (int k = 0; k < kc; ++k) {
+    const v128_t b0 = wasm_v128_load(Bp + k * ldbp), b1 = wasm_v128_load(Bp + k * ldbp + 4);
+#pragma unroll
+    for (int r = 0; r < kMrWasm; ++r) {
+      const v128_t av = wasm_f32x4_splat(kDirectA ? A[r * lda + k] : A[k * kMrWasm + r]);
+      acc[r][0] = wasm_f32x4_add(acc[r][0], wasm_f32x4_mul(av, b0));
+      acc[r][1] = wasm_f32x4_add(acc[r][1], wasm_f32x4_mul(av, b1));
+    }
+  }
+  alignas(16) float tile[kMrWasm * kNrWasm];
+  for (int r = 0; r < kMrWasm; ++r) {
+    wasm_v128_store(tile + r * kNrWasm, acc[r][0]);
+    wasm_v128_store(tile + r * kNrWasm + 4, acc[r][1]);
+  }
+  store_tile<kMrWasm, kNrWasm>(C, ldc, tile, mr, nr, accumulate, bias);
+}
+#endif  // __wasm_simd128__
+
 // ---------------------------------------------------------------------------------------------------
 // Driver
 
@@ -541,6 +572,7 @@ SgemmIsa detect_isa() {
     case Isa::Avx512: return choice == "avx2" ? SgemmIsa::Avx2 : SgemmIsa::Avx512;
     case Isa::Avx2: return SgemmIsa::Avx2;
     case Isa::Neon: return SgemmIsa::Neon;
+    case Isa::WasmSimd128: return SgemmIsa::WasmSimd128;
     case Isa::Generic: break;
   }
   return SgemmIsa::Generic;
@@ -555,6 +587,7 @@ const char* sgemm_isa_name(SgemmIsa isa) {
     case SgemmIsa::Avx512: return "avx512";
     case SgemmIsa::Avx2: return "avx2";
     case SgemmIsa::Neon: return "neon";
+    case SgemmIsa::WasmSimd128: return "wasm_simd128";
     case SgemmIsa::Generic: return "generic";
     case SgemmIsa::None: break;
   }
@@ -608,6 +641,11 @@ bool sgemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int 
       // A always packed: the direct kernel is never called
       run<kMrNeon, kNrNeon, false>(kernel_neon, kernel_neon, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc,
                                    extras);
+      return true;
+#elif defined(__wasm_simd128__)
+    case SgemmIsa::WasmSimd128:
+      run<kMrWasm, kNrWasm>(kernel_wasm_simd128<false>, kernel_wasm_simd128<true>, trans_a, trans_b, M, N, K, A, lda,
+                            B, ldb, beta, C, ldc, extras);
       return true;
 #endif
     case SgemmIsa::Generic:

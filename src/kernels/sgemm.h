@@ -1,6 +1,7 @@
 #pragma once
 // blocklab's own single-precision GEMM for the shapes of this workload (tall-skinny: thousands of
-// token rows times a few hundred columns), with AVX-512, AVX2 and NEON micro-kernels chosen at run time.
+// token rows times a few hundred columns), with AVX-512, AVX2, NEON and WebAssembly SIMD128 micro-kernels chosen
+// at run time.
 //
 //   C (M,N) = op(A) (M,K) @ op(B) (K,N) + beta * C,   row-major, beta in {0, 1}
 //
@@ -12,7 +13,7 @@
 // independent of it.
 namespace blocklab::kernels {
 
-enum class SgemmIsa { None, Generic, Avx2, Avx512, Neon };
+enum class SgemmIsa { None, Generic, Avx2, Avx512, Neon, WasmSimd128 };
 
 // The micro-kernel of the running instruction-set level (kernels/isa.h: the CPU's best, capped by
 // BLOCKLAB_ISA); None: use BLAS. BLOCKLAB_GEMM=blas forces None, BLOCKLAB_GEMM=avx2 caps the GEMM at AVX2.

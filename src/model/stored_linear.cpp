@@ -1,12 +1,11 @@
 #include "model/stored_linear.h"
 
-#include <omp.h>
-
 #include <algorithm>
 
 #include "kernels/bf16_linear.h"
 #include "kernels/gemm.h"
 #include "kernels/sgemm.h"
+#include "util/openmp.h"
 
 namespace blocklab {
 

@@ -1,7 +1,9 @@
 #include "text/pretokenizer.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
+#if BLOCKLAB_HAVE_TEXT
 #include <pcre2.h>
+#endif
 
 #include "text/unicode.h"
 #include "util/error.h"
@@ -16,6 +18,7 @@ constexpr const char* kQwen2Regex =
 constexpr const char* kLlama3Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
+#if BLOCKLAB_HAVE_TEXT
 std::string pcre2_message(int code) {
   PCRE2_UCHAR buf[256];
   pcre2_get_error_message(code, buf, sizeof buf);
@@ -50,13 +53,9 @@ std::string with_white_space(std::string_view regex) {
   return out;
 }
 
-}  // namespace
+#endif  // BLOCKLAB_HAVE_TEXT
 
-struct PreTokenizer::Compiled {
-  pcre2_code* code = nullptr;
-  bool jit = false;
-  ~Compiled() { pcre2_code_free(code); }
-};
+}  // namespace
 
 const char* pattern_name(PreTokenizerPattern p) {
   switch (p) {
@@ -84,6 +83,13 @@ bool find_pattern(std::string_view regex, PreTokenizerPattern& out) {
     }
   return false;
 }
+
+#if BLOCKLAB_HAVE_TEXT
+struct PreTokenizer::Compiled {
+  pcre2_code* code = nullptr;
+  bool jit = false;
+  ~Compiled() { pcre2_code_free(code); }
+};
 
 PreTokenizer::PreTokenizer(PreTokenizerPattern pattern) : pattern_(pattern) {
   const std::string regex = with_white_space(pattern_regex(pattern));
@@ -126,6 +132,14 @@ std::vector<std::pair<std::size_t, std::size_t>> PreTokenizer::split(std::string
   if (gap < n) out.emplace_back(gap, n);
   return out;
 }
+
+#else
+struct PreTokenizer::Compiled {};
+
+PreTokenizer::PreTokenizer(PreTokenizerPattern pattern) : pattern_(pattern) { text_not_in_build(); }
+
+std::vector<std::pair<std::size_t, std::size_t>> PreTokenizer::split(std::string_view) const { text_not_in_build(); }
+#endif  // BLOCKLAB_HAVE_TEXT
 
 std::vector<std::pair<std::size_t, std::size_t>> split_pretokens(PreTokenizerPattern pattern, std::u32string_view s) {
   const std::string utf8 = encode_utf8(s);

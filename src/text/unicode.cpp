@@ -1,6 +1,8 @@
 #include "text/unicode.h"
 
+#if BLOCKLAB_HAVE_TEXT
 #include <utf8proc.h>
+#endif
 
 #include <cstdlib>
 #include <memory>
@@ -8,6 +10,9 @@
 #include "util/error.h"
 
 namespace blocklab::text {
+
+#if BLOCKLAB_HAVE_TEXT
+bool have_text() { return true; }
 
 namespace {
 
@@ -113,5 +118,24 @@ std::string nfc(std::string_view utf8) {
   if (n < 0) throw Error(std::string("nfc: ") + utf8proc_errmsg(n));
   return std::string(reinterpret_cast<const char*>(out), static_cast<std::size_t>(n));
 }
+
+#else
+bool have_text() { return false; }
+
+[[noreturn]] void text_not_in_build() {
+  throw Error("the text task and the tokenizers are not in this build of blocklab (it was built without utf8proc "
+              "and PCRE2: apt-get install libutf8proc-dev libpcre2-dev and rebuild)");
+}
+bool is_letter(char32_t) { text_not_in_build(); }
+bool is_number(char32_t) { text_not_in_build(); }
+bool is_whitespace(char32_t) { text_not_in_build(); }
+int combining_class(char32_t) { text_not_in_build(); }
+void check_utf8(std::string_view, const std::string&) { text_not_in_build(); }
+std::u32string decode_utf8(std::string_view, const std::string&) { text_not_in_build(); }
+void append_utf8(std::string&, char32_t) { text_not_in_build(); }
+std::string encode_utf8(std::u32string_view) { text_not_in_build(); }
+std::string nfc(std::string_view) { text_not_in_build(); }
+const char* unicode_version() { return "none"; }
+#endif  // BLOCKLAB_HAVE_TEXT
 
 }  // namespace blocklab::text

@@ -7,6 +7,11 @@
 
 namespace blocklab::text {
 
+// Whether this build has the text task (utf8proc and PCRE2 are optional parts). Without them every function
+// here and in pretokenizer.h throws Error saying so; unicode_version() returns "none".
+bool have_text();
+[[noreturn]] void text_not_in_build();
+
 bool is_letter(char32_t cp);      // general category L*
 bool is_number(char32_t cp);      // general category N*
 bool is_whitespace(char32_t cp);  // the White_Space property (what \s matches in Oniguruma)

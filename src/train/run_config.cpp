@@ -5,11 +5,14 @@
 #include <charconv>
 #include <cmath>
 #include <filesystem>
+#if BLOCKLAB_HAVE_TOML
 #include <toml++/toml.h>
+#endif
 
 #include "data/text_data.h"
 #include "io/read_file.h"
 #include "model/designs.h"
+#include "text/unicode.h"
 #include "util/error.h"
 
 namespace blocklab {
@@ -251,6 +254,7 @@ std::vector<typename Items::value_type> block_key_first(const Items& items, Name
   return ordered;
 }
 
+#if BLOCKLAB_HAVE_TOML
 std::string toml_position(const toml::source_region& src) {
   return std::to_string(src.begin.line) + ":" + std::to_string(src.begin.column);
 }
@@ -310,6 +314,7 @@ void reject_unsafe_non_ascii(std::string_view text, const std::string& source) {
   }
 }
 
+#endif  // BLOCKLAB_HAVE_TOML
 }  // namespace
 
 std::string to_string(NonFinitePolicy p) { return p == NonFinitePolicy::Abort ? "abort" : "skip"; }
@@ -347,6 +352,9 @@ void apply_toml_file(RunConfig& config, const std::string& path) {
   if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, not a TOML file");
   apply_toml_text(config, io::read_file(path), path);
 }
+
+#if BLOCKLAB_HAVE_TOML
+bool have_toml() { return true; }
 
 void apply_toml_text(RunConfig& config, std::string_view text, const std::string& source_name) {
   if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);  // a UTF-8 byte order mark
@@ -397,6 +405,14 @@ void apply_toml_table(RunConfig& config, const toml::table& table, const std::st
   }
 }
 }  // namespace
+#else
+bool have_toml() { return false; }
+
+void apply_toml_text(RunConfig&, std::string_view, const std::string& source_name) {
+  throw Error(source_name + ": TOML config files are not in this build of blocklab (it was built without toml++: "
+              "apt-get install libtomlplusplus-dev and rebuild); give the keys as flags or JSON instead");
+}
+#endif
 
 void apply_json(RunConfig& config, const nlohmann::json& values) {
   if (!values.is_object()) throw Error("config must be a JSON object");
@@ -446,6 +462,9 @@ void resolve_sequence_task(RunConfig& config) {
 }
 
 void resolve_text_task(RunConfig& config) {
+  if (!text::have_text())
+    throw Error("task = text: the text task is not in this build of blocklab (it was built without utf8proc and "
+                "PCRE2); the copy and reverse tasks are");
   if (config.data.empty()) throw Error("task = text needs data = FILE (--data FILE), the UTF-8 text to train on");
   if (config.model.cross_attention)
     throw Error("cross_attention has no context in the text task (it attends to the copy and reverse tasks' first "

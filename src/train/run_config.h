@@ -95,6 +95,8 @@ void set_config_value(RunConfig& config, const std::string& key, const std::stri
 // the same rule): the block preset first, since it sets the architecture keys, which the others then
 // override; then the rest in the given order.
 void set_config_values(RunConfig& config, const std::vector<std::pair<std::string, std::string>>& values);
+// Whether this build reads TOML (toml++ is an optional part); without it the two below throw Error saying so.
+bool have_toml();
 // Applies a TOML file of top-level keys. Unknown keys, wrong types, tables: Error naming file and line.
 void apply_toml_file(RunConfig& config, const std::string& path);
 // The same for TOML text; source_name plays the role of the path in messages.

@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
+#if defined(__linux__)
+#include <sys/prctl.h>  // PR_SET_PDEATHSIG
+#endif
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -53,7 +55,9 @@ pid_t spawn_process(const ProcessSpec& spec) {
   if (pid < 0) throw Error(std::string("cannot start ") + spec.argv[0] + ": " + std::strerror(errno));
   if (pid == 0) {
     if (spec.die_with_parent) {
+#if defined(__linux__)
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+#endif
       if (::getppid() != parent) ::_exit(127);  // the parent is already gone
     }
     if (spec.own_process_group) ::setpgid(0, 0);

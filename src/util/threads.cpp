@@ -3,11 +3,12 @@
 #if BLOCKLAB_HAVE_OPENBLAS
 #include <cblas.h>
 #endif
-#include <omp.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <thread>
+
+#include "util/openmp.h"
 
 namespace blocklab {
 
@@ -27,10 +28,14 @@ void set_num_threads(int n) {
 int num_threads() { return omp_get_max_threads(); }
 
 void prefer_short_openmp_waits(char** argv) {
+#if defined(_OPENMP)
   if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
   ::setenv("OMP_WAIT_POLICY", "passive", 1);
   ::setenv("GOMP_SPINCOUNT", "3000", 1);
   ::execv("/proc/self/exe", argv);  // returns only on failure
+#else
+  (void)argv;  // one thread: nothing waits
+#endif
 }
 
 }  // namespace blocklab

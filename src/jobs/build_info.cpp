@@ -1,0 +1,42 @@
+#include "jobs/build_info.h"
+
+#include "kernels/bf16_gemm.h"
+#include "kernels/bf16_onednn.h"
+#include "kernels/gemm.h"
+#include "kernels/isa.h"
+#include "kernels/sgemm.h"
+#include "text/unicode.h"
+#include "train/run_config.h"
+#include "util/mpi.h"
+
+namespace blocklab::jobs {
+
+std::vector<OptionalPart> optional_parts() {
+  return {
+      {"OpenBLAS", kernels::have_blas(), "double-precision products", "the portable GEMM instead"},
+      {"oneDNN", kernels::onednn_available(), "bf16 on AMX", "fp32 GEMMs for bf16 on AMX CPUs"},
+      {"MPI", mpi::built_with_mpi(), "sweep run --mpi, data-parallel train", "one process"},
+      {"text", text::have_text(), "the text task, tokenizers: utf8proc, PCRE2", "copy and reverse tasks only"},
+      {"TOML", have_toml(), "config files: toml++", "keys as flags or JSON"},
+  };
+}
+
+std::string describe_optional_parts() {
+  std::string out = "optional parts:";
+  bool first = true;
+  for (const OptionalPart& part : optional_parts()) {
+    out += (first ? " " : ", ") + part.name + (part.present ? " yes (" + part.serves : " no (" + part.without) + ")";
+    first = false;
+  }
+  return out;
+}
+
+std::string describe_kernels() {
+  const char* level = kernels::isa_name(kernels::isa());
+  return std::string("instruction set: ") + kernels::isa_description() + " [CPU features: " +
+         kernels::cpu_features() + "]; kernels: sgemm " + kernels::sgemm_isa_name(kernels::sgemm_isa()) +
+         ", bf16 GEMM " + kernels::bf16_isa_description() + ", attention / norms / activations / RoPE " + level +
+         ", Adam / cross-entropy / embeddings generic (memory-bound loops)";
+}
+
+}  // namespace blocklab::jobs
