@@ -8,8 +8,9 @@
 #include <vector>
 
 #include "kernels/bf16_gemm.h"
-#include "small_runs.h"
 #include "model/model.h"
+#include "optional_parts.h"
+#include "small_runs.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
 #include "util/error.h"
@@ -26,6 +27,7 @@ bool have_bf16() { return kernels::bf16_isa() != kernels::Bf16Isa::None; }
 }  // namespace
 
 TEST(PrecisionKey, ParsesWritesAndRefuses) {
+  BLOCKLAB_NEEDS_TOML();
   RunConfig c;
   EXPECT_EQ(c.model.precision, Precision::Fp32);  // the default
   EXPECT_EQ(to_json(c)["precision"], "fp32");

@@ -11,6 +11,7 @@
 #include "cli_runner.h"
 #include "io/metrics.h"
 #include "io/safetensors.h"
+#include "optional_parts.h"
 
 namespace {
 
@@ -115,6 +116,7 @@ TEST(CliProbe, ResidualNormsMatchTheReferenceHiddenStates) {
 }
 
 TEST(CliProbe, ResidualFromTextWithHiddenStatesAndOverwriteProtection) {
+  BLOCKLAB_NEEDS_TEXT();
   const fs::path out = fresh_dir("probe_text");
   const std::string cmd = "probe residual --model " + q(kHf / "qwen3") + " --text 'the cat sat on the mat' --out " +
                           q(out) + " --save-hidden --no-plot";
@@ -190,6 +192,7 @@ TEST(CliProbe, InspectWeightsFileListsTensors) {
 }
 
 TEST(CliProbe, BadInputsGiveOneLineErrors) {
+  BLOCKLAB_NEEDS_TEXT();
   const std::string model = q(kHf / "qwen3");
   const fs::path out = fresh_dir("probe_bad");
   const std::string dest = " --out " + q(out / "o") + " --force";

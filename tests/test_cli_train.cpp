@@ -7,6 +7,7 @@
 
 #include "cli_runner.h"
 #include "io/metrics.h"
+#include "optional_parts.h"
 
 using namespace blocklab::testing;
 namespace fs = std::filesystem;
@@ -17,6 +18,7 @@ const std::string kSmall = " --layers 1 --width 16 --heads 2 --vocab 6 --copy-le
 }  // namespace
 
 TEST(CliTrain, WritesResolvedConfigAndMetrics) {
+  BLOCKLAB_NEEDS_TOML();
   const fs::path dir = fresh_dir("train_ok");
   const fs::path toml = dir / "run.toml";
   std::ofstream(toml) << "norm_placement = \"post\"\nsteps = 50\nlr = 0.002\nwarmup = 5\n";
@@ -117,6 +119,7 @@ struct BadInput {
 class CliTrainBadInput : public ::testing::TestWithParam<BadInput> {};
 
 TEST_P(CliTrainBadInput, ExitsTwoWithOneLineAndWritesNothing) {
+  if (GetParam().args.find("--config") != std::string::npos) BLOCKLAB_NEEDS_TOML();
   const fs::path dir = fresh_dir("bad_" + GetParam().name);
   const fs::path out = dir / "out";
   std::ofstream(dir / "bad.toml") << "layers = [1, 2\n";

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "optional_parts.h"
 #include "train/run_config.h"
 #include "util/error.h"
 
@@ -80,6 +81,7 @@ TEST(RunConfig, ValidationNamesTheProblem) {
 }
 
 TEST(RunConfig, TomlFileSetsKeysAndRejectsUnknownsAndWrongTypes) {
+  BLOCKLAB_NEEDS_TOML();
   RunConfig c;
   apply_toml_file(c, write_temp("ok.toml", "norm_placement = \"post\"\nlayers = 6\nlr = 1e-4\nembed_init_std = 1\n"));
   EXPECT_EQ(c.model.norm_placement, NormPlacement::Post);
@@ -118,6 +120,7 @@ TEST(RunConfig, JsonRoundTrip) {
 }
 
 TEST(RunConfig, TomlTextEntryPointAndCheckpointKeys) {
+  BLOCKLAB_NEEDS_TOML();
   RunConfig c;
   apply_toml_text(c, "width = 48\nnorm_placement = \"post\"\ncheckpoint_every = 25\non_nonfinite = \"skip\"\n", "inline.toml");
   EXPECT_EQ(c.model.width, 48);
@@ -134,6 +137,7 @@ TEST(RunConfig, TomlTextEntryPointAndCheckpointKeys) {
 // Non-ASCII text is fine in comments and string values; anywhere else it is a clean error (the TOML parser
 // in use has undefined behaviour there, see reject_unsafe_non_ascii).
 TEST(RunConfig, NonAsciiOnlyInCommentsAndStrings) {
+  BLOCKLAB_NEEDS_TOML();
   RunConfig c;
   apply_toml_text(c, "\xEF\xBB\xBF# \xEC\x8B\xA4\xED\x97\x98 (experiment)\nout = \"runs/\xEC\x8B\xA4\xED\x97\x98\" # \xC3\xA9\r\nlayers = 3\n",
                   "utf8.toml");
@@ -151,6 +155,7 @@ TEST(RunConfig, NonAsciiOnlyInCommentsAndStrings) {
 }
 
 TEST(RunConfig, BlockPresetAppliesFirstInEverySource) {
+  BLOCKLAB_NEEDS_TOML();
   // TOML: the preset sets the architecture, keys in the same file override it whatever their order.
   RunConfig toml;
   apply_toml_text(toml, "kv_heads = 2\nmlp = \"geglu\"\nblock = \"qwen3\"\nqk_norm = false\n", "test.toml");
@@ -187,6 +192,7 @@ TEST(RunConfig, BlockPresetAppliesFirstInEverySource) {
 }
 
 TEST(RunConfig, BooleanKeysFromTextTomlAndJson) {
+  BLOCKLAB_NEEDS_TOML();
   RunConfig c;
   set_config_value(c, "tie_head", "true");
   EXPECT_TRUE(c.model.tie_head);
@@ -202,6 +208,7 @@ TEST(RunConfig, BooleanKeysFromTextTomlAndJson) {
 }
 
 TEST(RunConfig, RejectsUnsupportedBlockCombinationsByName) {
+  BLOCKLAB_NEEDS_TOML();
   auto error_for = [](const std::string& toml) {
     RunConfig c;
     c.copy_len = 4;

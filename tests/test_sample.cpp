@@ -13,6 +13,7 @@
 #include "cli_runner.h"
 #include "io/checkpoint.h"
 #include "model/model.h"
+#include "optional_parts.h"
 #include "train/run.h"
 #include "train/sample.h"
 #include "util/error.h"
@@ -168,6 +169,7 @@ TEST(Sample, BadOptionsAndPromptsAreRefusedByName) {
 }
 
 TEST(LoadRunModel, TakesTheFinalModelOrALaterCheckpointThatVerifies) {
+  BLOCKLAB_NEEDS_TEXT();
   const fs::path dir = blocklab::testing::fresh_dir("sample_load");
   RunConfig c = text_run(dir / "run", 6);
   c.checkpoint_every = 3;

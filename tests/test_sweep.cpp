@@ -11,6 +11,7 @@
 
 #include "cli_runner.h"
 #include "experiments/sweep.h"
+#include "optional_parts.h"
 #include "util/error.h"
 #include "util/process.h"
 
@@ -87,6 +88,7 @@ TEST(SweepGrid, PlansTheCartesianProductTimesSeeds) {
 
 // A grid over the text task's data: the base (task = text without data) is complete only with the grid's key.
 TEST(SweepGrid, AGridCanGiveTheTextTasksData) {
+  BLOCKLAB_NEEDS_TEXT();
   const std::string data = std::string(BLOCKLAB_TEST_DATA) + "/web_ruth_jonah.txt";
   const fs::path dir = bt::fresh_dir("sweep_text");
   std::ofstream(dir / "short.txt") << bt::read_text(data).substr(0, 5000);
@@ -108,6 +110,7 @@ TEST(SweepGrid, AGridCanGiveTheTextTasksData) {
 // A text sweep: summary.csv adds the validation losses and the text's unigram entropy, and "learned" means a
 // final (10-step mean) loss below that entropy, not the copy task's 0.1 ln V.
 TEST(Sweep, TextRunsReportValidationLossAndTheirOwnLearnedThreshold) {
+  BLOCKLAB_NEEDS_TEXT();
   const fs::path dir = bt::fresh_dir("sweep_text_runs");
   SweepOptions o = tiny_sweep(dir / "s", 2);
   o.base.task = "text";

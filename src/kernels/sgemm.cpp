@@ -380,7 +380,7 @@ void kernel_wasm_simd128(int kc, const float* A, long lda, const float* Bp, long
     const v128_t b0 = wasm_v128_load(Bp + k * ldbp), b1 = wasm_v128_load(Bp + k * ldbp + 4);
 #pragma unroll
     for (int r = 0; r < kMrWasm; ++r) {
-      const v128_t av = wasm_f32x4_splat(kDirectA ? A[r * lda + k] : A[k * kMrWasm + r]);
+      const v128_t av = wasm_v128_load32_splat(kDirectA ? A + r * lda + k : A + k * kMrWasm + r);  // one instruction
       acc[r][0] = wasm_f32x4_add(acc[r][0], wasm_f32x4_mul(av, b0));
       acc[r][1] = wasm_f32x4_add(acc[r][1], wasm_f32x4_mul(av, b1));
     }
