@@ -13,7 +13,7 @@ FUZZ_SECONDS ?= 20
 # each under the sanitizers. TinyHessian builds a Hessian column by column (the Curvature tests run its code).
 SANITIZE_SKIP ?= KernelGrad.CausalAttentionTiled|Learnability.SmallModelLearnsTheCopyTask|WholeModel.EveryParameterGradientMatchesFiniteDifferences|TinyHessian.EstimatorsAgree
 
-.PHONY: all deps build test test-python wheel test-isa test-arm64 test-web test-sanitize test-clang fuzz-smoke check-docs demo bench clean
+.PHONY: all deps build test test-python wheel test-isa test-arm64 web web-serve test-web test-sanitize test-clang fuzz-smoke check-docs demo bench clean
 
 all: build
 
@@ -51,10 +51,18 @@ test-isa: build
 test-arm64:
 	@JOBS=$(JOBS) ./tools/test-arm64.sh $(ARM64_DIR)
 
-# The core compiled for WebAssembly (wasm32 with SIMD128, one thread; Debian's emscripten and nodejs, installed
-# where missing) in WEB_DIR, and its kernel and model tests run under Node; see tools/test-web.sh.
-test-web:
-	@JOBS=$(JOBS) ./tools/test-web.sh $(WEB_DIR)
+# The browser page (docs/web.md): the core compiled for WebAssembly (wasm32 with SIMD128, one thread; Debian's
+# emscripten, nodejs, chromium and libjs-chart.js, installed where missing) in WEB_DIR, the static site in
+# WEB_DIR/dist; web-serve serves it on 127.0.0.1:8000. test-web runs the kernel and model tests under Node, then
+# drives the page in headless Chromium and compares its numbers with the native CLI's; see tools/web.sh.
+web:
+	@JOBS=$(JOBS) WEB_DIR=$(WEB_DIR) ./tools/web.sh build
+
+web-serve:
+	@WEB_DIR=$(WEB_DIR) ./tools/web.sh serve
+
+test-web: build
+	@JOBS=$(JOBS) WEB_DIR=$(WEB_DIR) ./tools/web.sh test $(BUILD_DIR)/blocklab
 
 # The test suite built with clang++ under AddressSanitizer + UndefinedBehaviorSanitizer
 # (-fno-sanitize-recover=all), at -O1 with line tables, without the benchmarks and the tests matching

@@ -163,7 +163,9 @@ void register_bench(CLI::App& root, std::vector<Command>& commands) {
                           std::printf("process CPU time per step (all threads): bf16 %.1f ms, fp32 %.1f ms -> %.2fx\n",
                                       1e3 * cpu, 1e3 * fp32_cpu, fp32_cpu / cpu);
                         }
-                        if (!bf16)  // a cross-check of the wall time on a busy machine
+                        // (0 where the platform has no process CPU clock: WebAssembly under Node)
+                        const bool have_cpu_time = median(cpu_seconds) > 0;
+                        if (!bf16 && have_cpu_time)  // a cross-check of the wall time on a busy machine
                           std::printf("process CPU time per step (all threads): %.1f ms (median)\n",
                                       1e3 * median(cpu_seconds));
                         std::printf("model: %s GFLOP/step -> %s GFLOP/s\n", gflop_text(flops / 1e9, 2).c_str(),
@@ -189,7 +191,7 @@ void register_bench(CLI::App& root, std::vector<Command>& commands) {
                                     config.model.width, threads, thread_word, gflop_text(peak).c_str(),
                                     percent(100.0 * peak / machine.gflops).c_str(),
                                     percent(100.0 * flops / step / 1e9 / peak).c_str());
-                        if (threads == 1)  // the same ratio by CPU time: on a busy machine, without the waits for a core
+                        if (threads == 1 && have_cpu_time)  // the same ratio by CPU time, without the waits for a core
                           std::printf("by CPU time: step %.1f ms, machine peak %s GFLOP/s -> MFU %s; %s peak %s "
                                       "GFLOP/s\n",
                                       1e3 * median(cpu_seconds), gflop_text(machine.gflops_cpu).c_str(),
@@ -204,10 +206,13 @@ void register_bench(CLI::App& root, std::vector<Command>& commands) {
                         ::getrusage(RUSAGE_SELF, &usage);
                         const double rss = static_cast<double>(usage.ru_maxrss) * 1024.0;
                         std::printf("memory: parameters + gradients + Adam moments %.1f MiB, activations %.1f MiB, "
-                                    "backward buffers %.1f MiB; peak RSS %.1f MiB = %.2fx (parameters + gradients + "
-                                    "moments + activations)\n",
+                                    "backward buffers %.1f MiB",
                                     4 * param_bytes / mib, static_cast<double>(trainer.activations().activation_bytes()) / mib,
-                                    static_cast<double>(trainer.activations().scratch_bytes()) / mib, rss / mib, rss / state);
+                                    static_cast<double>(trainer.activations().scratch_bytes()) / mib);
+                        if (rss > 0)  // (0 where the platform keeps no peak RSS: WebAssembly)
+                          std::printf("; peak RSS %.1f MiB = %.2fx (parameters + gradients + moments + activations)",
+                                      rss / mib, rss / state);
+                        std::printf("\n");
                         if (*profile) {
                           // wall ms per step and share of the step; the calling thread's CPU ms (with one
                           // thread: the kernel's time without the waits for a core on a busy machine)

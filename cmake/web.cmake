@@ -44,3 +44,34 @@ endforeach()
 add_test(NAME version_names_the_wasm_level COMMAND ${BLOCKLAB_NODE} $<TARGET_FILE:blocklab> --version)
 set_tests_properties(version_names_the_wasm_level PROPERTIES
   PASS_REGULAR_EXPRESSION "instruction set: wasm_simd128 .*sgemm wasm_simd128")
+
+# The page (web/page/, `make web`): the module blocklab_web.{js,wasm} (web/api.cpp: JSON in, JSON out), the
+# page's own HTML, JS and CSS, Chart.js from Debian's libjs-chart.js, and the Korean wording from po/ko.po, all
+# copied into build-web/dist/: a static site that loads nothing from elsewhere.
+add_executable(blocklab_web web/api.cpp)
+target_link_libraries(blocklab_web PRIVATE blocklab_core)
+target_compile_options(blocklab_web PRIVATE -Wall -Wextra)
+target_link_options(blocklab_web PRIVATE -lembind -sMODULARIZE=1 -sEXPORT_NAME=createBlocklab
+  -sENVIRONMENT=web,worker,node -sALLOW_MEMORY_GROWTH=1 -sTOTAL_STACK=8388608)
+set(BLOCKLAB_CHART_JS /usr/share/javascript/chart.js/chart.min.js CACHE FILEPATH "Chart.js (UMD build)")
+if(NOT EXISTS ${BLOCKLAB_CHART_JS})
+  message(FATAL_ERROR "${BLOCKLAB_CHART_JS} not found: apt-get install libjs-chart.js")
+endif()
+find_package(Python3 COMPONENTS Interpreter REQUIRED)
+set(BLOCKLAB_DIST ${CMAKE_BINARY_DIR}/dist)
+file(GLOB BLOCKLAB_PAGE_FILES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/web/page/*)
+add_custom_command(OUTPUT ${BLOCKLAB_DIST}/ko.json
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${BLOCKLAB_DIST}
+  COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tools/po2json.py ${CMAKE_SOURCE_DIR}/po/ko.po ${BLOCKLAB_DIST}/ko.json
+  DEPENDS ${CMAKE_SOURCE_DIR}/po/ko.po ${CMAKE_SOURCE_DIR}/tools/po2json.py
+  COMMENT "po/ko.po -> dist/ko.json")
+add_custom_target(web ALL
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${BLOCKLAB_DIST}
+  COMMAND ${CMAKE_COMMAND} -E copy ${BLOCKLAB_PAGE_FILES} ${BLOCKLAB_DIST}/
+  COMMAND ${CMAKE_COMMAND} -E copy $<TARGET_FILE:blocklab_web> $<TARGET_FILE_DIR:blocklab_web>/blocklab_web.wasm
+          ${BLOCKLAB_DIST}/
+  COMMAND ${CMAKE_COMMAND} -E copy ${BLOCKLAB_CHART_JS} ${BLOCKLAB_DIST}/chart.min.js
+  DEPENDS blocklab_web ${BLOCKLAB_PAGE_FILES} ${BLOCKLAB_DIST}/ko.json
+  COMMENT "the page in ${BLOCKLAB_DIST}")
+# The module's entry points under Node: JSON answers, the CLI's error messages, sessions that step and stop.
+add_test(NAME web_api COMMAND ${BLOCKLAB_NODE} ${CMAKE_SOURCE_DIR}/web/test_api.js $<TARGET_FILE:blocklab_web>)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages blocklab needs to build and test, skipping those already present.
 #   tools/install-deps.sh         the native build and its tests
-#   tools/install-deps.sh --web   also the browser's WebAssembly build and its tests (make test-web)
+#   tools/install-deps.sh --web   also the browser page: its WebAssembly build and its tests (make web, test-web)
 set -euo pipefail
 packages=(build-essential cmake pkg-config libopenblas-dev nlohmann-json3-dev libcli11-dev
           libtomlplusplus-dev libxxhash-dev libutf8proc-dev libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev gnuplot-nox
@@ -14,7 +14,9 @@ packages=(build-essential cmake pkg-config libopenblas-dev nlohmann-json3-dev li
 if [ "${1:-}" = "--web" ]; then
   packages+=(emscripten  # em++ (clang 14) and its libc++ for wasm32
              nodejs node-acorn  # runs the wasm tests; acorn is what emscripten's JS optimiser needs
-             googletest)  # GoogleTest's sources (/usr/src/googletest), compiled with em++ for the tests
+             googletest  # GoogleTest's sources (/usr/src/googletest), compiled with em++ for the tests
+             libjs-chart.js  # the page's charts (Chart.js), copied into the site
+             chromium chromium-driver)  # the page's test in a headless browser (tools/test-web-page.py)
 fi
 missing=()
 for p in "${packages[@]}"; do
