@@ -2,8 +2,8 @@
 // package make, for the experiments the page runs. Every function takes and returns JSON text, and never throws
 // into JavaScript: a bad input comes back as {"error": "the message the CLI would print"}.
 //
-//   build_info()          {"version", "isa", "isa_levels": [...], "kernels", "optional_parts": [{name, present,
-//                         serves, without}]}
+//   build_info()          jobs::build_info(): {"version", "isa", "isa_levels": [...], "cpu_features", "kernels",
+//                         "optional_parts": [{name, present, serves, without}]}
 //   config_keys()         [{"name", "type": int|float|bool|str, "help", "default"}]: every config key
 //   resolve_config(C)     the resolved config of C (an object of config keys), as config.json holds it
 //   gradnorm(Q)           experiment A. Q = {"config": C, "placements": ["post", "pre"], "seeds": [0],
@@ -39,7 +39,6 @@
 #include "experiments/residual.h"
 #include "experiments/standardize.h"
 #include "jobs/build_info.h"
-#include "kernels/isa.h"
 #include "probe/outcome.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
@@ -93,19 +92,6 @@ std::vector<uint64_t> seeds_of(const json& q) {
 }
 
 json number_or_null(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
-
-json build_info_json() {
-  json parts = json::array();
-  for (const jobs::OptionalPart& p : jobs::optional_parts())
-    parts.push_back({{"name", p.name}, {"present", p.present}, {"serves", p.serves}, {"without", p.without}});
-  json levels = json::array();
-  for (kernels::Isa level : kernels::isa_levels()) levels.push_back(kernels::isa_name(level));
-  return {{"version", "0.1.0"},
-          {"isa", kernels::isa_name(kernels::isa())},
-          {"isa_levels", levels},
-          {"kernels", jobs::describe_kernels()},
-          {"optional_parts", parts}};
-}
 
 json config_keys_json() {
   const RunConfig defaults;
@@ -298,7 +284,7 @@ json train_summary_json(int id) {
 
 }  // namespace
 
-std::string build_info() { return guarded([] { return build_info_json(); }); }
+std::string build_info() { return guarded([] { return jobs::build_info(); }); }
 std::string config_keys_text() { return guarded([] { return config_keys_json(); }); }
 std::string resolve_config(const std::string& c) { return guarded([&] { return to_json(config_of(parse(c))); }); }
 std::string gradnorm(const std::string& q) { return guarded([&] { return gradnorm_json(parse(q)); }); }

@@ -32,7 +32,7 @@ import numpy as np
 from . import _core
 
 __all__ = ["Error", "NonFiniteError", "Model", "Run", "train", "sample", "gradnorm", "sweep", "probe_residual", "curvature",
-           "config_keys", "resolve_config"]
+           "config_keys", "resolve_config", "build_info"]
 __version__ = "0.1.0"
 
 #: Raised for anything invalid that comes from outside (a config value, a file, a directory), with the
@@ -53,6 +53,13 @@ class NonFiniteError(RuntimeError):
 
 
 # ---- configs ------------------------------------------------------------------------------------
+
+
+def build_info() -> dict[str, Any]:
+    """What this build has, as ``blocklab --version`` prints it: {"version", "isa" (the instruction-set level in
+    use), "isa_levels", "cpu_features", "kernels", "optional_parts": [{"name", "present", "serves", "without"}]}.
+    The optional parts are OpenBLAS, oneDNN, MPI, the text task (utf8proc, PCRE2) and TOML config files."""
+    return json.loads(_core.build_info())
 
 
 def config_keys() -> dict[str, dict[str, Any]]:

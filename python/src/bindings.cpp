@@ -26,6 +26,7 @@
 #include "text/tokenizer.h"
 #include "io/safetensors.h"
 #include "model/model.h"
+#include "jobs/build_info.h"
 #include "jobs/curvature_job.h"
 #include "jobs/train_job.h"
 #include "probe/residual_norms.h"
@@ -552,6 +553,7 @@ NB_MODULE(_core, m) {
     }
   });
 
+  m.def("build_info", [] { return jobs::build_info().dump(); });
   m.def("config_keys", [] {
     const RunConfig defaults;
     nb::list keys;

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import blocklab
-from conftest import copy_batch
+from conftest import cli, copy_batch
 
 
 def test_parameters_carry_pytorch_names_and_shapes(tiny):
@@ -186,3 +186,15 @@ def test_state_dict_loads_into_torch_when_installed(tiny):
         owner.register_parameter(parts[-1], torch.nn.Parameter(torch.zeros_like(tensor)))
     module.load_state_dict(state)
     assert torch.equal(module.get_parameter("head.weight"), state["head.weight"])
+
+
+def test_build_info_matches_the_cli():
+    info = blocklab.build_info()
+    assert info["isa"] in info["isa_levels"]
+    names = [part["name"] for part in info["optional_parts"]]
+    assert names == ["OpenBLAS", "oneDNN", "MPI", "text", "TOML"]
+    version = cli("--version").stdout
+    # the module is linked from the same core as the CLI beside it: the same kernels and the same parts
+    assert info["kernels"] in version
+    for part in info["optional_parts"]:
+        assert f"{part['name']} {'yes' if part['present'] else 'no'} (" in version

@@ -39,4 +39,17 @@ std::string describe_kernels() {
          ", Adam / cross-entropy / embeddings generic (memory-bound loops)";
 }
 
+nlohmann::json build_info() {
+  nlohmann::json parts = nlohmann::json::array(), levels = nlohmann::json::array();
+  for (const OptionalPart& p : optional_parts())
+    parts.push_back({{"name", p.name}, {"present", p.present}, {"serves", p.serves}, {"without", p.without}});
+  for (kernels::Isa level : kernels::isa_levels()) levels.push_back(kernels::isa_name(level));
+  return {{"version", "0.1.0"},
+          {"isa", kernels::isa_name(kernels::isa())},
+          {"isa_levels", levels},
+          {"cpu_features", kernels::cpu_features()},
+          {"kernels", describe_kernels()},
+          {"optional_parts", parts}};
+}
+
 }  // namespace blocklab::jobs

@@ -1,6 +1,7 @@
 #pragma once
 // What this build of blocklab has, as every front end reports it (`blocklab --version`, the Python package, the
 // browser page): the kernels' instruction-set levels and which optional parts were built in.
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -19,5 +20,10 @@ std::vector<OptionalPart> optional_parts();
 std::string describe_optional_parts();
 // "instruction set: avx512 (CPU) [CPU features: ...]; kernels: sgemm avx512, bf16 GEMM ..., ..."
 std::string describe_kernels();
+
+// All of it as one object, for the Python package's build_info() and the page:
+//   {"version", "isa" (the running level), "isa_levels" (this architecture's), "cpu_features", "kernels" (the
+//    line above), "optional_parts": [{"name", "present", "serves", "without"}]}
+nlohmann::json build_info();
 
 }  // namespace blocklab::jobs
