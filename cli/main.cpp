@@ -23,7 +23,8 @@ int main(int argc, char** argv) {
       "Environment: BLOCKLAB_ISA=generic|avx2|avx512 caps every kernel's instruction set (--version shows the\n"
       "level in use); BLOCKLAB_GEMM=blas|fp32|avx2|avx512|avx512_bf16|onednn forces a GEMM path.");
   app.set_version_flag("--version", [] {
-    return "blocklab 0.1.0\n" + jobs::describe_kernels() + "\n" + jobs::describe_optional_parts();
+    return "blocklab " + std::string(jobs::kVersion) + "\n" + jobs::describe_kernels() + "\n" +
+           jobs::describe_optional_parts();
   });
   if (const std::string bad = kernels::check_isa_setting(); !bad.empty()) {
     std::fprintf(stderr, "blocklab: error: %s\n", bad.c_str());

@@ -97,11 +97,7 @@ json config_keys_json() {
   const RunConfig defaults;
   json keys = json::array();
   for (const ConfigKey& k : config_keys()) {
-    const char* type = k.type == KeyType::Int     ? "int"
-                       : k.type == KeyType::Float ? "float"
-                       : k.type == KeyType::Bool  ? "bool"
-                                                  : "str";
-    keys.push_back({{"name", k.name}, {"type", type}, {"help", k.help}, {"default", k.get(defaults)}});
+    keys.push_back({{"name", k.name}, {"type", key_type_name(k.type)}, {"help", k.help}, {"default", k.get(defaults)}});
   }
   return keys;
 }

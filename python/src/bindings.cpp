@@ -558,8 +558,7 @@ NB_MODULE(_core, m) {
     const RunConfig defaults;
     nb::list keys;
     for (const ConfigKey& k : config_keys()) {
-      const char* type = k.type == KeyType::Int ? "int" : k.type == KeyType::Float ? "float" : k.type == KeyType::Bool ? "bool" : "str";
-      keys.append(nb::make_tuple(k.name, type, k.help, k.get(defaults).dump()));
+      keys.append(nb::make_tuple(k.name, key_type_name(k.type), k.help, k.get(defaults).dump()));
     }
     return keys;
   });

@@ -44,7 +44,7 @@ nlohmann::json build_info() {
   for (const OptionalPart& p : optional_parts())
     parts.push_back({{"name", p.name}, {"present", p.present}, {"serves", p.serves}, {"without", p.without}});
   for (kernels::Isa level : kernels::isa_levels()) levels.push_back(kernels::isa_name(level));
-  return {{"version", "0.1.0"},
+  return {{"version", kVersion},
           {"isa", kernels::isa_name(kernels::isa())},
           {"isa_levels", levels},
           {"cpu_features", kernels::cpu_features()},

@@ -7,6 +7,8 @@
 
 namespace blocklab::jobs {
 
+inline constexpr const char* kVersion = "0.1.0";  // the project's (CMakeLists.txt, pyproject.toml)
+
 // One optional part of the core: OpenBLAS, oneDNN, MPI, the text task (utf8proc, PCRE2), TOML (toml++).
 struct OptionalPart {
   std::string name;     // "OpenBLAS"

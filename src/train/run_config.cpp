@@ -336,6 +336,16 @@ const ConfigKey* find_config_key(const std::string& name) {
   return nullptr;
 }
 
+const char* key_type_name(KeyType type) {
+  switch (type) {
+    case KeyType::Int: return "int";
+    case KeyType::Float: return "float";
+    case KeyType::Bool: return "bool";
+    case KeyType::String: break;
+  }
+  return "str";
+}
+
 void set_config_value(RunConfig& config, const std::string& key, const std::string& value) {
   const ConfigKey* k = find_config_key(key);
   if (k == nullptr) throw Error("unknown config key '" + key + "'");

@@ -67,6 +67,8 @@ struct RunConfig {
 inline constexpr int kTextSeqLen = 128;
 
 enum class KeyType { Int, Float, String, Bool };
+// "int", "float", "str", "bool": the type as the Python package and the page name it.
+const char* key_type_name(KeyType type);
 
 struct ConfigKey {
   std::string name;  // snake_case; the flag is --name-with-dashes
