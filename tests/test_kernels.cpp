@@ -10,6 +10,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
 #include "kernels/fast_math.h"
+#include "kernels/gelu_tanh.h"
 #include "kernels/linear.h"
 #include "kernels/linear_gelu.h"
 #include "kernels/norm.h"
@@ -277,13 +278,12 @@ TEST_P(KernelGrad, MaskedCrossEntropy) {
   auto logits = random_vector(rng, N * V, scale());
   std::vector<int32_t> targets = {1, 4, 0, 2, 2, 3};
   std::vector<uint8_t> mask = {0, 1, 1, 0, 1, 1};
-  std::vector<double> probs(N * V), losses(N);
+  std::vector<double> scratch(N * V), losses(N);
   auto loss = [&] {
-    return cross_entropy_forward(probs.data(), losses.data(), logits.data(), targets.data(), mask.data(), N, V);
+    return cross_entropy_forward(scratch.data(), losses.data(), logits.data(), targets.data(), mask.data(), N, V);
   };
-  loss();
-  std::vector<double> dlogits(N * V, 0);
-  cross_entropy_backward(dlogits.data(), probs.data(), targets.data(), mask.data(), N, V);
+  std::vector<double> dlogits(N * V, 7.0);  // overwritten, not added to
+  cross_entropy_forward(dlogits.data(), losses.data(), logits.data(), targets.data(), mask.data(), N, V);
   expect_gradient_matches("dlogits", logits, dlogits, loss, step());
   // unselected rows get exactly zero gradient and loss
   for (int v = 0; v < V; ++v) EXPECT_EQ(dlogits[0 * V + v], 0.0);
@@ -292,22 +292,54 @@ TEST_P(KernelGrad, MaskedCrossEntropy) {
 
 TEST(CrossEntropy, UniformLogitsGiveLogV) {
   const int N = 4, V = 64;
-  std::vector<double> logits(N * V, 0.25), probs(N * V), losses(N);
+  std::vector<double> logits(N * V, 0.25), dlogits(N * V), losses(N);
   std::vector<int32_t> targets = {0, 10, 63, 5};
   std::vector<uint8_t> mask = {1, 1, 1, 1};
-  const double l = cross_entropy_forward(probs.data(), losses.data(), logits.data(), targets.data(), mask.data(),
+  const double l = cross_entropy_forward(dlogits.data(), losses.data(), logits.data(), targets.data(), mask.data(),
                                          N, V);
   EXPECT_NEAR(l, std::log(64.0), 1e-12);
 }
 
 TEST(CrossEntropy, ExtremeLogitsStayFinite) {
   const int N = 1, V = 3;
-  std::vector<float> logits = {1000.f, -1000.f, 0.f}, probs(3), losses(1);
+  std::vector<float> logits = {1000.f, -1000.f, 0.f}, dlogits(3), losses(1);
   std::vector<int32_t> targets = {1};
   std::vector<uint8_t> mask = {1};
-  const float l = cross_entropy_forward(probs.data(), losses.data(), logits.data(), targets.data(), mask.data(),
+  const float l = cross_entropy_forward(dlogits.data(), losses.data(), logits.data(), targets.data(), mask.data(),
                                         N, V);
   EXPECT_FLOAT_EQ(l, 2000.f);
+  EXPECT_FLOAT_EQ(dlogits[0], 1.f);
+  EXPECT_FLOAT_EQ(dlogits[1], -1.f);
+  EXPECT_LE(std::abs(dlogits[2]), 1e-30f);
+}
+
+// The vectorised float path (16-lane max and sum, the fast exp) against double, on rows long enough to take the
+// vector loops and with a remainder (V = 1000 = 62 * 16 + 8), at 1 and 2 threads (the same bits).
+TEST(CrossEntropy, FloatMatchesDoubleAtVocabularySize) {
+  const int N = 9, V = 1000;
+  Rng rng(5);
+  std::vector<double> zd(static_cast<size_t>(N) * V);
+  for (double& z : zd) z = 4.0 * rng.normal();
+  std::vector<float> zf(zd.begin(), zd.end());
+  for (size_t i = 0; i < zd.size(); ++i) zd[i] = zf[i];  // the same inputs exactly
+  std::vector<int32_t> targets(N);
+  std::vector<uint8_t> mask(N);
+  for (int n = 0; n < N; ++n) targets[n] = (n * 131) % V, mask[n] = n % 4 != 1;
+  std::vector<double> dd(zd.size()), ld(N);
+  const double want = cross_entropy_forward(dd.data(), ld.data(), zd.data(), targets.data(), mask.data(), N, V);
+  std::vector<float> first;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    std::vector<float> df(zf.size()), lf(N);
+    const float got = cross_entropy_forward(df.data(), lf.data(), zf.data(), targets.data(), mask.data(), N, V);
+    EXPECT_NEAR(got, want, 1e-6 * want);
+    for (size_t i = 0; i < df.size(); ++i) ASSERT_NEAR(df[i], dd[i], 1e-8 + 1e-6 * std::abs(dd[i])) << i;
+    if (threads == 1)
+      first = df;
+    else
+      EXPECT_EQ(df, first);
+  }
+  set_num_threads(0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Scales, KernelGrad, ::testing::Values(0.1, 1.0, 10.0),
@@ -347,6 +379,46 @@ TEST(FastMath, FloatGeluMatchesDouble) {
   }
 }
 
+// The tanh GELU in float (sigmoid form with the vectorising exp) against libm's tanh in double, over a range
+// that reaches the tails (|x| = 12: tanh saturated, the sigmoid's exp clamped), forward and derivative.
+TEST(FastMath, FloatGeluTanhMatchesDouble) {
+  std::vector<double> xd;
+  for (double x = -12; x <= 12; x += 0.0037) xd.push_back(x);
+  std::vector<float> xf(xd.begin(), xd.end()), of(xd.size()), gf(xd.size()), ones(xd.size(), 1.f);
+  std::vector<double> od(xd.size()), gd(xd.size()), onesd(xd.size(), 1.0);
+  gelu_tanh_forward(of.data(), xf.data(), static_cast<long>(xf.size()));
+  gelu_tanh_forward(od.data(), xd.data(), static_cast<long>(xd.size()));
+  gelu_tanh_backward(gf.data(), ones.data(), xf.data(), static_cast<long>(xf.size()));
+  gelu_tanh_backward(gd.data(), onesd.data(), xd.data(), static_cast<long>(xd.size()));
+  const double k = 0.7978845608028654, c = 0.044715;
+  double worst_value = 0, worst_derivative = 0;
+  for (size_t i = 0; i < xd.size(); ++i) {
+    const double x = static_cast<double>(xf[i]);  // the float input, exactly
+    const double th = std::tanh(k * (x + c * x * x * x));
+    const double want = 0.5 * x * (1 + th);
+    const double want_d = 0.5 * (1 + th) + 0.5 * x * (1 - th * th) * k * (1 + 3 * c * x * x);
+    worst_value = std::max(worst_value, std::abs(of[i] - want) / std::max(1.0, std::abs(want)));
+    worst_derivative = std::max(worst_derivative, std::abs(gf[i] - want_d));
+    const double xi = xd[i], thd = std::tanh(k * (xi + c * xi * xi * xi));
+    EXPECT_NEAR(od[i], 0.5 * xi * (1 + thd), 1e-15 * std::max(1.0, std::abs(xi)));
+    EXPECT_NEAR(gd[i], 0.5 * (1 + thd) + 0.5 * xi * (1 - thd * thd) * k * (1 + 3 * c * xi * xi), 1e-14);
+  }
+  EXPECT_LT(worst_value, 1e-6);
+  EXPECT_LT(worst_derivative, 2e-6);
+  // the tails: exactly x far right, 0 (not NaN) far left
+  const float big[4] = {30.f, 100.f, -30.f, -100.f}, one4[4] = {1.f, 1.f, 1.f, 1.f};
+  float out[4], d[4];
+  gelu_tanh_forward(out, big, 4);
+  gelu_tanh_backward(d, one4, big, 4);
+  EXPECT_EQ(out[0], 30.f);
+  EXPECT_EQ(out[1], 100.f);
+  EXPECT_EQ(d[0], 1.f);
+  for (int i = 2; i < 4; ++i) {
+    EXPECT_LE(std::abs(out[i]), 1e-30f) << big[i];
+    EXPECT_LE(std::abs(d[i]), 1e-30f) << big[i];
+  }
+}
+
 // The fused MLP kernels against the unfused ones (float: the GELU runs on finished sgemm blocks) at 1 and
 // 2 threads, with a width that leaves partial register tiles: the products and weight gradients agree bit
 // for bit, the GELU terms to rounding (an element at a block's edge may take the compiler's scalar
@@ -368,21 +440,30 @@ TEST(LinearGelu, FusedMatchesUnfused) {
       ASSERT_LE(std::abs(got[i] - want[i]), 1e-6f * std::max(1e-30f, std::abs(scale[i]))) << what << "[" << i << "]";
   };
   const auto inp = floats(N * C), w1 = floats(OC * C), b1 = floats(OC), w2 = floats(C * OC), dout = floats(N * C);
-  std::vector<float> first_act, first_dpre;
-  for (int threads : {1, 2}) {
+  for (GeluForm form : {GeluForm::Erf, GeluForm::Tanh}) {
+    SCOPED_TRACE(form == GeluForm::Erf ? "erf GELU" : "tanh GELU");
+    std::vector<float> first_act, first_dpre;
+    for (int threads : {1, 2}) {
     set_num_threads(threads);
     std::vector<float> pre(N * OC), act(N * OC), pre_ref(N * OC), act_ref(N * OC);
-    linear_gelu_forward(act.data(), pre.data(), inp.data(), w1.data(), b1.data(), N, C, OC);
+    linear_gelu_forward(act.data(), pre.data(), inp.data(), w1.data(), b1.data(), N, C, OC, GemmPrecision::Fp32, form);
     linear_forward(pre_ref.data(), inp.data(), w1.data(), b1.data(), N, C, OC);
-    gelu_forward(act_ref.data(), pre_ref.data(), static_cast<long>(N) * OC);
+    if (form == GeluForm::Erf)
+      gelu_forward(act_ref.data(), pre_ref.data(), static_cast<long>(N) * OC);
+    else
+      gelu_tanh_forward(act_ref.data(), pre_ref.data(), static_cast<long>(N) * OC);
     EXPECT_EQ(pre, pre_ref);
     expect_close(act, act_ref, pre_ref, "act");
     // backward of y = act @ w2^T + b2 w.r.t. pre
     std::vector<float> dpre(N * OC, 7.f), dw(C * OC, 0.f), db(C, 0.f);
     std::vector<float> dact_ref(N * OC, 0.f), dpre_ref(N * OC, 0.f), dw_ref(C * OC, 0.f), db_ref(C, 0.f);
-    gelu_linear_backward(dpre.data(), dw.data(), db.data(), dout.data(), pre.data(), act.data(), w2.data(), N, OC, C);
+    gelu_linear_backward(dpre.data(), dw.data(), db.data(), dout.data(), pre.data(), act.data(), w2.data(), N, OC, C,
+                         GemmPrecision::Fp32, form);
     linear_backward(dact_ref.data(), dw_ref.data(), db_ref.data(), dout.data(), act.data(), w2.data(), N, OC, C);
-    gelu_backward(dpre_ref.data(), dact_ref.data(), pre.data(), static_cast<long>(N) * OC);
+    if (form == GeluForm::Erf)
+      gelu_backward(dpre_ref.data(), dact_ref.data(), pre.data(), static_cast<long>(N) * OC);
+    else
+      gelu_tanh_backward(dpre_ref.data(), dact_ref.data(), pre.data(), static_cast<long>(N) * OC);
     expect_close(dpre, dpre_ref, dact_ref, "dpre");  // dpre was 7 everywhere before: overwritten, not added to
     EXPECT_EQ(dw, dw_ref);
     EXPECT_EQ(db, db_ref);
@@ -393,6 +474,7 @@ TEST(LinearGelu, FusedMatchesUnfused) {
       EXPECT_EQ(act, first_act);
       EXPECT_EQ(dpre, first_dpre);
     }
+  }
   }
   set_num_threads(0);
 }

@@ -1,6 +1,7 @@
 // Training: schedules, Adam against a hand computation, clipping, determinism, learnability.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "data/copy_task.h"
@@ -68,6 +69,64 @@ TEST(Clipping, ScalesToMaxNormOnlyWhenAbove) {
   EXPECT_NEAR(global_norm<float>(g), 1.0, 1e-6);
   clip_to_norm<float>(g, 1.0, 0.0);  // disabled
   EXPECT_NEAR(global_norm<float>(g), 1.0, 1e-6);
+}
+
+// The training step's fused update (clipping folded in, gradients cleared as they are read) against clipping
+// in place and the plain update, on an arena longer than one of the update's parallel chunks, at 1 and 2 threads:
+// the same bits, and every gradient zero afterwards.
+TEST(Adam, FusedClipUpdateAndZeroEqualsTheSeparatePasses) {
+  const size_t n = 40000;
+  std::vector<float> p0(n), g0(n);
+  for (size_t i = 0; i < n; ++i) {
+    p0[i] = std::sin(0.37f * static_cast<float>(i));
+    g0[i] = 0.01f * std::cos(1.3f * static_cast<float>(i)) + (i % 7 == 0 ? 0.5f : 0.f);
+  }
+  AdamOptions o;
+  o.kind = OptimizerKind::AdamW;
+  o.weight_decay = 0.1;
+  const double max_norm = 1.0;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    Adam<float> separate(o, n), fused(o, n);
+    std::vector<float> p_separate = p0, p_fused = p0;
+    for (int step = 1; step <= 3; ++step) {
+      std::vector<float> g = g0, g_fused = g0;
+      for (float& x : g) x *= static_cast<float>(step);  // norm above max_norm: clipping acts
+      for (float& x : g_fused) x *= static_cast<float>(step);
+      const double norm = global_norm<float>(g);
+      ASSERT_GT(norm, max_norm);
+      EXPECT_EQ(norm, global_norm<float>(g_fused));
+      clip_to_norm<float>(g, norm, max_norm);
+      separate.step(p_separate, g, 1e-2);
+      fused.step_and_zero_grads(p_fused, g_fused, 1e-2, clip_scale(norm, max_norm));
+      ASSERT_EQ(p_fused, p_separate) << "step " << step;
+      for (float x : g_fused) ASSERT_EQ(x, 0.f);
+    }
+    EXPECT_TRUE(std::equal(fused.second_moment().begin(), fused.second_moment().end(),
+                           separate.second_moment().begin()));
+  }
+  set_num_threads(0);
+  EXPECT_EQ(clip_scale(0.5, 1.0), 1.0);
+  EXPECT_EQ(clip_scale(4.0, 1.0), 0.25);
+  EXPECT_EQ(clip_scale(4.0, 0.0), 1.0);  // disabled
+}
+
+// The global norm's 16-lane double sums: the same value for any thread count and equal to a plain double sum to
+// rounding, over several chunks and a remainder.
+TEST(Clipping, GlobalNormIsThreadIndependent) {
+  std::vector<float> g(3 * kNormChunk + 37);
+  double want = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    g[i] = std::sin(0.1f * static_cast<float>(i)) * (1.f + static_cast<float>(i % 5));
+    want += static_cast<double>(g[i]) * g[i];
+  }
+  set_num_threads(1);
+  const double one = global_norm<float>(g);
+  set_num_threads(2);
+  const double two = global_norm<float>(g);
+  set_num_threads(0);
+  EXPECT_EQ(one, two);
+  EXPECT_NEAR(one, std::sqrt(want), 1e-12 * std::sqrt(want));
 }
 
 TEST(CopyTask, SecondHalfCopiesFirstAndMaskSelectsIt) {

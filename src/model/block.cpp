@@ -25,6 +25,7 @@ using namespace kernels;
 
 namespace {
 
+GeluForm gelu_form(MlpKind kind) { return kind == MlpKind::GeluTanh ? GeluForm::Tanh : GeluForm::Erf; }
 
 // The register-tiled causal attention of kernels/attention.h serves the fused [q | k | v] layout with
 // as many kv heads as heads and D = C/H (the seed model); everything else goes through the general
@@ -448,18 +449,18 @@ void mlp_forward_sublayer(MlpActs<T>& a, const T* inp, const MlpTensors<T>& w, c
     return;
   }
   switch (c.mlp) {
-    case MlpKind::Gelu:  // act = gelu(inp W1^T + b1), fused when the weight is in the arena
+    case MlpKind::Gelu:
+    case MlpKind::GeluTanh:  // act = gelu(inp W1^T + b1), fused when the weight is in the arena
       if (w.fc1.source == nullptr) {
         linear_gelu_forward(a.act, a.pre, inp, w.fc1.weight, static_cast<const T*>(w.fc1.bias), N, d.C, d.I,
-                            gemm_precision(c));
+                            gemm_precision(c), gelu_form(c.mlp));
       } else {
         apply_linear(a.pre, inp, w.fc1, N, d.C, d.I, in);
-        gelu_forward(a.act, static_cast<const T*>(a.pre), static_cast<long>(N) * d.I);
+        if (c.mlp == MlpKind::Gelu)
+          gelu_forward(a.act, static_cast<const T*>(a.pre), static_cast<long>(N) * d.I);
+        else
+          gelu_tanh_forward(a.act, static_cast<const T*>(a.pre), static_cast<long>(N) * d.I);
       }
-      break;
-    case MlpKind::GeluTanh:
-      apply_linear(a.pre, inp, w.fc1, N, d.C, d.I, in);
-      gelu_tanh_forward(a.act, static_cast<const T*>(a.pre), static_cast<long>(N) * d.I);
       break;
     case MlpKind::SwiGLU:
     case MlpKind::GeGLU:  // [value | gate] = inp W1^T + b1;  act = value * f(gate)
@@ -478,17 +479,15 @@ void mlp_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, const M
   const BlockDims& d = in.dims;
   const int N = static_cast<int>(d.N());
   const GemmPrecision precision = gemm_precision(c);
-  if (c.mlp == MlpKind::Gelu) {
+  if (c.mlp == MlpKind::Gelu || c.mlp == MlpKind::GeluTanh) {
     // d_pre from fc2 and GELU' in one pass
-    gelu_linear_backward(s.d_pre, g.fc2.weight, g.fc2.bias, dout, a.pre, a.act, w.fc2.weight, N, d.I, d.C, precision);
+    gelu_linear_backward(s.d_pre, g.fc2.weight, g.fc2.bias, dout, a.pre, a.act, w.fc2.weight, N, d.I, d.C, precision,
+                         gelu_form(c.mlp));
   } else {
     linear_backward(s.d_act, g.fc2.weight, g.fc2.bias, dout, a.act, w.fc2.weight, N, d.I, d.C, GradWrite::Overwrite,
                     precision);
-    if (c.mlp == MlpKind::GeluTanh)
-      gelu_tanh_backward(s.d_pre, static_cast<const T*>(s.d_act), static_cast<const T*>(a.pre), static_cast<long>(N) * d.I);
-    else
-      glu_backward(s.d_pre, static_cast<const T*>(s.d_act), static_cast<const T*>(a.pre), N, d.I,
-                   c.mlp == MlpKind::SwiGLU ? GluKind::SwiGLU : GluKind::GeGLU);
+    glu_backward(s.d_pre, static_cast<const T*>(s.d_act), static_cast<const T*>(a.pre), N, d.I,
+                 c.mlp == MlpKind::SwiGLU ? GluKind::SwiGLU : GluKind::GeGLU);
   }
   if (a.pre_raw != nullptr) {
     // pre = s_uv * pre_raw: d s_uv (stored) and d pre_raw
@@ -684,7 +683,7 @@ long carve_block_scratch(BlockScratch<T>& s, T* base, const ModelConfig& c, cons
   if (c.qkv_norm()) s.d_qk_pre = m.take(N * (d.Q + 2L * d.K));
   s.d_y = m.take(N * d.Q);
   if (c.attn_gate) s.d_gate = m.take(N * d.Q);
-  if (c.mlp != MlpKind::Gelu) s.d_act = m.take(N * d.I);
+  if (c.mlp != MlpKind::Gelu && c.mlp != MlpKind::GeluTanh) s.d_act = m.take(N * d.I);
   s.d_pre = m.take(N * d.I_in);
   bool plain = true, out_norm = false;
   for (int l = 0; l < c.layers; ++l)

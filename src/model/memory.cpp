@@ -28,7 +28,7 @@ TrainingMemory lower_bound(const ModelConfig& c, int batch, int seq_len) {
   m.gradients = m.parameters;
   m.adam_moments = 2 * m.parameters;
   m.activations = f * (L * (B * H * T * T + N * (Q + 2 * K) + N * Q + 2 * N * C + N * I_in + N * I) + 2 * N * V);
-  m.backward_buffers = f * (N * C + N * V);
+  m.backward_buffers = f * (N * C);  // the logits' gradient is saved by the forward (counted above)
   m.tables = kTableBytesPerTensor * 4 * L;
   return m;
 }

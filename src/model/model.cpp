@@ -57,11 +57,15 @@ long Activations<T>::carve(T* base, const ModelConfig& config) {
     }
   }
   if (config.has_final_norm()) m.advance(carve_norm_acts(final_norm_, m.next(), config, N));
-  logits_ = m.take(N * V), probs_ = m.take(N * V), losses_ = m.take(N);
+  // the loss's forward writes the logits' gradient beside them (kernels/cross_entropy.h)
+  logits_ = m.take(N * V), d_logits_ = m.take(N * V), losses_ = m.take(N);
   if (config.stream() == ResidualStream::Sphere) logits_raw_ = m.take(N * V);
   const long acts = m.used();
   // The backward's buffers come last.
-  d_stream_ = m.take(N * C), d_logits_ = m.take(N * V);
+  d_stream_ = m.take(N * C);
+  // [sphere stream] the backward turns the logits' gradient into the raw logits' in a copy of its own, so that
+  // a second backward of the same forward starts from the same gradient
+  if (config.stream() == ResidualStream::Sphere) d_logits_raw_ = m.take(N * V);
   m.advance(carve_block_scratch(scratch_, m.next(), config, dims_));
   if (hyper) {
     d_streams_ = m.take(config.residual_streams * N * C);
@@ -404,7 +408,7 @@ T Model<T>::forward(Activations<T>& acts, const int32_t* inputs, const int32_t* 
   forward_logits(acts, inputs);
   acts.targets_ = targets;
   acts.mask_ = loss_mask;
-  return cross_entropy_forward(acts.probs_, acts.losses_, acts.logits_, targets, loss_mask, N, V);
+  return cross_entropy_forward(acts.d_logits_, acts.losses_, acts.logits_, targets, loss_mask, N, V);
 }
 
 template <typename T>
@@ -417,30 +421,32 @@ void Model<T>::backward(Activations<T>& acts) {
   const BlockInputs<T> in = block_inputs(acts);
   BlockScratch<T>& s = acts.scratch_;
   s.d_other = acts.d_other_;  // the blocks swap it with the stream's gradient: start from the same pair
-  std::fill(grads_.begin(), grads_.end(), T(0));
+  if (!grads_zero_) std::fill(grads_.begin(), grads_.end(), T(0));
+  grads_zero_ = false;
   if (s.d_context != nullptr) zero(s.d_context, d.Nc() * C);
   if (s.d_first_v != nullptr) zero(s.d_first_v, d.N() * d.K);
 
-  // loss = mean CE(head(top)) over the mask
-  zero(acts.d_logits_, static_cast<long>(N) * V);
-  cross_entropy_backward(acts.d_logits_, acts.probs_, acts.targets_, acts.mask_, N, V);
+  // loss = mean CE(head(top)) over the mask: its gradient d_logits came with the forward
+  const T* d_logits = acts.d_logits_;
   T* d_stream = acts.d_stream_;
   zero(d_stream, NC);
   const T* h_top = acts.stream(config_.layers);
   if (config_.stream() == ResidualStream::Sphere) {  // logits = s_z * raw: d s_z (stored) and d raw
     const T factor = static_cast<T>(SphereFactors::of(config_).s_z);
-    kernels::channel_scale_backward(acts.d_logits_, g_.head_scale, static_cast<const T*>(acts.logits_raw_),
+    std::copy_n(acts.d_logits_, static_cast<long>(N) * V, acts.d_logits_raw_);
+    d_logits = acts.d_logits_raw_;
+    kernels::channel_scale_backward(acts.d_logits_raw_, g_.head_scale, static_cast<const T*>(acts.logits_raw_),
                                     static_cast<const T*>(w_.head_scale), factor, N, V);
   }
   if (config_.has_final_norm()) {
     // top = Norm_f(h_L)
-    linear_backward(s.d_in, g_.head_weight, static_cast<T*>(nullptr), static_cast<const T*>(acts.d_logits_),
+    linear_backward(s.d_in, g_.head_weight, static_cast<T*>(nullptr), d_logits,
                     static_cast<const T*>(acts.final_norm_.out), static_cast<const T*>(w_.head_weight), N, C, V,
                     GradWrite::Overwrite, gemm_precision(config_));
     norm_backward(d_stream, g_.final_norm, static_cast<const T*>(s.d_in), h_top, w_.final_norm, acts.final_norm_,
                   config_, N);
   } else {
-    linear_backward(d_stream, g_.head_weight, static_cast<T*>(nullptr), static_cast<const T*>(acts.d_logits_), h_top,
+    linear_backward(d_stream, g_.head_weight, static_cast<T*>(nullptr), d_logits, h_top,
                     static_cast<const T*>(w_.head_weight), N, C, V, GradWrite::Accumulate, gemm_precision(config_));
   }
 

@@ -80,9 +80,11 @@ class Activations {
   HyperScratch<T> hyper_scratch_;
   T* d_streams_ = nullptr;  // [hc, mhc] (n,N,C) the streams' gradient
   NormActs<T> final_norm_;  // [final norm]
-  T *logits_ = nullptr, *probs_ = nullptr, *losses_ = nullptr;
+  // the logits, the loss's gradient with respect to them (written by the forward with targets), the losses
+  T *logits_ = nullptr, *d_logits_ = nullptr, *losses_ = nullptr;
   T* logits_raw_ = nullptr;  // [sphere stream] (N,V) h_L head^T before s_z
-  T *d_stream_ = nullptr, *d_logits_ = nullptr;  // backward: the stream's gradient, the logits' gradient
+  T* d_logits_raw_ = nullptr;  // [sphere stream] (N,V) backward: the gradient of logits_raw_
+  T* d_stream_ = nullptr;  // backward: the stream's gradient
   T* d_other_ = nullptr;     // the second stream-gradient buffer (block_backward swaps scratch_.d_other)
   const int32_t* inputs_ = nullptr;
   const int32_t* targets_ = nullptr;
@@ -102,7 +104,11 @@ class Model {
 
   std::span<T> params() { return params_; }
   std::span<const T> params() const { return params_; }
-  std::span<T> grads() { return grads_; }
+  // Mutable access: the caller may write them, so the next backward clears them first (see grads_were_zeroed).
+  std::span<T> grads() {
+    grads_zero_ = false;
+    return grads_;
+  }
   std::span<const T> grads() const { return grads_; }
   // One named tensor of the parameter / gradient arena.
   std::span<T> param(std::string_view name);
@@ -131,6 +137,10 @@ class Model {
   // Gradients of the loss of the forward that filled acts w.r.t. all parameters (overwrites grads()).
   // Uses acts' working buffers; the saved activations stay as they are.
   void backward(Activations<T>& acts);
+  // Tells the model that every gradient is now exactly zero (an optimizer pass cleared them while reading them),
+  // so the next backward skips its own pass to clear them. Any later mutable grads() access, or a backward,
+  // withdraws it.
+  void grads_were_zeroed() { grads_zero_ = true; }
 
  private:
   void check_shape(const Activations<T>& acts) const;
@@ -144,6 +154,7 @@ class Model {
   ModelConfig config_;
   ParameterTable table_;
   std::vector<T> params_, grads_;
+  bool grads_zero_ = false;  // grads_ known to be all zero (grads_were_zeroed)
   std::vector<T> rope_cos_, rope_sin_;  // (seq_len, D/2) [RoPE]
   ModelTensors<T> w_, g_;
 };

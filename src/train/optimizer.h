@@ -1,6 +1,7 @@
 #pragma once
 // Adam and AdamW over flat arenas (parameters, gradients, first and second moments share the
-// parameter table's offsets, so the update is one loop). Matches torch.optim.Adam / AdamW:
+// parameter table's offsets, so the update is one vectorised, multi-threaded pass: kernels/adam.h). Matches
+// torch.optim.Adam / AdamW:
 //   m = b1 m + (1-b1) g;   v = b2 v + (1-b2) g^2
 //   p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
 //   AdamW additionally decays p *= (1 - lr * weight_decay) before the update (decoupled).
@@ -30,6 +31,10 @@ class Adam {
 
   // One update with learning rate lr; increments the step count first (bias correction uses t >= 1).
   void step(std::span<T> params, std::span<const T> grads, double lr);
+  // The same update of a training step, with the gradient clipping folded in (each gradient value multiplied by
+  // grad_scale as it is read: 1 for none, max_norm / norm to clip) and the gradients set to zero in the same pass
+  // (the next backward finds them cleared: Model::grads_were_zeroed()).
+  void step_and_zero_grads(std::span<T> params, std::span<T> grads, double lr, double grad_scale);
 
   int64_t steps_taken() const { return t_; }
   std::span<T> first_moment() { return m_; }
@@ -37,6 +42,8 @@ class Adam {
   void set_steps_taken(int64_t t) { t_ = t; }
 
  private:
+  void update(std::span<T> params, T* grads, double lr, double grad_scale, bool zero_grads);
+
   AdamOptions options_;
   std::vector<T> m_, v_;
   int64_t t_ = 0;
@@ -46,7 +53,8 @@ extern template class Adam<float>;
 extern template class Adam<double>;
 
 // Global L2 norm of a gradient arena, summed in a fixed order (independent of the thread count): squares
-// summed in chunks of kNormChunk values, the chunk sums added in order. `partial` holds one double per
+// summed in double in chunks of kNormChunk values (kernels::sum_of_squares: 16 lanes, vectorised), the chunk
+// sums added in order. `partial` holds one double per
 // chunk (global_norm_chunks(size) of them), so that a training loop can size it once.
 inline constexpr long kNormChunk = 4096;
 inline long global_norm_chunks(size_t n) { return (static_cast<long>(n) + kNormChunk - 1) / kNormChunk; }
@@ -56,7 +64,10 @@ double global_norm(std::span<const T> values, std::span<double> partial);
 template <typename T>
 double global_norm(std::span<const T> values);
 
-// Multiplies the arena by max_norm / norm when norm > max_norm (max_norm <= 0 disables clipping).
+// The factor that clipping to max_norm multiplies a gradient of global norm `norm` by: max_norm / norm when
+// norm > max_norm, else 1 (max_norm <= 0 disables clipping).
+double clip_scale(double norm, double max_norm);
+// Multiplies the arena by clip_scale(norm, max_norm).
 template <typename T>
 void clip_to_norm(std::span<T> values, double norm, double max_norm);
 

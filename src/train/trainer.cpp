@@ -87,9 +87,10 @@ StepResult Trainer::step() {
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return r;
   }
-  clip_to_norm<float>(model_.grads(), r.grad_norm, config_.clip_grad_norm);
   r.lr = schedule_.at(r.step);
-  optimizer_.step(model_.params(), model_.grads(), r.lr);
+  // clipping folded into the update, and the gradients cleared in the same pass for the next backward
+  optimizer_.step_and_zero_grads(model_.params(), model_.grads(), r.lr, clip_scale(r.grad_norm, config_.clip_grad_norm));
+  model_.grads_were_zeroed();
   model_.normalize_weights();  // the sphere stream: unit weight vectors after every update (a no-op otherwise)
   ++steps_done_;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
