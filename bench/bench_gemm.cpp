@@ -1,8 +1,8 @@
 // GEMM micro-benchmark on the shapes of one training step of the source model (batch 32, 63 tokens:
-// 2016 rows; width 128; qkv 384, MLP 512), blocklab's sgemm against OpenBLAS's cblas_sgemm, and
+// 2016 rows; width 128; qkv 384, MLP 512) and of GPT-2 124M (252 rows; width 768, vocabulary 50257), blocklab's sgemm against OpenBLAS's cblas_sgemm, and
 // blocklab's bf16 GEMM (float operands rounded to bf16 while packed, float accumulation) where the CPU
 // has AVX512-BF16.
-// Reports GFLOP/s. Run: build/bench_gemm [--benchmark_filter=...]  (threads: OMP_NUM_THREADS / --threads)
+// Reports GFLOP/s. Run: build/bench_gemm [--benchmark_filter=...]  (the GPT-2 shapes: --benchmark_filter=gpt2)
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
@@ -41,4 +41,8 @@ static void BM_openblas_sgemm(benchmark::State& s) { run(s, Impl::Blas); }
 BENCHMARK(BM_blocklab_sgemm)->Apply(bench::step_shapes);
 BENCHMARK(BM_blocklab_bf16_gemm)->Apply(bench::step_shapes);
 BENCHMARK(BM_openblas_sgemm)->Apply(bench::step_shapes);
+static void BM_gpt2_blocklab_sgemm(benchmark::State& s) { run(s, Impl::Sgemm); }
+static void BM_gpt2_openblas_sgemm(benchmark::State& s) { run(s, Impl::Blas); }
+BENCHMARK(BM_gpt2_blocklab_sgemm)->Apply(bench::gpt2_shapes);
+BENCHMARK(BM_gpt2_openblas_sgemm)->Apply(bench::gpt2_shapes);
 BENCHMARK_MAIN();

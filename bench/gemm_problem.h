@@ -56,4 +56,25 @@ inline void step_shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"ta", "tb", "M", "N", "K", "threads"})->UseRealTime();
 }
 
+// One training step of GPT-2 124M (`blocklab bench --block gpt2 --layers 12 --width 768 --heads 12 --vocab 50257
+// --copy-len 32 --batch 4`: 252 token rows), per linear layer its forward x@W^T (NT), dX = dY@W (NN) and
+// dW = dY^T@X (TN), as (trans_a, trans_b, M, N, K).
+inline void gpt2_shapes(benchmark::internal::Benchmark* b) {
+  constexpr int T = 252, C = 768, V = 50257;
+  for (int threads : {1, 2}) {
+    for (const int OC : {3 * C, C, 4 * C}) {  // qkv, attention projection, fc
+      b->Args({0, 1, T, OC, C, threads});
+      b->Args({0, 0, T, C, OC, threads});
+      b->Args({1, 0, OC, C, T, threads});
+    }
+    b->Args({0, 1, T, C, 4 * C, threads});  // fc projection (C from 4C)
+    b->Args({0, 0, T, 4 * C, C, threads});
+    b->Args({1, 0, C, 4 * C, T, threads});
+    b->Args({0, 1, T, V, C, threads});  // tied embedding / LM head: logits
+    b->Args({0, 0, T, C, V, threads});
+    b->Args({1, 0, V, C, T, threads});
+  }
+  b->ArgNames({"ta", "tb", "M", "N", "K", "threads"})->UseRealTime();
+}
+
 }  // namespace blocklab::bench

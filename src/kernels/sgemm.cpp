@@ -28,6 +28,9 @@ namespace {
 
 constexpr int kKc = 256;  // K-chunk: an MR x KC panel of A and a KC x NR panel of B stay in L1/L2
 constexpr int kMc = 96;   // rows of A packed at a time (a multiple of both MR values)
+// The AVX-512 kernel's column blocks: at most 24 panels of 32 columns, so that a block of packed B (KC x 768
+// floats, 768 KB) stays in a 1 MB L2 while every row panel of A passes over it (see run).
+constexpr int kL2Panels = 24;
 
 // ---------------------------------------------------------------------------------------------------
 // Packing. Panels are zero-padded to full MR/NR so micro-kernels never branch on edges.
@@ -123,9 +126,71 @@ BLOCKLAB_ALWAYS_INLINE void pack_a(float* Ap, const float* A, int lda, bool tran
   }
 }
 
+#if defined(__x86_64__)
+// r[0..16) := its transpose (r[j] lane k becomes r[k] lane j): 4 x 4 transposes of floats within each 128-bit
+// lane (two rounds of unpacks), then a 4 x 4 transpose of the lanes themselves (two rounds of lane shuffles).
+__attribute__((target("avx512f"))) inline void transpose16(__m512 (&r)[16]) {
+  // The zero-masked forms with every lane on are the plain instructions; the plain intrinsics' undefined
+  // pass-through operand draws GCC 12's -Wmaybe-uninitialized.
+  constexpr __mmask16 kAll = 0xFFFF;
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_maskz_unpacklo_ps(kAll, r[i], r[i + 1]);
+    t[i + 1] = _mm512_maskz_unpackhi_ps(kAll, r[i], r[i + 1]);
+  }
+  for (int g = 0; g < 16; g += 4) {  // rows g .. g+3: r[g + c] lane L holds their column 4L + c
+    const __m512d lo01 = _mm512_castps_pd(t[g]), hi01 = _mm512_castps_pd(t[g + 1]);
+    const __m512d lo23 = _mm512_castps_pd(t[g + 2]), hi23 = _mm512_castps_pd(t[g + 3]);
+    r[g] = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(0xFF, lo01, lo23));
+    r[g + 1] = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(0xFF, lo01, lo23));
+    r[g + 2] = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(0xFF, hi01, hi23));
+    r[g + 3] = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(0xFF, hi01, hi23));
+  }
+  for (int c = 0; c < 4; ++c) {  // lane L of r[4g + c] goes to lane g of row 4L + c
+    const __m512 x0 = _mm512_maskz_shuffle_f32x4(kAll, r[c], r[4 + c], 0x44);
+    const __m512 x1 = _mm512_maskz_shuffle_f32x4(kAll, r[c], r[4 + c], 0xEE);
+    const __m512 x2 = _mm512_maskz_shuffle_f32x4(kAll, r[8 + c], r[12 + c], 0x44);
+    const __m512 x3 = _mm512_maskz_shuffle_f32x4(kAll, r[8 + c], r[12 + c], 0xEE);
+    t[c] = _mm512_maskz_shuffle_f32x4(kAll, x0, x2, 0x88);
+    t[4 + c] = _mm512_maskz_shuffle_f32x4(kAll, x0, x2, 0xDD);
+    t[8 + c] = _mm512_maskz_shuffle_f32x4(kAll, x1, x3, 0x88);
+    t[12 + c] = _mm512_maskz_shuffle_f32x4(kAll, x1, x3, 0xDD);
+  }
+  for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+// One panel (cols <= 32, zero-padded to 32) of a transposed B (stored (N, K); B points at op(B)[k0][j0]) for the
+// AVX-512 kernel, 16 columns by 16 k at a time through registers: dst[k * 32 + j] = B[j * ldb + k], 16 loads, 64
+// shuffles and 16 stores per 256 floats where the scalar form takes a load and a store per float. Every forward
+// product (x @ W^T) packs all of its weight this way once per K-chunk and column block.
+__attribute__((target("avx512f"))) void pack_b_transposed_panel32(float* dst, const float* B, long ldb, int cols,
+                                                                  int kc) {
+  for (int jj = 0; jj < 32; jj += 16) {
+    const int n = std::clamp(cols - jj, 0, 16);
+    for (int k = 0; k < kc; k += 16) {
+      const int kn = std::min(16, kc - k);
+      const auto m = static_cast<__mmask16>(kn == 16 ? 0xFFFF : (1u << kn) - 1);
+      __m512 r[16];
+      for (int j = 0; j < 16; ++j)
+        r[j] = j < n ? _mm512_maskz_loadu_ps(m, B + static_cast<long>(jj + j) * ldb + k) : _mm512_setzero_ps();
+      transpose16(r);
+      for (int t = 0; t < kn; ++t) _mm512_storeu_ps(dst + static_cast<long>(k + t) * 32 + jj, r[t]);
+    }
+  }
+}
+#endif
+
 // Bp[q][k][j] = op(B)[k0 + k][q*NR + j]
 template <int NR>
 BLOCKLAB_ALWAYS_INLINE void pack_b_panel(float* dst, const float* B, int ldb, bool trans, int j0, int cols, int k0, int kc) {
+#if defined(__x86_64__)
+  if constexpr (NR == 32) {  // the AVX-512 kernel's panels
+    if (trans && isa() == Isa::Avx512) {
+      pack_b_transposed_panel32(dst, B + static_cast<long>(j0) * ldb + k0, ldb, cols, kc);
+      return;
+    }
+  }
+#endif
   if (trans) {  // B stored (N, K): op(B)[k][j] = B[j][k]
     for (int j = 0; j < cols; ++j) {
       const float* src = B + static_cast<long>(j0 + j) * ldb + k0;
@@ -144,6 +209,39 @@ BLOCKLAB_ALWAYS_INLINE void pack_b_panel(float* dst, const float* B, int ldb, bo
         for (int j = cols; j < NR; ++j) d[j] = 0.f;
       }
     }
+  }
+}
+
+// The panels of columns j0 .. j0 + cols of a not-transposed B, one k row at a time (each row read as one
+// contiguous run): Bp[q][k][j] = B[k0 + k][j0 + q*NR + j], the last panel zero-padded.
+template <int NR>
+BLOCKLAB_ALWAYS_INLINE void pack_b_rows(float* dst, const float* B, int ldb, int j0, int cols, int k0, int kc) {
+  const int full = cols / NR, rest = cols % NR;
+  for (int k = 0; k < kc; ++k) {
+    const float* src = B + static_cast<long>(k0 + k) * ldb + j0;
+    for (int q = 0; q < full; ++q) {
+      float* d = dst + (static_cast<long>(q) * kc + k) * NR;
+      for (int j = 0; j < NR; ++j) d[j] = src[q * NR + j];
+    }
+    if (rest != 0) {
+      float* d = dst + (static_cast<long>(full) * kc + k) * NR;
+      for (int j = 0; j < rest; ++j) d[j] = src[full * NR + j];
+      for (int j = rest; j < NR; ++j) d[j] = 0.f;
+    }
+  }
+}
+
+// Rows i0 .. i0 + rows of a not-transposed A, K-chunk k0 .. k0 + kc, copied as they are to dst (row r at
+// dst + r * ld), and zero rows up to `padded`: the AVX-512 kernel's rows "in place" where A's own stride
+// would crowd L1 sets.
+BLOCKLAB_ALWAYS_INLINE void copy_a_rows(float* dst, long ld, const float* A, int lda, int i0, int padded, int rows,
+                                        int k0, int kc) {
+  for (int r = 0; r < padded; ++r) {
+    float* d = dst + r * ld;
+    if (r < rows)
+      std::memcpy(d, A + static_cast<long>(i0 + r) * lda + k0, sizeof(float) * kc);
+    else
+      std::fill(d, d + kc, 0.f);
   }
 }
 
@@ -173,6 +271,16 @@ __attribute__((target("avx512f"))) void kernel_avx512(int kc, const float* A, lo
                                                       const float* bias) {
   __m512 acc[kMr512][2];
   for (int r = 0; r < kMr512; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  // The tile of C, read (accumulate) or written at the end, is fetched while the products run: C rarely stays in
+  // cache between K-chunks (a few MB at 252 rows and 3072 columns), and the tile's 12 rows are 12 misses at
+  // the end of every call otherwise (Zen 4: +10-18% on the source model's products with K = 128, a few
+  // percent on most others).
+  for (int r = 0; r < mr; ++r) {
+    const char* c = reinterpret_cast<const char*>(C + static_cast<long>(r) * ldc);
+    _mm_prefetch(c, _MM_HINT_T0);
+    _mm_prefetch(c + 64, _MM_HINT_T0);
+    _mm_prefetch(c + 127, _MM_HINT_T0);
+  }
   for (int k = 0; k < kc; ++k) {
     const __m512 b0 = _mm512_loadu_ps(Bp + k * ldbp);
     const __m512 b1 = _mm512_loadu_ps(Bp + k * ldbp + 16);
@@ -449,42 +557,79 @@ float* aligned_buffer(std::vector<float>& v, size_t floats) {
   return reinterpret_cast<float*>((addr + 63) & ~static_cast<uintptr_t>(63));
 }
 
-// What the row block after [i0, i0 + rows) reads, for a Prefetcher to fetch while this block computes: with A
-// transposed, its A rows of this K-chunk, or the first rows of the next chunk and that chunk's B rows; with A not
-// transposed (only the AVX2 kernel, NR = 16, gains from it), its A rows and, in the same chunk, its rows of C. On
-// the last chunk also this block's part of what its on_block_done step reads.
+// A place in the driver's walk over one thread's part of C: a row block of the column panels [qa, qb) in the K-chunk
+// at k0 (k0 = K: the walk is over).
+struct BlockAt {
+  int qa, qb, i0, k0;
+};
+
+// What the next row block reads, for a Prefetcher to fetch while this block computes: with A transposed, its A rows
+// of this K-chunk, or the first rows of the next chunk and that chunk's B rows; with A not transposed (only the
+// AVX2 kernel, NR = 16, gains from it), its A rows and, in the same chunk, its rows of C. On the last chunk also
+// this block's part of what its on_block_done step reads.
 template <int MR, int NR>
-void plan_prefetch(Prefetcher& prefetch, const ThreadRect& rect, int i0, int rows, int k0, bool last_chunk, bool trans_a,
-                   bool trans_b, int N, int K, const float* A, int lda, const float* B, int ldb, const float* C, int ldc,
-                   const SgemmExtras& extras) {
+void plan_prefetch(Prefetcher& prefetch, const BlockAt& at, const BlockAt& next, int i_end, int rows, bool last_chunk,
+                   bool trans_a, bool trans_b, int N, int K, const float* A, int lda, const float* B, int ldb,
+                   const float* C, int ldc, const SgemmExtras& extras) {
   constexpr bool kPrefetchPlain = NR == 16;  // the AVX2 kernel (see Prefetcher)
-  const int i_begin = rect.i_begin, i_end = rect.i_end;
-  const int j_begin = rect.q_lo * NR, j_end = std::min(rect.q_hi * NR, N);
-  const bool same_chunk = i0 + kMc < i_end;
-  const int k0n = same_chunk ? k0 : k0 + kKc, i0n = same_chunk ? i0 + kMc : i_begin;
+  const bool same_chunk = next.k0 == at.k0 && next.qa == at.qa;
+  const int k0n = next.k0, i0n = next.i0;
   if (k0n < K && (trans_a || kPrefetchPlain)) {
     const int kcn = std::min(kKc, K - k0n), rows_n = std::min(kMc, i_end - i0n);
+    const int jn_begin = next.qa * NR, jn_end = std::min(next.qb * NR, N);
     if (trans_a) {
       prefetch.add(A + static_cast<long>(k0n) * lda + i0n, 4L * lda, kcn, 4L * rows_n);
       if (!same_chunk) {
         if (trans_b)
-          prefetch.add(B + static_cast<long>(j_begin) * ldb + k0n, 4L * ldb, j_end - j_begin, 4L * kcn);
+          prefetch.add(B + static_cast<long>(jn_begin) * ldb + k0n, 4L * ldb, jn_end - jn_begin, 4L * kcn);
         else
-          prefetch.add(B + static_cast<long>(k0n) * ldb + j_begin, 4L * ldb, kcn, 4L * (j_end - j_begin));
+          prefetch.add(B + static_cast<long>(k0n) * ldb + jn_begin, 4L * ldb, kcn, 4L * (jn_end - jn_begin));
       }
     } else {
       prefetch.add(A + static_cast<long>(i0n) * lda + k0n, 4L * lda, rows_n, 4L * kcn);
-      if (same_chunk) prefetch.add(C + static_cast<long>(i0n) * ldc + j_begin, 4L * ldc, rows_n, 4L * (j_end - j_begin));
+      if (same_chunk)
+        prefetch.add(C + static_cast<long>(i0n) * ldc + jn_begin, 4L * ldc, rows_n, 4L * (jn_end - jn_begin));
     }
   }
+  const int j_begin = at.qa * NR, j_end = std::min(at.qb * NR, N);
   if (last_chunk && extras.block_input != nullptr)
-    prefetch.add(extras.block_input + i0 * extras.block_ld + j_begin, 4L * extras.block_ld, rows, 4L * (j_end - j_begin));
-  prefetch.start((rect.q_hi - rect.q_lo) * ((rows + MR - 1) / MR));
+    prefetch.add(extras.block_input + at.i0 * extras.block_ld + j_begin, 4L * extras.block_ld, rows,
+                 4L * (j_end - j_begin));
+  prefetch.start((at.qb - at.qa) * ((rows + MR - 1) / MR));
 }
 
+// The most lines of `rows` rows of `span` bytes, `ld` floats apart, that fall in one set of a 32 KB 8-way L1 (64
+// sets of 64-byte lines, 4 KB per way: Zen 4, Intel since Skylake). 12 rows of A at a stride of 3072 floats (12
+// KB) all land in the same 16 sets, more lines than the 8 ways hold.
+int rows_share_l1_sets(long ld, int rows, long span) {
+  int count[64] = {};
+  for (int r = 0; r < rows; ++r) {
+    const long first = r * ld * 4 / 64, last = (r * ld * 4 + span - 1) / 64;
+    for (long line = first; line <= std::min(last, first + 63); ++line) ++count[line % 64];
+  }
+  return *std::max_element(count, count + 64);
+}
+
+// The driver. Each thread walks its rectangle of C (gemm_partition.h) in column blocks; within a block, K-chunk by
+// K-chunk in order, and within a chunk row block by row block (at most kMc rows). Every C element thus gets its
+// chunk sums added in K order, each chunk's sum taken from zero by the kernel: the same order at every level and
+// for any thread count or blocking.
+//
 // kReadAInPlace: the direct kernel may read full row panels of a not-transposed A in place (false: A is always
 // packed, for a kernel whose in-place form needs more registers than there are).
-template <int MR, int NR, bool kReadAInPlace = true, typename Kernel>
+//
+// kL2Blocks (the AVX-512 kernel, whose KC x 32 panel of B fills a 32 KB L1 on its own): column blocks of at most
+// kL2Panels panels, whose B is always packed (one contiguous block that stays in L2), and per row block the
+// panels of A outside, those of B inside: each 12-row panel of A (12 KB) stays in L1 while the block's B panels
+// stream past it from L2. A not transposed is read in place unless its rows would share L1 sets (then its rows
+// are copied, as they are, to a stride that does not alias). The narrower kernels keep one column block (all of
+// the thread's columns) and the opposite order: their B panel (16 KB at AVX2) stays in L1 while the row block's
+// A panels pass, and a not-transposed B is read in place.
+//
+// On the GPT-2 124M step's products (252 rows; Zen 4, 1 thread) the AVX-512 walk took them from 58-95 GFLOP/s to
+// 90-105: the B panel, read in place at a stride of 3072 or 768 floats or packed for all of N up front (up to
+// 50 MB for the vocabulary's 50257 columns), came from L2 or beyond for every row panel.
+template <int MR, int NR, bool kReadAInPlace = true, bool kL2Blocks = false, typename Kernel>
 void run(Kernel packed_kernel, Kernel direct_kernel, bool trans_a, bool trans_b, int M, int N, int K, const float* A,
          int lda, const float* B, int ldb, float beta, float* C, int ldc, const SgemmExtras& extras) {
   // Called inside a parallel region (one caller per thread), the product runs on the calling thread.
@@ -498,61 +643,98 @@ void run(Kernel packed_kernel, Kernel direct_kernel, bool trans_a, bool trans_b,
     const ThreadRect rect = partition.rect(omp_get_thread_num(), omp_get_num_threads());
     const int q_lo = rect.q_lo, q_hi = rect.q_hi, i_begin = rect.i_begin, i_end = rect.i_end;
     if (!rect.empty()) {
-      float* Ap = aligned_buffer(a_storage, static_cast<size_t>(kMc) * kKc);
-      float* Bp = aligned_buffer(b_storage, static_cast<size_t>(q_hi - q_lo) * NR * kKc);
+      // column blocks of equal shares of the thread's panels
+      const int panels = q_hi - q_lo;
+      const int n_blocks = kL2Blocks ? (panels + kL2Panels - 1) / kL2Panels : 1;
+      const auto block_of = [&](int b) {
+        return BlockAt{q_lo + static_cast<int>(static_cast<long>(panels) * b / n_blocks),
+                       q_lo + static_cast<int>(static_cast<long>(panels) * (b + 1) / n_blocks), i_begin, 0};
+      };
+      constexpr int kCopyLd = kKc + 16;  // copied rows of A: 1088 floats apart, not a multiple of 4 KB
+      float* Ap = aligned_buffer(a_storage, static_cast<size_t>(kMc) * (kL2Blocks ? kCopyLd : kKc));
+      float* Bp = aligned_buffer(b_storage, static_cast<size_t>((panels + n_blocks - 1) / n_blocks) * NR * kKc);
       const ThreadRowSums sums(extras, rect, sums_storage);
-      // A not transposed (and no row sums wanted): full MR-row panels are read in place; only a last
-      // partial panel is packed (zero-padded).
-      const bool direct_a = kReadAInPlace && !trans_a && !sums.wanted();
-      // B not transposed: full NR-column panels are read in place (each k row of a panel is contiguous); a last
-      // partial panel, and every panel of a transposed B, is packed. So are the narrower kernels' panels (a
-      // panel row under two cache lines) when this thread's rows pass over each panel 8 times or more: a
-      // 64-byte row per k at the stride of B's rows conflicts in L1, and the step's NN products with 2016
-      // rows ran 10% slower at AVX2 in place; with a few hundred rows, packing costs more than it saves.
+      // A not transposed (and no row sums wanted): full MR-row panels are read in place; only a last partial
+      // panel is packed (zero-padded). With kL2Blocks, where a panel's rows would crowd L1 sets (more than 6 of a
+      // set's 8 lines), all its rows are copied instead (copy_a).
+      const bool plain_a = kReadAInPlace && !trans_a && !sums.wanted();
+      const bool copy_a = kL2Blocks && plain_a && rows_share_l1_sets(lda, MR, 4L * kKc) > 6;
+      const bool direct_a = plain_a && !copy_a;
+      // B not transposed: full NR-column panels are read in place (each k row of a panel is contiguous) by the
+      // narrower kernels; a last partial panel, and every panel of a transposed B, is packed. So are the narrower
+      // kernels' panels (a panel row under two cache lines) when this thread's rows pass over each panel 8 times
+      // or more: a 64-byte row per k at the stride of B's rows conflicts in L1, and the step's NN products with
+      // 2016 rows ran 10% slower at AVX2 in place; with a few hundred rows, packing costs more than it saves.
       const bool pack_narrow = NR * sizeof(float) < 128 && i_end - i_begin >= 8 * kMc;
-      const auto direct_b = [&](int q) { return !pack_narrow && !trans_b && (q + 1) * NR <= N; };
-      for (int k0 = 0; k0 < K; k0 += kKc) {
-        const int kc = std::min(kKc, K - k0);
-        const bool accumulate = k0 > 0 || beta != 0.f;
-        const bool last_chunk = k0 + kc == K;
-        for (int q = q_lo; q < q_hi; ++q)
-          if (!direct_b(q))
-            on_isa([&](auto) {
-              pack_b_panel<NR>(Bp + static_cast<long>(q - q_lo) * NR * kc, B, ldb, trans_b, q * NR,
-                               std::min(NR, N - q * NR), k0, kc);
-            });
-        for (int i0 = i_begin; i0 < i_end; i0 += kMc) {  // row blocks whose packed A stays in L2
-          const int rows = std::min(kMc, i_end - i0);
-          const int full_panels = rows / MR;
+      const auto direct_b = [&](int q) { return !kL2Blocks && !pack_narrow && !trans_b && (q + 1) * NR <= N; };
+      for (int cb = 0; cb < n_blocks; ++cb) {
+        const int qa = block_of(cb).qa, qb = block_of(cb).qb;
+        for (int k0 = 0; k0 < K; k0 += kKc) {
+          const int kc = std::min(kKc, K - k0);
+          const bool accumulate = k0 > 0 || beta != 0.f;
+          const bool last_chunk = k0 + kc == K;
           on_isa([&](auto) {
-            if (!direct_a)
-              pack_a<MR>(Ap, A, lda, trans_a, i0, rows, k0, kc, sums.at(i0));
-            else if (rows % MR != 0)
-              pack_a<MR>(Ap, A, lda, false, i0 + full_panels * MR, rows % MR, k0, kc, nullptr);
+            if (kL2Blocks && !trans_b) {  // the block's panels k row by k row: B's rows read as long runs
+              pack_b_rows<NR>(Bp, B, ldb, qa * NR, std::min(qb * NR, N) - qa * NR, k0, kc);
+              return;
+            }
+            for (int q = qa; q < qb; ++q)
+              if (!direct_b(q))
+                pack_b_panel<NR>(Bp + static_cast<long>(q - qa) * NR * kc, B, ldb, trans_b, q * NR,
+                                 std::min(NR, N - q * NR), k0, kc);
           });
-          Prefetcher prefetch;
-          plan_prefetch<MR, NR>(prefetch, rect, i0, rows, k0, last_chunk, trans_a, trans_b, N, K, A, lda, B, ldb, C,
-                                ldc, extras);
-          for (int q = q_lo; q < q_hi; ++q) {
-            const int j0 = q * NR, nr = std::min(NR, N - j0);
-            const float* bias = last_chunk && extras.bias != nullptr ? extras.bias + j0 : nullptr;
-            // row k of the panel at b_panel + k * b_stride
-            const float* b_panel =
-                direct_b(q) ? B + static_cast<long>(k0) * ldb + j0 : Bp + static_cast<long>(q - q_lo) * NR * kc;
-            const long b_stride = direct_b(q) ? ldb : NR;
-            for (int p = 0; p * MR < rows; ++p) {
+          for (int i0 = i_begin; i0 < i_end; i0 += kMc) {  // row blocks whose packed A stays in L2
+            const int rows = std::min(kMc, i_end - i0);
+            const int full_panels = rows / MR;
+            on_isa([&](auto) {
+              if (copy_a)
+                copy_a_rows(Ap, kCopyLd, A, lda, i0, (rows + MR - 1) / MR * MR, rows, k0, kc);
+              else if (!direct_a)  // the row sums on the first column block only
+                pack_a<MR>(Ap, A, lda, trans_a, i0, rows, k0, kc, cb == 0 ? sums.at(i0) : nullptr);
+              else if (rows % MR != 0)
+                pack_a<MR>(Ap, A, lda, false, i0 + full_panels * MR, rows % MR, k0, kc, nullptr);
+            });
+            const BlockAt at{qa, qb, i0, k0};
+            const BlockAt next = i0 + kMc < i_end  ? BlockAt{qa, qb, i0 + kMc, k0}
+                                 : k0 + kKc < K    ? BlockAt{qa, qb, i_begin, k0 + kKc}
+                                 : cb + 1 < n_blocks ? block_of(cb + 1)
+                                                     : BlockAt{qa, qb, i_begin, K};
+            Prefetcher prefetch;
+            plan_prefetch<MR, NR>(prefetch, at, next, i_end, rows, last_chunk, trans_a, trans_b, N, K, A, lda, B, ldb,
+                                  C, ldc, extras);
+            const auto tile = [&](int p, int q) {
               const int mr = std::min(MR, rows - p * MR);
+              const int j0 = q * NR, nr = std::min(NR, N - j0);
+              const float* bias = last_chunk && extras.bias != nullptr ? extras.bias + j0 : nullptr;
+              // row k of the panel at b_panel + k * b_stride
+              const float* b_panel =
+                  direct_b(q) ? B + static_cast<long>(k0) * ldb + j0 : Bp + static_cast<long>(q - qa) * NR * kc;
+              const long b_stride = direct_b(q) ? ldb : NR;
               float* c = C + static_cast<long>(i0 + p * MR) * ldc + j0;
-              if (direct_a && p < full_panels)
+              if (copy_a)
+                direct_kernel(kc, Ap + static_cast<long>(p) * MR * kCopyLd, kCopyLd, b_panel, b_stride, c, ldc, mr, nr,
+                              accumulate, bias);
+              else if (direct_a && p < full_panels)
                 direct_kernel(kc, A + static_cast<long>(i0 + p * MR) * lda + k0, lda, b_panel, b_stride, c, ldc, mr,
                               nr, accumulate, bias);
               else
                 packed_kernel(kc, direct_a ? Ap : Ap + static_cast<long>(p) * MR * kc, 0, b_panel, b_stride, c, ldc,
                               mr, nr, accumulate, bias);
               prefetch.step();
+            };
+            const int row_panels = (rows + MR - 1) / MR;
+            if (kL2Blocks) {  // a panel of A stays in L1 while the block's B panels pass
+              for (int p = 0; p < row_panels; ++p)
+                for (int q = qa; q < qb; ++q) tile(p, q);
+            } else {  // a panel of B stays in L1 while the row block's A panels pass
+              for (int q = qa; q < qb; ++q)
+                for (int p = 0; p < row_panels; ++p) tile(p, q);
+            }
+            if (last_chunk && extras.on_block_done != nullptr) {
+              const int j_begin = qa * NR, j_end = std::min(qb * NR, N);
+              extras.on_block_done(extras.context, i0, rows, j_begin, j_end - j_begin);
             }
           }
-          if (last_chunk) report_block_done(extras, rect, NR, N, i0, rows);
         }
       }
       sums.add_to_output();
@@ -631,7 +813,8 @@ bool sgemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int 
   switch (level) {
 #if defined(__x86_64__)
     case SgemmIsa::Avx512:
-      run<kMr512, kNr512>(kernel_avx512<false>, kernel_avx512<true>, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);
+      run<kMr512, kNr512, true, true>(kernel_avx512<false>, kernel_avx512<true>, trans_a, trans_b, M, N, K, A, lda, B, ldb,
+                                      beta, C, ldc, extras);
       return true;
     case SgemmIsa::Avx2:
       run<kMr256, kNr256>(kernel_avx2<false>, kernel_avx2<true>, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);

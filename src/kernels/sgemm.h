@@ -5,12 +5,16 @@
 //
 //   C (M,N) = op(A) (M,K) @ op(B) (K,N) + beta * C,   row-major, beta in {0, 1}
 //
-// Three-level blocking: K is cut into chunks; within a chunk, B is taken in NR-column panels and A in
-// MR-row panels, and an MR x NR register tile accumulates over the chunk. Operands are packed (made
-// contiguous and zero-padded) only where they are not already: a transposed operand, a partial panel.
-// Each thread owns a rectangle of C (rows or columns, one parallel region per call); every C element is
-// computed by one thread with the same summation order whatever the thread count, so results are
-// independent of it.
+// Blocking: K is cut into chunks of 256; within a chunk, B is taken in NR-column panels and A in MR-row
+// panels, and an MR x NR register tile accumulates over the chunk from zero, one fused multiply-add per k in
+// order, before the chunk's sum is added to C. The narrower kernels pack operands (contiguous, zero-padded)
+// only where they are not already: a transposed operand, a partial panel; a panel of B stays in L1 while the
+// A panels pass. The AVX-512 kernel's 256 x 32 panel of B alone fills a 32 KB L1, so there C's columns are
+// walked in blocks of up to 768 whose B is always packed and stays in L2, and a 12-row panel of A stays in L1
+// while the block's B panels pass (sgemm.cpp: run). Blocking decides only where operands are read from: every
+// C element sums the same products in the same order at every level with FMA (AVX2, AVX-512: the same bits)
+// and for any thread count. Each thread owns a rectangle of C (rows or columns, one parallel region per
+// call); every C element is computed by one thread, so results are independent of the thread count.
 namespace blocklab::kernels {
 
 enum class SgemmIsa { None, Generic, Avx2, Avx512, Neon, WasmSimd128 };
@@ -30,10 +34,10 @@ struct SgemmExtras {
   float* a_row_sums = nullptr;
   // Called once for every finished block of C (rows i0 .. i0+rows, columns j0 .. j0+cols, bias added)
   // right after its last K-chunk, by the thread that computed it, while the block is still in cache
-  // (at most kMc = 96 rows): an elementwise step that follows the product (an activation) runs there
-  // instead of in another pass over memory. Blocks do not overlap and together cover C; j0 is always a
-  // multiple of the register tile's width (32 floats with AVX-512, 16 with AVX2, 8 with NEON and the
-  // baseline kernel), and so is cols unless the block ends at column N.
+  // (at most kMc = 96 rows; with AVX-512 at most 768 columns): an elementwise step that follows the product
+  // (an activation) runs there instead of in another pass over memory. Blocks do not overlap and together
+  // cover C; j0 is always a multiple of the register tile's width (32 floats with AVX-512, 16 with AVX2, 8
+  // with NEON and the baseline kernel), and so is cols unless the block ends at column N.
   void (*on_block_done)(void* context, int i0, int rows, int j0, int cols) = nullptr;
   void* context = nullptr;
   // A hint for on_block_done: the (M, block_ld) row-major matrix it reads beside C (GELU's pre-activation,
@@ -44,7 +48,8 @@ struct SgemmExtras {
 };
 
 // Returns false (and does nothing) when no micro-kernel is available. One OpenMP parallel region per
-// call: B is packed for every K-chunk up front, then each task runs all K-chunks of its C tile.
+// call: each thread packs what its rectangle of C needs (B per K-chunk and column block, A per row block)
+// and runs all K-chunks of it.
 bool sgemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
            float beta, float* C, int ldc, const SgemmExtras& extras = {});
 
