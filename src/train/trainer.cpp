@@ -88,9 +88,16 @@ StepResult Trainer::step() {
     return r;
   }
   r.lr = schedule_.at(r.step);
-  // clipping folded into the update, and the gradients cleared in the same pass for the next backward
-  optimizer_.step_and_zero_grads(model_.params(), model_.grads(), r.lr, clip_scale(r.grad_norm, config_.clip_grad_norm));
-  model_.grads_were_zeroed();
+  if (config_.probe_every > 0) {
+    // the residual probe reads each block's (clipped) gradient after the step: keep it (the same update)
+    clip_to_norm<float>(model_.grads(), r.grad_norm, config_.clip_grad_norm);
+    optimizer_.step(model_.params(), model_.grads(), r.lr);
+  } else {
+    // clipping folded into the update, and the gradients cleared in the same pass for the next backward
+    optimizer_.step_and_zero_grads(model_.params(), model_.grads(), r.lr,
+                                   clip_scale(r.grad_norm, config_.clip_grad_norm));
+    model_.grads_were_zeroed();
+  }
   model_.normalize_weights();  // the sphere stream: unit weight vectors after every update (a no-op otherwise)
   ++steps_done_;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

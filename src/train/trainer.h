@@ -47,8 +47,10 @@ class Trainer {
   explicit Trainer(const RunConfig& config, ShardExchange* exchange = nullptr,
                    std::shared_ptr<const TokenIds> tokens = nullptr);
 
-  // One step: next batch, forward, backward, gradient norm, clipping, update (which leaves the gradients at
-  // zero: the update clears them as it reads them, for the next backward). When the loss or the
+  // One step: next batch, forward, backward, gradient norm, clipping, update. The update clears the gradients
+  // as it reads them, for the next backward, unless config.probe_every > 0: then model().grads() holds the step's
+  // clipped gradient afterwards, as the residual probe reads it (the weights are the same either way). When the
+  // loss or the
   // gradient norm is not finite the update is skipped (weights, moments and the optimizer's step count
   // stay as they were), the result says nonfinite, and skipped_steps() counts it; stopping the run
   // instead (on_nonfinite = abort) is the caller's decision.
