@@ -145,7 +145,9 @@ void register_bench(CLI::App& root, std::vector<Command>& commands) {
                         double total = 0;
                         for (double x : seconds) total += x;
                         const double step = median(seconds);
-                        const double flops = training_flops_per_step(config.model, config.batch, T);
+                        const std::vector<uint8_t>& mask = trainer.last_batch().loss_mask;
+                        const long loss_positions = std::count_if(mask.begin(), mask.end(), [](uint8_t m) { return m != 0; });
+                        const double flops = training_flops_per_step(config.model, config.batch, T, loss_positions);
                         const GemmPeak peaks = measure_gemm_peak(config.batch * T, 4 * config.model.width,
                                                               config.model.width, precision);
                         const double peak = peaks.wall;

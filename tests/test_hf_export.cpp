@@ -83,7 +83,7 @@ Agreement compare(const RunConfig& run, const fs::path& checkpoint, const fs::pa
   Activations<float> acts = model.make_activations(B, T);
   Agreement a;
   a.our_loss = model.forward(acts, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data());
-  const std::span<const float> ours = acts.logits();
+  const std::vector<float> ours = model.forward_logits(acts, batch.inputs.data());
 
   const hf::Model hf_model = hf::Model::load(hf_dir);
   double sum = 0;

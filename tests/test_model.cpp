@@ -360,9 +360,95 @@ TEST_P(WholeModel, SecondForwardDoesNotDisturbAPendingBackward) {
   model.backward(acts);
   const std::vector<float> expected(model.grads().begin(), model.grads().end());
   model.forward(acts, batch.inputs.data(), batch.targets.data(), batch.loss_mask.data());
-  model.forward_logits(probe, other.inputs.data());
+  model.forward_hidden(probe, other.inputs.data());
   model.backward(acts);
   EXPECT_TRUE(std::equal(expected.begin(), expected.end(), model.grads().begin()));
+}
+
+// The head and the loss in chunks of a few counted positions (the gathered path too: the copy task counts the second
+// half of each sequence, so a chunk can span two sequences) give the loss of one chunk exactly and the same
+// gradients up to the order in which the head weight's gradient is summed; forward_backward is forward() then
+// backward() bit for bit, and a second backward (which computes the chunks' logits again) repeats them.
+TEST_P(WholeModel, HeadChunksChangeOnlyTheOrderOfTheHeadWeightsSum) {
+  const ModelConfig config = GetParam().config;
+  const int B = 3;
+  set_num_threads(1);
+  Model<double> model(config);
+  randomise(model, 7);
+  CopyTask task(config.vocab, 3, 11);
+  Batch batch;
+  task.next(batch, B);
+  const int32_t *inputs = batch.inputs.data(), *targets = batch.targets.data();
+  const uint8_t* mask = batch.loss_mask.data();
+  Activations<double> whole = model.make_activations(B, config.seq_len);
+  const double loss = model.forward(whole, inputs, targets, mask);
+  model.backward(whole);
+  const std::vector<double> expected(model.grads().begin(), model.grads().end());
+  double largest = 0;
+  for (double g : expected) largest = std::max(largest, std::abs(g));
+  for (int rows : {1, 2, 3}) {
+    Activations<double> acts = model.make_activations(B, config.seq_len, rows);
+    EXPECT_EQ(model.forward_backward(acts, inputs, targets, mask), loss) << rows << " rows per chunk";
+    const std::vector<double> fused(model.grads().begin(), model.grads().end());
+    size_t far = 0;
+    for (size_t i = 0; i < fused.size(); ++i) far += !(std::abs(fused[i] - expected[i]) <= 1e-13 * largest);
+    EXPECT_EQ(far, 0u) << rows << " rows per chunk: gradients differ beyond the summation order";
+    EXPECT_EQ(model.forward(acts, inputs, targets, mask), loss) << rows;
+    model.backward(acts);
+    EXPECT_TRUE(std::equal(fused.begin(), fused.end(), model.grads().begin())) << rows << ": forward, backward";
+    model.backward(acts);
+    EXPECT_TRUE(std::equal(fused.begin(), fused.end(), model.grads().begin())) << rows << ": second backward";
+  }
+  set_num_threads(0);
+}
+
+// In float (the vectorised kernels), at 1 and 2 threads: forward_backward is forward() then backward() bit for bit,
+// with one chunk and with several, and the thread count changes neither.
+TEST_P(WholeModel, ForwardBackwardIsForwardThenBackwardAtAnyThreadCount) {
+  const ModelConfig config = GetParam().config;
+  const int B = 4;
+  Model<float> model(config);
+  model.init_weights(5);
+  CopyTask task(config.vocab, 3, 11);
+  Batch batch;
+  task.next(batch, B);
+  const int32_t *inputs = batch.inputs.data(), *targets = batch.targets.data();
+  const uint8_t* mask = batch.loss_mask.data();
+  for (int rows : {0, 3}) {
+    std::vector<std::vector<float>> results;
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      Activations<float> acts = model.make_activations(B, config.seq_len, rows);
+      const float loss = model.forward_backward(acts, inputs, targets, mask);
+      std::vector<float> fused(model.grads().begin(), model.grads().end());
+      EXPECT_EQ(model.forward(acts, inputs, targets, mask), loss) << rows << " rows, " << threads << " threads";
+      model.backward(acts);
+      EXPECT_TRUE(std::equal(fused.begin(), fused.end(), model.grads().begin())) << rows << ", " << threads;
+      fused.push_back(loss);
+      results.push_back(std::move(fused));
+    }
+    EXPECT_TRUE(results[0] == results[1]) << rows << " rows per chunk: 1 and 2 threads differ";
+  }
+  set_num_threads(0);
+}
+
+// Logits of any run of positions are those rows of every position's logits.
+TEST_P(WholeModel, LogitsOfSomePositionsAreThoseRowsOfAll) {
+  const ModelConfig config = GetParam().config;
+  const int B = 2, V = config.vocab;
+  Model<float> model(config);
+  model.init_weights(5);
+  CopyTask task(config.vocab, 3, 11);
+  Batch batch;
+  task.next(batch, B);
+  Activations<float> acts = model.make_activations(B, config.seq_len);
+  const std::vector<float> all = model.forward_logits(acts, batch.inputs.data());
+  ASSERT_EQ(all.size(), static_cast<size_t>(B) * config.seq_len * V);
+  std::vector<float> some(3 * static_cast<size_t>(V));
+  model.forward_logits(acts, batch.inputs.data(), 2, some);
+  EXPECT_TRUE(std::equal(some.begin(), some.end(), all.begin() + 2 * V));
+  std::vector<float> past(2 * static_cast<size_t>(V));
+  EXPECT_THROW(model.forward_logits(acts, batch.inputs.data(), B * config.seq_len - 1, past), Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, WholeModel, ::testing::ValuesIn(variants()),

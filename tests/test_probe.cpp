@@ -80,7 +80,7 @@ TEST(ResidualNorms, PostLnStreamsSitAtTheLayerNormScale) {
     CopyTask task(c.model.vocab, c.copy_len, 1);
     Batch batch;
     task.next(batch, c.batch);
-    model.forward_logits(acts, batch.inputs.data());
+    model.forward_hidden(acts, batch.inputs.data());
     const ResidualNorms n = residual_norms(acts, c.model.width);
     ASSERT_EQ(n.mean_token_norm.size(), 4u);  // embeddings + 3 blocks
     for (size_t l = 0; l < n.mean_token_norm.size(); ++l) {

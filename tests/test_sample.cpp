@@ -38,8 +38,8 @@ ModelConfig small_model(int seq_len = 12) {
 int32_t reference_argmax(const Model<float>& model, const std::vector<int32_t>& tokens) {
   const int n = static_cast<int>(tokens.size()), V = model.config().vocab;
   Activations<float> acts = model.make_activations(1, n);
-  model.forward_logits(acts, tokens.data());
-  const auto logits = acts.logits().subspan(static_cast<size_t>(n - 1) * V, V);
+  const std::vector<float> all = model.forward_logits(acts, tokens.data());
+  const auto logits = std::span<const float>(all).subspan(static_cast<size_t>(n - 1) * V, V);
   return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 

@@ -109,7 +109,7 @@ TEST(StreamStats, OfAForwardPassAgreeWithTheStreamAndTheAttention) {
   Activations<double> acts = model.make_activations(B, T);
   std::vector<int32_t> tokens(B * T);
   for (int i = 0; i < B * T; ++i) tokens[i] = (3 * i + 1) % c.model.vocab;
-  model.forward_logits(acts, tokens.data());
+  model.forward_hidden(acts, tokens.data());
   const std::vector<probe::StreamBlockStats> s = probe::stream_stats(acts, c.model);
   ASSERT_EQ(s.size(), 4u);
   const int C = c.model.width;

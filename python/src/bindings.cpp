@@ -109,9 +109,7 @@ class ModelState {
   std::vector<T> forward(const Tokens& tokens) {
     check_tokens(tokens, config_.model, "tokens");
     prepare(tokens);
-    model_.forward_logits(*acts_, inputs_.data());
-    const auto logits = acts_->logits();
-    return std::vector<T>(logits.begin(), logits.end());
+    return model_.forward_logits(*acts_, inputs_.data());
   }
 
   double loss(const Tokens& tokens, const Tokens& targets, const std::optional<Mask>& mask) {
@@ -150,7 +148,7 @@ class ModelState {
       resize(batch.batch, batch.seq_len);
       inputs_ = batch.inputs;
     }
-    model_.forward_logits(*acts_, inputs_.data());
+    model_.forward_hidden(*acts_, inputs_.data());
     return probe::residual_norms(*acts_, config_.model.width);
   }
 

@@ -133,7 +133,7 @@ probe::ResidualNorms residual_norms_at_init(const RunConfig& given) {
   TaskStream task = make_task_stream(config, Trainer::data_seed(config.seed));
   Batch batch;
   task.next(batch, config.batch);
-  model.forward_logits(acts, batch.inputs.data());
+  model.forward_hidden(acts, batch.inputs.data());
   return probe::residual_norms(acts, config.model.width);
 }
 

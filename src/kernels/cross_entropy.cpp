@@ -62,6 +62,27 @@ RowSoftmax exp_row(double* out, const double* z, int V) {
   }
   return {maxval, sum};
 }
+
+
+// One selected row: dz = (softmax(z) - onehot(y)) * inv_count; returns -log softmax(z)[y].
+template <typename T>
+T row_loss(T* dz, const T* z, int32_t y, int V, T inv_count) {
+  RowSoftmax r{};
+  if constexpr (std::is_same_v<T, float>) {
+    on_isa([&](auto) {
+      r = exp_row(dz, z, V);
+      const float scale = inv_count / static_cast<float>(r.sum);
+      for (int v = 0; v < V; ++v) dz[v] *= scale;
+    });
+  } else {
+    r = exp_row(dz, z, V);
+    const T scale = inv_count / static_cast<T>(r.sum);
+    for (int v = 0; v < V; ++v) dz[v] *= scale;
+  }
+  dz[y] -= inv_count;
+  // -log softmax(z)[y] = log(sum) + max - z[y], exact even where p[y] underflows
+  return static_cast<T>(std::log(static_cast<T>(r.sum)) + static_cast<T>(r.max) - z[y]);
+}
 }  // namespace
 
 template <typename T>
@@ -80,29 +101,27 @@ T cross_entropy_forward(T* dlogits, T* losses, const T* logits, const int32_t* t
       losses[n] = T(0);
       continue;
     }
-    RowSoftmax r{};
-    if constexpr (std::is_same_v<T, float>) {
-      on_isa([&](auto) {
-        r = exp_row(dz, z, V);
-        const float scale = inv_count / static_cast<float>(r.sum);
-        for (int v = 0; v < V; ++v) dz[v] *= scale;
-      });
-    } else {
-      r = exp_row(dz, z, V);
-      const T scale = inv_count / static_cast<T>(r.sum);
-      for (int v = 0; v < V; ++v) dz[v] *= scale;
-    }
-    dz[targets[n]] -= inv_count;
-    // -log softmax(z)[y] = log(sum) + max - z[y], exact even where p[y] underflows
-    losses[n] = static_cast<T>(std::log(static_cast<T>(r.sum)) + static_cast<T>(r.max) - z[targets[n]]);
+    losses[n] = row_loss(dz, z, targets[n], V, inv_count);
   }
   T total = 0;
   for (int n = 0; n < N; ++n) total += losses[n];
   return total / count;
 }
 
+template <typename T>
+void cross_entropy_rows(T* dlogits, T* losses, const T* logits, const int32_t* targets, int rows, int V, int count) {
+  BLOCKLAB_PROFILE("cross_entropy_forward");
+  const T inv_count = T(1) / count;
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < rows; ++n)
+    losses[n] = row_loss(dlogits + static_cast<long>(n) * V, logits + static_cast<long>(n) * V, targets[n], V,
+                         inv_count);
+}
+
 template float cross_entropy_forward<float>(float*, float*, const float*, const int32_t*, const uint8_t*, int, int);
 template double cross_entropy_forward<double>(double*, double*, const double*, const int32_t*, const uint8_t*, int,
                                               int);
+template void cross_entropy_rows<float>(float*, float*, const float*, const int32_t*, int, int, int);
+template void cross_entropy_rows<double>(double*, double*, const double*, const int32_t*, int, int, int);
 
 }  // namespace blocklab::kernels

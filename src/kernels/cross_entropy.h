@@ -21,4 +21,10 @@ template <typename T>
 T cross_entropy_forward(T* dlogits, T* losses, const T* logits, const int32_t* targets, const uint8_t* mask, int N,
                         int V);
 
+// The same for `rows` rows that all count, of a batch whose mean is taken over `count` rows in all (a chunk of the
+// selected rows: model/model.h runs the head and the loss chunk by chunk): losses (rows) and dlogits (rows,V)
+// = (softmax(z) - onehot(target)) / count. Each row's numbers are those cross_entropy_forward gives it.
+template <typename T>
+void cross_entropy_rows(T* dlogits, T* losses, const T* logits, const int32_t* targets, int rows, int V, int count);
+
 }  // namespace blocklab::kernels

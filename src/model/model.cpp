@@ -18,8 +18,8 @@ namespace blocklab {
 using namespace kernels;
 
 template <typename T>
-Activations<T>::Activations(const ModelConfig& config, int batch, int seq_len)
-    : layers_(config.layers), vocab_(config.vocab) {
+Activations<T>::Activations(const ModelConfig& config, int batch, int seq_len, int head_rows)
+    : layers_(config.layers), vocab_(config.vocab), head_rows_(head_rows) {
   config.validate();
   if (batch <= 0) throw Error("batch must be positive, got " + std::to_string(batch));
   if (seq_len <= 0 || seq_len > config.seq_len)
@@ -28,6 +28,8 @@ Activations<T>::Activations(const ModelConfig& config, int batch, int seq_len)
   // Two passes over the same carving code: size, then bind.
   arena_.assign(carve(nullptr, config), T(0));
   carve(arena_.data(), config);
+  loss_rows_.assign(dims_.N(), 0);
+  loss_targets_.assign(dims_.N(), 0);
 }
 
 template <typename T>
@@ -57,15 +59,19 @@ long Activations<T>::carve(T* base, const ModelConfig& config) {
     }
   }
   if (config.has_final_norm()) m.advance(carve_norm_acts(final_norm_, m.next(), config, N));
-  // the loss's forward writes the logits' gradient beside them (kernels/cross_entropy.h)
-  logits_ = m.take(N * V), d_logits_ = m.take(N * V), losses_ = m.take(N);
-  if (config.stream() == ResidualStream::Sphere) logits_raw_ = m.take(N * V);
+  // the head and the loss in chunks of head_rows_ counted positions (Model::head_chunk_rows)
+  if (head_rows_ <= 0 || head_rows_ > N) head_rows_ = Model<T>::head_chunk_rows(N, static_cast<int>(V));
+  const long R = head_rows_;
+  losses_ = m.take(N), chunk_losses_ = m.take(R);
+  head_in_ = m.take(R * C), logits_ = m.take(R * V), d_logits_ = m.take(R * V);
+  if (config.stream() == ResidualStream::Sphere) logits_raw_ = m.take(R * V);
   const long acts = m.used();
   // The backward's buffers come last.
   d_stream_ = m.take(N * C);
+  head_d_in_ = m.take(R * C);
   // [sphere stream] the backward turns the logits' gradient into the raw logits' in a copy of its own, so that
   // a second backward of the same forward starts from the same gradient
-  if (config.stream() == ResidualStream::Sphere) d_logits_raw_ = m.take(N * V);
+  if (config.stream() == ResidualStream::Sphere) d_logits_raw_ = m.take(R * V);
   m.advance(carve_block_scratch(scratch_, m.next(), config, dims_));
   if (hyper) {
     d_streams_ = m.take(config.residual_streams * N * C);
@@ -284,7 +290,7 @@ void Model<T>::embed(Activations<T>& acts, const int32_t* inputs) const {
 template <typename T>
 void Model<T>::run_blocks(Activations<T>& acts) const {
   const BlockInputs<T> in = block_inputs(acts);
-  const int N = static_cast<int>(acts.dims_.N()), C = config_.width, V = config_.vocab;
+  const int N = static_cast<int>(acts.dims_.N());
   const T* h = acts.embedded_;
   if (config_.hyper()) {
     h = run_hyper_blocks(acts, in);
@@ -294,22 +300,91 @@ void Model<T>::run_blocks(Activations<T>& acts) const {
       h = acts.blocks_[l].output;
     }
   }
-  const T* top = h;
-  if (config_.has_final_norm()) {
-    norm_forward(acts.final_norm_, h, w_.final_norm, config_, N);
-    top = acts.final_norm_.out;
-  }
+  if (config_.has_final_norm()) norm_forward(acts.final_norm_, h, w_.final_norm, config_, N);
+}
+
+template <typename T>
+const T* Model<T>::head_input_rows(const Activations<T>& acts) const {
+  return config_.has_final_norm() ? acts.final_norm_.out : acts.stream(config_.layers);
+}
+
+template <typename T>
+int Model<T>::head_chunk_rows(long N, int V) {
+  return static_cast<int>(std::min(N, std::max(1L, kHeadChunkElements / V)));
+}
+
+template <typename T>
+int Model<T>::head_chunk_count(const Activations<T>& acts) {
+  return (acts.loss_count_ + acts.head_rows_ - 1) / acts.head_rows_;
+}
+
+template <typename T>
+typename Model<T>::HeadChunk Model<T>::head_chunk(const Activations<T>& acts, int k) {
+  // chunks of equal length (the last one shorter by less than one row per chunk)
+  const int chunks = head_chunk_count(acts), per = (acts.loss_count_ + chunks - 1) / chunks;
+  const int first = k * per;
+  return {first, std::min(per, acts.loss_count_ - first)};
+}
+
+template <typename T>
+const T* Model<T>::head_chunk_input(Activations<T>& acts, HeadChunk c) const {
+  const int C = config_.width;
+  const T* top = head_input_rows(acts);
+  const int32_t* rows = acts.loss_rows_.data() + c.first;
+  if (rows[c.rows - 1] - rows[0] == c.rows - 1) return top + static_cast<long>(rows[0]) * C;  // consecutive
+  for (int i = 0; i < c.rows; ++i)
+    std::copy_n(top + static_cast<long>(rows[i]) * C, C, acts.head_in_ + static_cast<long>(i) * C);
+  return acts.head_in_;
+}
+
+template <typename T>
+void Model<T>::head_loss(Activations<T>& acts, const T* x, HeadChunk c) const {
+  const int C = config_.width, V = config_.vocab;
   if (config_.stream() == ResidualStream::Sphere) {
     // The sphere stream: logits = s_z * (h head^T), s_z = stored * sqrt(C) per vocabulary entry
-    linear_forward(acts.logits_raw_, top, static_cast<const T*>(w_.head_weight), static_cast<const T*>(nullptr), N, C,
-                   V, gemm_precision(config_));
+    linear_forward(acts.logits_raw_, x, static_cast<const T*>(w_.head_weight), static_cast<const T*>(nullptr), c.rows,
+                   C, V, gemm_precision(config_));
     const T factor = static_cast<T>(SphereFactors::of(config_).s_z);
     kernels::channel_scale_forward(acts.logits_, static_cast<const T*>(acts.logits_raw_),
-                                   static_cast<const T*>(w_.head_scale), factor, N, V);
-    return;
+                                   static_cast<const T*>(w_.head_scale), factor, c.rows, V);
+  } else {
+    linear_forward(acts.logits_, x, static_cast<const T*>(w_.head_weight), static_cast<const T*>(nullptr), c.rows, C,
+                   V, gemm_precision(config_));
   }
-  linear_forward(acts.logits_, top, static_cast<const T*>(w_.head_weight), static_cast<const T*>(nullptr), N, C, V,
-                 gemm_precision(config_));
+  // the chunk's losses, then to the rows of their positions
+  T* losses = acts.chunk_losses_;
+  cross_entropy_rows(acts.d_logits_, losses, static_cast<const T*>(acts.logits_), acts.loss_targets_.data() + c.first,
+                     c.rows, V, acts.loss_count_);
+  for (int i = 0; i < c.rows; ++i) acts.losses_[acts.loss_rows_[c.first + i]] = losses[i];
+}
+
+template <typename T>
+void Model<T>::head_backward(Activations<T>& acts, const T* x, HeadChunk c, T* d_top) {
+  const int C = config_.width, V = config_.vocab;
+  const T* d_logits = acts.d_logits_;
+  if (config_.stream() == ResidualStream::Sphere) {  // logits = s_z * raw: d s_z (stored) and d raw
+    const T factor = static_cast<T>(SphereFactors::of(config_).s_z);
+    std::copy_n(acts.d_logits_, static_cast<long>(c.rows) * V, acts.d_logits_raw_);
+    d_logits = acts.d_logits_raw_;
+    kernels::channel_scale_backward(acts.d_logits_raw_, g_.head_scale, static_cast<const T*>(acts.logits_raw_),
+                                    static_cast<const T*>(w_.head_scale), factor, c.rows, V);
+  }
+  const int32_t* rows = acts.loss_rows_.data() + c.first;
+  const bool consecutive = rows[c.rows - 1] - rows[0] == c.rows - 1;
+  T* d_x = consecutive ? d_top + static_cast<long>(rows[0]) * C : acts.head_d_in_;
+  linear_backward(d_x, g_.head_weight, static_cast<T*>(nullptr), d_logits, x, static_cast<const T*>(w_.head_weight),
+                  c.rows, C, V, GradWrite::Overwrite, gemm_precision(config_));
+  if (!consecutive)
+    for (int i = 0; i < c.rows; ++i)
+      std::copy_n(acts.head_d_in_ + static_cast<long>(i) * C, C, d_top + static_cast<long>(rows[i]) * C);
+}
+
+template <typename T>
+T Model<T>::mean_loss(const Activations<T>& acts) const {
+  // summed in position order (0 where the loss does not count)
+  T total = 0;
+  for (long n = 0; n < acts.dims_.N(); ++n) total += acts.losses_[n];
+  return total / static_cast<T>(acts.loss_count_);
 }
 
 namespace {
@@ -382,73 +457,146 @@ void Model<T>::backward_hyper_blocks(Activations<T>& acts, T* d_stream, const Bl
 }
 
 template <typename T>
-void Model<T>::forward_logits(Activations<T>& acts, const int32_t* inputs) const {
+void Model<T>::forward_hidden(Activations<T>& acts, const int32_t* inputs) const {
   check_shape(acts);
   acts.inputs_ = nullptr;
   acts.targets_ = nullptr;
   acts.mask_ = nullptr;
+  acts.head_ready_ = false;
   embed(acts, inputs);
   run_blocks(acts);
   acts.inputs_ = inputs;
 }
 
 template <typename T>
+void Model<T>::forward_logits(Activations<T>& acts, const int32_t* inputs, int first_row, std::span<T> out) const {
+  const long N = acts.dims_.N();
+  const int C = config_.width, V = config_.vocab;
+  const long rows = static_cast<long>(out.size()) / V;
+  if (static_cast<long>(out.size()) != rows * V || first_row < 0 || first_row + rows > N)
+    throw Error("forward_logits: " + std::to_string(out.size()) + " values from position " + std::to_string(first_row) +
+                " are not whole rows of " + std::to_string(V) + " logits within the " + std::to_string(N) +
+                " positions");
+  forward_hidden(acts, inputs);
+  if (rows == 0) return;
+  const T* x = head_input_rows(acts) + static_cast<long>(first_row) * C;
+  linear_forward(out.data(), x, static_cast<const T*>(w_.head_weight), static_cast<const T*>(nullptr),
+                 static_cast<int>(rows), C, V, gemm_precision(config_));
+  if (config_.stream() == ResidualStream::Sphere) {  // logits = s_z * raw, in place
+    const T factor = static_cast<T>(SphereFactors::of(config_).s_z);
+    kernels::channel_scale_forward(out.data(), static_cast<const T*>(out.data()), static_cast<const T*>(w_.head_scale),
+                                   factor, rows, V);
+  }
+}
+
+template <typename T>
+std::vector<T> Model<T>::forward_logits(Activations<T>& acts, const int32_t* inputs) const {
+  std::vector<T> logits(static_cast<size_t>(acts.dims_.N()) * config_.vocab);
+  forward_logits(acts, inputs, 0, logits);
+  return logits;
+}
+
+template <typename T>
+int Model<T>::select_loss_rows(Activations<T>& acts, const int32_t* targets, const uint8_t* loss_mask) const {
+  acts.targets_ = nullptr;  // no backward from these activations until a forward completes
+  const int N = static_cast<int>(acts.dims_.N()), V = config_.vocab;
+  int count = 0;
+  for (int n = 0; n < N; ++n) {
+    if (loss_mask[n] == 0) continue;
+    if (targets[n] < 0 || targets[n] >= V)
+      throw Error("target id " + std::to_string(targets[n]) + " outside the vocabulary 0.." + std::to_string(V - 1));
+    acts.loss_rows_[count] = n;
+    acts.loss_targets_[count] = targets[n];
+    ++count;
+  }
+  if (count == 0) throw Error("loss mask selects no position");
+  acts.loss_count_ = count;
+  std::fill_n(acts.losses_, N, T(0));
+  return count;
+}
+
+template <typename T>
 T Model<T>::forward(Activations<T>& acts, const int32_t* inputs, const int32_t* targets,
                     const uint8_t* loss_mask) const {
   check_shape(acts);
-  const int N = static_cast<int>(acts.dims_.N()), V = config_.vocab;
-  int selected = 0;
-  for (int n = 0; n < N; ++n) {
-    if (loss_mask[n] == 0) continue;
-    ++selected;
-    if (targets[n] < 0 || targets[n] >= V)
-      throw Error("target id " + std::to_string(targets[n]) + " outside the vocabulary 0.." + std::to_string(V - 1));
+  select_loss_rows(acts, targets, loss_mask);
+  forward_hidden(acts, inputs);
+  const int chunks = head_chunk_count(acts);
+  for (int k = 0; k < chunks; ++k) {
+    const HeadChunk c = head_chunk(acts, k);
+    head_loss(acts, head_chunk_input(acts, c), c);
   }
-  if (selected == 0) throw Error("loss mask selects no position");
-  forward_logits(acts, inputs);
   acts.targets_ = targets;
   acts.mask_ = loss_mask;
-  return cross_entropy_forward(acts.d_logits_, acts.losses_, acts.logits_, targets, loss_mask, N, V);
+  acts.head_ready_ = chunks == 1;
+  return mean_loss(acts);
+}
+
+template <typename T>
+T* Model<T>::begin_backward(Activations<T>& acts) {
+  const BlockDims& d = acts.dims_;
+  const long NC = d.N() * config_.width;
+  BlockScratch<T>& s = acts.scratch_;
+  s.d_other = acts.d_other_;  // the blocks swap it with the stream's gradient: start from the same pair
+  if (!grads_zero_) std::fill(grads_.begin(), grads_.end(), T(0));
+  grads_zero_ = false;
+  if (s.d_context != nullptr) zero(s.d_context, d.Nc() * config_.width);
+  if (s.d_first_v != nullptr) zero(s.d_first_v, d.N() * d.K);
+  zero(acts.d_stream_, NC);
+  if (!config_.has_final_norm()) return acts.d_stream_;
+  zero(s.d_in, NC);  // top = Norm_f(h_L): the head's input gradient goes to the norm's backward
+  return s.d_in;
 }
 
 template <typename T>
 void Model<T>::backward(Activations<T>& acts) {
   check_shape(acts);
   BLOCKLAB_CHECK(acts.targets_ != nullptr, "backward() needs activations filled by forward() with targets");
+  // loss = mean CE(head(top)) over the counted positions, chunk by chunk: the only chunk's logits and their
+  // gradient are still there from the forward; more chunks are computed again
+  T* d_top = begin_backward(acts);
+  for (int k = 0, chunks = head_chunk_count(acts); k < chunks; ++k) {
+    const HeadChunk c = head_chunk(acts, k);
+    const T* x = head_chunk_input(acts, c);
+    if (!acts.head_ready_) head_loss(acts, x, c);
+    head_backward(acts, x, c, d_top);
+  }
+  backward_below_head(acts);
+}
+
+template <typename T>
+T Model<T>::forward_backward(Activations<T>& acts, const int32_t* inputs, const int32_t* targets,
+                             const uint8_t* loss_mask) {
+  check_shape(acts);
+  select_loss_rows(acts, targets, loss_mask);
+  forward_hidden(acts, inputs);
+  T* d_top = begin_backward(acts);
+  const int chunks = head_chunk_count(acts);
+  for (int k = 0; k < chunks; ++k) {
+    const HeadChunk c = head_chunk(acts, k);
+    const T* x = head_chunk_input(acts, c);
+    head_loss(acts, x, c);
+    head_backward(acts, x, c, d_top);
+  }
+  acts.targets_ = targets;
+  acts.mask_ = loss_mask;
+  acts.head_ready_ = chunks == 1;
+  const T loss = mean_loss(acts);
+  backward_below_head(acts);
+  return loss;
+}
+
+template <typename T>
+void Model<T>::backward_below_head(Activations<T>& acts) {
   const BlockDims& d = acts.dims_;
-  const int N = static_cast<int>(d.N()), C = config_.width, V = config_.vocab;
-  const long NC = static_cast<long>(N) * C;
+  const int N = static_cast<int>(d.N()), C = config_.width;
   const BlockInputs<T> in = block_inputs(acts);
   BlockScratch<T>& s = acts.scratch_;
-  s.d_other = acts.d_other_;  // the blocks swap it with the stream's gradient: start from the same pair
-  if (!grads_zero_) std::fill(grads_.begin(), grads_.end(), T(0));
-  grads_zero_ = false;
-  if (s.d_context != nullptr) zero(s.d_context, d.Nc() * C);
-  if (s.d_first_v != nullptr) zero(s.d_first_v, d.N() * d.K);
-
-  // loss = mean CE(head(top)) over the mask: its gradient d_logits came with the forward
-  const T* d_logits = acts.d_logits_;
   T* d_stream = acts.d_stream_;
-  zero(d_stream, NC);
   const T* h_top = acts.stream(config_.layers);
-  if (config_.stream() == ResidualStream::Sphere) {  // logits = s_z * raw: d s_z (stored) and d raw
-    const T factor = static_cast<T>(SphereFactors::of(config_).s_z);
-    std::copy_n(acts.d_logits_, static_cast<long>(N) * V, acts.d_logits_raw_);
-    d_logits = acts.d_logits_raw_;
-    kernels::channel_scale_backward(acts.d_logits_raw_, g_.head_scale, static_cast<const T*>(acts.logits_raw_),
-                                    static_cast<const T*>(w_.head_scale), factor, N, V);
-  }
-  if (config_.has_final_norm()) {
-    // top = Norm_f(h_L)
-    linear_backward(s.d_in, g_.head_weight, static_cast<T*>(nullptr), d_logits,
-                    static_cast<const T*>(acts.final_norm_.out), static_cast<const T*>(w_.head_weight), N, C, V,
-                    GradWrite::Overwrite, gemm_precision(config_));
+  if (config_.has_final_norm())  // top = Norm_f(h_L)
     norm_backward(d_stream, g_.final_norm, static_cast<const T*>(s.d_in), h_top, w_.final_norm, acts.final_norm_,
                   config_, N);
-  } else {
-    linear_backward(d_stream, g_.head_weight, static_cast<T*>(nullptr), d_logits, h_top,
-                    static_cast<const T*>(w_.head_weight), N, C, V, GradWrite::Accumulate, gemm_precision(config_));
-  }
 
   // d_stream holds d loss / d (output of block l); each block turns it into d loss / d (its input).
   if (config_.hyper()) {

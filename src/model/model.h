@@ -9,6 +9,10 @@
 //                                               the sphere stream: logits = s_z * (h_L head^T))
 //   cross-attention context (if any) = x[:, 0:context_len]: the embedded first positions
 //
+// The head and the loss run in chunks of the positions the loss counts (head_chunk_rows): a chunk's logits, the
+// loss's gradient with respect to them, and the head's backward for it, before the next chunk. The (B*T, V)
+// logits are never all kept, and positions the loss does not count (the copy task's first half) get no logits.
+//
 // Memory: one arena each for parameters and gradients (Model); one for the saved activations plus the
 // backward's working buffers, sized once for a (batch, seq_len) shape (Activations). Nothing allocates
 // in forward() or backward().
@@ -31,8 +35,10 @@ class Model;
 template <typename T>
 class Activations {
  public:
-  // batch B and sequence length Tn (<= config.seq_len) fix the shapes.
-  Activations(const ModelConfig& config, int batch, int seq_len);
+  // batch B and sequence length Tn (<= config.seq_len) fix the shapes. head_rows: the most positions one chunk
+  // of the head and the loss holds (0: Model::head_chunk_rows(B*Tn, V); fewer changes only the order in which
+  // the head weight's gradient is summed).
+  Activations(const ModelConfig& config, int batch, int seq_len, int head_rows = 0);
   // The saved pointers point into arena_: moving keeps them valid, copying would not.
   Activations(const Activations&) = delete;
   Activations& operator=(const Activations&) = delete;
@@ -47,7 +53,6 @@ class Activations {
   const T* stream(int index) const;
   // What block `index` (0-based) saved, e.g. its attention probabilities attn.att (B,H,T,T) for the stream probe.
   const BlockActs<T>& block_acts(int index) const { return blocks_.at(static_cast<size_t>(index)); }
-  std::span<const T> logits() const { return {logits_, static_cast<size_t>(dims_.N()) * vocab_}; }
   // [hc, mhc] The mixing of sub-layer k (2l: block l's attention, 2l+1: its MLP) of the last forward.
   const HyperActs<T>& hyper(int k) const { return hyper_.at(static_cast<size_t>(k)); }
   // True after a forward with targets, until the next forward.
@@ -80,10 +85,17 @@ class Activations {
   HyperScratch<T> hyper_scratch_;
   T* d_streams_ = nullptr;  // [hc, mhc] (n,N,C) the streams' gradient
   NormActs<T> final_norm_;  // [final norm]
-  // the logits, the loss's gradient with respect to them (written by the forward with targets), the losses
-  T *logits_ = nullptr, *d_logits_ = nullptr, *losses_ = nullptr;
-  T* logits_raw_ = nullptr;  // [sphere stream] (N,V) h_L head^T before s_z
-  T* d_logits_raw_ = nullptr;  // [sphere stream] (N,V) backward: the gradient of logits_raw_
+  // The head and the loss, one chunk of at most head_rows_ counted positions at a time (Model::head_chunk_rows):
+  // the chunk's inputs when they are not consecutive rows of the stream (gathered), its logits and the loss's
+  // gradient with respect to them; the losses of all N positions (0 where the loss does not count).
+  int head_rows_ = 0;
+  T *head_in_ = nullptr, *logits_ = nullptr, *d_logits_ = nullptr, *losses_ = nullptr, *chunk_losses_ = nullptr;
+  T* logits_raw_ = nullptr;  // [sphere stream] (rows,V) the chunk's h_L head^T before s_z
+  T* d_logits_raw_ = nullptr;  // [sphere stream] (rows,V) backward: the gradient of logits_raw_
+  T* head_d_in_ = nullptr;     // backward: (rows,C) the gathered chunk's input gradient
+  std::vector<int32_t> loss_rows_, loss_targets_;  // the counted positions (in order) and their targets
+  int loss_count_ = 0;
+  bool head_ready_ = false;  // logits_ / d_logits_ hold the only chunk of the last forward
   T* d_stream_ = nullptr;  // backward: the stream's gradient
   T* d_other_ = nullptr;     // the second stream-gradient buffer (block_backward swaps scratch_.d_other)
   const int32_t* inputs_ = nullptr;
@@ -115,7 +127,9 @@ class Model {
   std::span<const T> grad(std::string_view name) const;
 
   // Activations sized for this model and a (batch, seq_len) shape.
-  Activations<T> make_activations(int batch, int seq_len) const { return Activations<T>(config_, batch, seq_len); }
+  Activations<T> make_activations(int batch, int seq_len, int head_rows = 0) const {
+    return Activations<T>(config_, batch, seq_len, head_rows);
+  }
 
   // The config's init scheme (config.h: xavier, gpt2, deepnorm, tfixup) for linear weights and embeddings;
   // zero biases, unit norm weights, DyT alpha 0.5, Admin omega at its closed form, ReZero alpha 0.
@@ -132,11 +146,26 @@ class Model {
   // inputs, targets (B,T) token ids in [0,V); loss_mask (B,T) selects the positions whose loss counts
   // (at least one). Fills acts; returns the mean cross-entropy over selected positions.
   T forward(Activations<T>& acts, const int32_t* inputs, const int32_t* targets, const uint8_t* loss_mask) const;
-  // Forward without a loss (logits only); acts then cannot be used for backward.
-  void forward_logits(Activations<T>& acts, const int32_t* inputs) const;
   // Gradients of the loss of the forward that filled acts w.r.t. all parameters (overwrites grads()).
-  // Uses acts' working buffers; the saved activations stay as they are.
+  // Uses acts' working buffers; the saved activations stay as they are. Where the head ran in more than one
+  // chunk, it computes the chunks' logits again (one more head product: forward_backward avoids it).
   void backward(Activations<T>& acts);
+  // forward() then backward(), with each chunk's head backward right after its loss: the same numbers, bit for
+  // bit, without computing any logits twice. The training step's path.
+  T forward_backward(Activations<T>& acts, const int32_t* inputs, const int32_t* targets, const uint8_t* loss_mask);
+
+  // Forward up to the head's input (the blocks and the final norm): the residual stream for the probes. acts then
+  // cannot be used for backward.
+  void forward_hidden(Activations<T>& acts, const int32_t* inputs) const;
+  // Forward without a loss: the logits of positions first_row .. first_row + out.size() / V - 1 into out.
+  void forward_logits(Activations<T>& acts, const int32_t* inputs, int first_row, std::span<T> out) const;
+  // The same for every position: (B*T, V).
+  std::vector<T> forward_logits(Activations<T>& acts, const int32_t* inputs) const;
+
+  // The most positions one chunk of the head and the loss holds for N positions and vocabulary V: all N while
+  // their logits fit in kHeadChunkElements values, else N split evenly into that many.
+  static constexpr long kHeadChunkElements = 1L << 22;
+  static int head_chunk_rows(long N, int V);
   // Tells the model that every gradient is now exactly zero (an optimizer pass cleared them while reading them),
   // so the next backward skips its own pass to clear them. Any later mutable grads() access, or a backward,
   // withdraws it.
@@ -145,7 +174,28 @@ class Model {
  private:
   void check_shape(const Activations<T>& acts) const;
   void embed(Activations<T>& acts, const int32_t* inputs) const;
-  void run_blocks(Activations<T>& acts) const;
+  void run_blocks(Activations<T>& acts) const;  // the blocks and the final norm
+  const T* head_input_rows(const Activations<T>& acts) const;  // what the head reads: (N,C)
+  // The counted positions and their targets into acts (checked); returns their count.
+  int select_loss_rows(Activations<T>& acts, const int32_t* targets, const uint8_t* loss_mask) const;
+  // Chunk k of the counted positions: its first index into acts.loss_rows_ and its length.
+  struct HeadChunk {
+    int first, rows;
+  };
+  static int head_chunk_count(const Activations<T>& acts);
+  static HeadChunk head_chunk(const Activations<T>& acts, int k);
+  // The chunk's head input: consecutive rows of the stream in place, else gathered into acts.head_in_.
+  const T* head_chunk_input(Activations<T>& acts, HeadChunk c) const;
+  // The chunk's logits, losses (into acts.losses_) and the loss's gradient with respect to the logits.
+  void head_loss(Activations<T>& acts, const T* x, HeadChunk c) const;
+  // The chunk's head backward: adds into the head's gradients, writes d top into d_top's counted rows.
+  void head_backward(Activations<T>& acts, const T* x, HeadChunk c, T* d_top);
+  T mean_loss(const Activations<T>& acts) const;
+  // backward()'s first steps: clears the gradients and the buffers the blocks add into; returns where the head's
+  // input gradient goes (zeroed).
+  T* begin_backward(Activations<T>& acts);
+  // backward() from the head's input gradient down to the embeddings.
+  void backward_below_head(Activations<T>& acts);
   const T* run_hyper_blocks(Activations<T>& acts, const BlockInputs<T>& in) const;  // returns the summed stream
   void backward_hyper_blocks(Activations<T>& acts, T* d_stream, const BlockInputs<T>& in);
   BlockInputs<T> block_inputs(Activations<T>& acts) const;

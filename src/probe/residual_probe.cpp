@@ -55,7 +55,7 @@ void ResidualProbeWriter::operator()(Trainer& trainer) {
   }
   // The trainer's own activations: its step has run its backward, so they are free until the next step.
   Activations<float>& acts = trainer.activations();
-  trainer.model().forward_logits(acts, batch_.inputs.data());
+  trainer.model().forward_hidden(acts, batch_.inputs.data());
   const ResidualNorms norms = residual_norms(acts, config.model.width);
   std::string rows;
   for (size_t l = 0; l < norms.mean_token_norm.size(); ++l)

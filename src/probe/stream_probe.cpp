@@ -130,7 +130,7 @@ void StreamRecorder::operator()(Trainer& trainer) {
   }
   // The trainer's own activations: its step has run its backward, so they are free until the next step.
   Activations<float>& acts = trainer.activations();
-  trainer.model().forward_logits(acts, batch_.inputs.data());
+  trainer.model().forward_hidden(acts, batch_.inputs.data());
   std::string rows;
   for (const StreamBlockStats& s : stream_stats(acts, config.model))
     io::append_csv_line(rows, {std::to_string(step), std::to_string(s.block), io::csv_number(s.rms),

@@ -150,16 +150,17 @@ int32_t choose_token(std::span<const float> logits, double temperature, int top_
 }
 
 NextTokenLogits::NextTokenLogits(const Model<float>& model)
-    : model_(model), acts_(model.make_activations(1, model.config().seq_len)), window_(model.config().seq_len, 0) {}
+    : model_(model), acts_(model.make_activations(1, model.config().seq_len)), window_(model.config().seq_len, 0),
+      logits_(model.config().vocab) {}
 
 std::span<const float> NextTokenLogits::operator()(std::span<const int32_t> tokens) {
-  const size_t T = window_.size(), V = static_cast<size_t>(model_.config().vocab);
+  const size_t T = window_.size();
   if (tokens.empty()) throw Error("next-token logits: no tokens");
   const size_t n = std::min(T, tokens.size());
   std::copy(tokens.end() - n, tokens.end(), window_.begin());
   std::fill(window_.begin() + n, window_.end(), 0);
-  model_.forward_logits(acts_, window_.data());
-  return acts_.logits().subspan((n - 1) * V, V);
+  model_.forward_logits(acts_, window_.data(), static_cast<int>(n - 1), logits_);
+  return logits_;
 }
 
 void check_prompt(const ModelConfig& m, std::span<const int32_t> prompt) {

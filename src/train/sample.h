@@ -58,6 +58,7 @@ class NextTokenLogits {
   const Model<float>& model_;
   Activations<float> acts_;
   std::vector<int32_t> window_;
+  std::vector<float> logits_;  // the last position's (the head runs for it alone)
 };
 
 // Throws Error for an empty prompt, an id outside the vocab, or (cross-attention models) a prompt shorter than

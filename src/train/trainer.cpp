@@ -49,9 +49,8 @@ double Trainer::sharded_forward_backward() {
     // shard s = rows s*rows .. (s+1)*rows - 1 of the step's batch; it draws nothing of its own, so its data
     // depends on (seed, step, s) only
     const size_t offset = static_cast<size_t>(reducer_->first_shard() + k) * rows * T;
-    const float loss = model_.forward(acts_, batch_.inputs.data() + offset, batch_.targets.data() + offset,
-                                      batch_.loss_mask.data() + offset);
-    model_.backward(acts_);
+    const float loss = model_.forward_backward(acts_, batch_.inputs.data() + offset, batch_.targets.data() + offset,
+                                               batch_.loss_mask.data() + offset);
     std::copy(model_.grads().begin(), model_.grads().end(), shard_values_.begin());
     shard_values_[P] = loss;
     reducer_->add(shard_values_);
@@ -73,8 +72,7 @@ StepResult Trainer::step() {
   if (reducer_) {
     r.loss = sharded_forward_backward();
   } else {  // one shard, one process: the plain step
-    r.loss = model_.forward(acts_, batch_.inputs.data(), batch_.targets.data(), batch_.loss_mask.data());
-    model_.backward(acts_);
+    r.loss = model_.forward_backward(acts_, batch_.inputs.data(), batch_.targets.data(), batch_.loss_mask.data());
   }
   if (std::find(inject_steps_.begin(), inject_steps_.end(), r.step) != inject_steps_.end())
     model_.grads()[inject_offset_] = std::numeric_limits<float>::quiet_NaN();

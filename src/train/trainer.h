@@ -78,6 +78,8 @@ class Trainer {
   // steps they are free for another forward (e.g. a probe) on the same batch shape.
   Activations<float>& activations() { return acts_; }
   Adam<float>& optimizer() { return optimizer_; }
+  // The batch of the last step (its loss mask says which positions the head ran for).
+  const Batch& last_batch() const { return batch_; }
   TaskStream& task() { return task_; }
 
   // Text task: the mean next-token loss over the fixed validation windows (text_data.h), computed with this
@@ -112,6 +114,7 @@ class Trainer {
   Adam<float> optimizer_;
   TaskStream task_;
   Batch batch_, eval_batch_;
+
   Schedule schedule_;
   int steps_done_ = 0;
   int64_t skipped_steps_ = 0;

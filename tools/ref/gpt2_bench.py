@@ -12,8 +12,10 @@ Init: every Linear weight and both embeddings N(0, 0.02), biases 0, LayerNorm we
 blocklab leaves it out: it does not change the speed).
 
 Task: each step draws B fresh random copy sequences of 2n tokens (copy_model.copy_batch), feeds the
-first T = 2n-1 and computes logits for all B*T positions; the loss is the mean cross-entropy over the
-last n positions only (copy_model.copy_loss's definition), as blocklab's copy task. Optimizer: AdamW,
+first T = 2n-1; the loss is the mean cross-entropy over the last n positions only (copy_model.copy_loss's
+definition), as blocklab's copy task. The head runs for those n positions alone (the final norm's output sliced
+before the tied projection), as blocklab's does; --head-rows all computes logits for all B*T positions and
+slices them for the loss instead (the plain nanoGPT form). Optimizer: AdamW,
 lr 1e-3 constant, betas 0.9/0.999, eps 1e-8, weight decay 0.1 on every parameter (embeddings, biases
 and LayerNorm parameters too: blocklab's adamw decays all of them). Each step also takes the global
 gradient norm, as blocklab's trainer does. --precision bf16 runs the forward pass and the loss under
@@ -66,6 +68,8 @@ def parse_args(argv=None):
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--weight-decay", type=float, default=0.1)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--head-rows", choices=["counted", "all"], default="counted",
+                    help="the positions the head computes logits for: those the loss counts, or all B*T")
     ap.add_argument("--threads", type=int, default=0,
                     help="total compute threads: torch.set_num_threads(N) and also\n"
                          "OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=MKL_NUM_THREADS=N, and\n"
@@ -119,11 +123,11 @@ def build_model(layers, width, heads, vocab, positions):
             self.blocks = nn.ModuleList([Block() for _ in range(layers)])
             self.final_norm = nn.LayerNorm(width, eps=1e-5)
 
-        def forward(self, inputs):
+        def forward(self, inputs, first=0):
             h = self.tok_emb(inputs) + self.pos_emb.weight[:inputs.shape[1]]
             for block in self.blocks:
                 h = block(h)
-            return F.linear(self.final_norm(h), self.tok_emb.weight)            # (B, T, V), tied head
+            return F.linear(self.final_norm(h)[:, first:], self.tok_emb.weight)  # (B, T - first, V), tied
 
     model = GPT2()
     with torch.no_grad():
@@ -175,6 +179,7 @@ def main(argv=None):
     err = sys.stderr
     print(f"# torch={torch_info()}", file=err)
     print(f"# threads={torch.get_num_threads()}", file=err)
+    print(f"# head_rows={a.head_rows}", file=err)
     print(f"# precision={a.precision}" + (" (torch.autocast cpu bfloat16)" if a.precision == "bf16" else ""),
           file=err)
 
@@ -206,8 +211,11 @@ def main(argv=None):
         inputs, targets = tokens[:, :-1], tokens[:, 1:]
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
-            logits = model(inputs)                                               # all B*T rows
-            loss = F.cross_entropy(logits[:, n - 1:].reshape(-1, a.vocab), targets[:, n - 1:].reshape(-1))
+            if a.head_rows == "all":
+                logits = model(inputs)[:, n - 1:]                                # all B*T rows, then sliced
+            else:
+                logits = model(inputs, n - 1)                                    # the counted rows only
+            loss = F.cross_entropy(logits.reshape(-1, a.vocab), targets[:, n - 1:].reshape(-1))
         loss.backward()
         grad_norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm([p.grad for p in params])))
         opt.step()
