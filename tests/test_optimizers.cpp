@@ -135,7 +135,9 @@ TEST_P(OptimizerParity, FloatMatchesPyTorch) {
       ASSERT_LE(diff, 3e-6 * (1 + std::abs(r))) << name << " step " << s + 1 << " " << n << "[" << i << "]";
     }
   });
-  RecordProperty("max_abs_diff", std::to_string(worst));
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", worst);
+  RecordProperty("max_abs_diff", text);
 }
 
 // double: the same formulas to double rounding, which a float run could not tell apart from a small mistake in
