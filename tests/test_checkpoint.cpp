@@ -102,8 +102,8 @@ TEST(Checkpoint, SaveAndLoadContinueBitIdentically) {
   EXPECT_EQ(b.task().rng().state(), a.task().rng().state());
   EXPECT_EQ(b.task().batches_drawn(), 7u);
   EXPECT_TRUE(same_bytes(a.model().params(), b.model().params()));
-  EXPECT_TRUE(same_bytes(a.optimizer().first_moment(), b.optimizer().first_moment()));
-  EXPECT_TRUE(same_bytes(a.optimizer().second_moment(), b.optimizer().second_moment()));
+  EXPECT_TRUE(same_bytes(a.optimizer().state("adam.m"), b.optimizer().state("adam.m")));
+  EXPECT_TRUE(same_bytes(a.optimizer().state("adam.v"), b.optimizer().state("adam.v")));
   for (int s = 0; s < 5; ++s) {
     const StepResult ra = a.step(), rb = b.step();
     EXPECT_EQ(ra.step, rb.step);
@@ -274,16 +274,16 @@ TEST(NonFinite, SkippedStepLeavesWeightsMomentsAndAdamStepUntouched) {
   t.inject_nonfinite({3, 4}, "blocks.1.mlp.fc2.bias");
   t.step();
   t.step();
-  const auto params = copy_of(t.model().params()), m = copy_of(t.optimizer().first_moment()),
-             v = copy_of(t.optimizer().second_moment());
+  const auto params = copy_of(t.model().params()), m = copy_of(t.optimizer().state("adam.m")),
+             v = copy_of(t.optimizer().state("adam.v"));
   const auto rng_before = t.task().rng().state();
   const StepResult r = t.step();
   EXPECT_TRUE(r.nonfinite);
   EXPECT_TRUE(std::isnan(r.grad_norm));
   EXPECT_EQ(t.first_nonfinite_grad(), "blocks.1.mlp.fc2.bias");
   EXPECT_TRUE(same_bytes(params, t.model().params()));
-  EXPECT_TRUE(same_bytes(m, t.optimizer().first_moment()));
-  EXPECT_TRUE(same_bytes(v, t.optimizer().second_moment()));
+  EXPECT_TRUE(same_bytes(m, t.optimizer().state("adam.m")));
+  EXPECT_TRUE(same_bytes(v, t.optimizer().state("adam.v")));
   EXPECT_EQ(t.optimizer().steps_taken(), 2);
   EXPECT_NE(t.task().rng().state(), rng_before);  // the batch was consumed: the next step sees new data
   EXPECT_TRUE(t.step().nonfinite);

@@ -58,13 +58,12 @@ struct ScopedEnv {
 
 }  // namespace
 
-class Resume : public ::testing::TestWithParam<std::string> {};
+namespace {
 
 // 2N steps straight through == N steps, then --resume to 2N: bit-identical losses at every step (the
 // metrics files are byte-identical), byte-identical final weights and optimizer state.
-TEST_P(Resume, ContinuesBitIdentically) {
-  const fs::path dir = fresh_dir("resume_" + GetParam());
-  const std::string model = kModel + " --norm-placement " + GetParam();
+void expect_resume_continues_bit_identically(const std::string& label, const std::string& model) {
+  const fs::path dir = fresh_dir("resume_" + label);
   const std::string full = (dir / "full").string(), split = (dir / "split").string();
   auto r = run_cli("train" + model + " --threads 1 --steps 12 --checkpoint-every 6 --out " + full);
   ASSERT_EQ(r.status, 0) << r.err;
@@ -87,7 +86,37 @@ TEST_P(Resume, ContinuesBitIdentically) {
   EXPECT_EQ(summary["final_loss"], nlohmann::json::parse(read_text(dir / "full" / "summary.json"))["final_loss"]);
 }
 
+}  // namespace
+
+class Resume : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Resume, ContinuesBitIdentically) {
+  expect_resume_continues_bit_identically(GetParam(), kModel + " --norm-placement " + GetParam());
+}
+
 INSTANTIATE_TEST_SUITE_P(Placements, Resume, ::testing::Values("post", "pre"));
+
+// The same for every other optimizer, its own keys set away from their defaults (they come back from the
+// checkpoint's config).
+class ResumeOptimizer : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
+
+TEST_P(ResumeOptimizer, ContinuesBitIdentically) {
+  const std::string model = " --layers 2 --width 16 --heads 2 --vocab 6 --copy-len 4 --batch 4 --lr 3e-3 --warmup 8"
+                            " --clip-grad-norm 0.5 --seed 3 --optimizer " + GetParam().second;
+  expect_resume_continues_bit_identically(GetParam().first, model);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Optimizers, ResumeOptimizer,
+    ::testing::Values(std::pair<std::string, std::string>{"adam_v0grad", "adam --adam-v0 grad --beta2 0.99"},
+                      std::pair<std::string, std::string>{"radam", "radam --weight-decay 0.01 --adam-v0 grad"},
+                      std::pair<std::string, std::string>{"sgd",
+                                                          "sgd --momentum 0.8 --nesterov true --weight-decay 0.01"},
+                      std::pair<std::string, std::string>{"lion", "lion --lion-beta2 0.98 --weight-decay 0.1"},
+                      std::pair<std::string, std::string>{
+                          "muon", "muon --muon-lr 0.03 --muon-momentum 0.9 --muon-nesterov false --muon-ns-steps 4 "
+                                  "--muon-weight-decay 0.1 --weight-decay 0.01"}),
+    [](const auto& info) { return info.param.first; });
 
 TEST(ResumeCli, DropsMetricsRowsAfterTheCheckpointNeverDuplicates) {
   const fs::path dir = fresh_dir("resume_metrics");

@@ -175,7 +175,7 @@ TEST_F(CurvatureJobTest, EqualsTheEstimateOnTheSameWeightsAndBatch) {
   const probe::RunWeights w = probe::load_run_weights(j.run_dir, 2);
   const Batch batch = probe::curvature_batch(w.config, probe::curvature_batch_seed(w.config.seed), w.config.batch);
   probe::CurvatureLoss loss(w.config.model, std::span<const float>(w.params), batch);
-  const probe::AdamMoments adam{w.adam_v, w.adam_steps, w.config.adam.beta1, w.config.adam.beta2, w.config.adam.eps};
+  const probe::AdamMoments adam{w.adam_v, w.adam_steps, w.config.optimizer.beta1, w.config.optimizer.beta2, w.config.optimizer.eps};
   const probe::CurvatureResult direct = probe::measure_curvature(loss, &adam, j.options);
   EXPECT_EQ(r.result.top, direct.top);
   EXPECT_EQ(r.result.per_block, direct.per_block);

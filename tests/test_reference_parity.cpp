@@ -149,7 +149,7 @@ void check_against_reference(const std::string& variant, double tolerance) {
   // model 1e-9 throughout. Those float steps are held to 1e-3 and 2e-2.
   const bool hyper = fx.config.hyper() && std::is_same_v<T, float>;
   const double step_tolerance = hyper ? 1e-3 : tolerance;
-  Adam<T> adam(AdamOptions{}, model.params().size());
+  Adam<T> adam(OptimizerOptions{}, model.params().size());
   const std::vector<double> ref_losses = fx.file.read_f64("adam_losses");
   ASSERT_EQ(ref_losses.size(), 5u);
   for (int k = 0; k < 5; ++k) {

@@ -76,7 +76,7 @@ TEST(RunConfig, ValidationNamesTheProblem) {
   c.model.seq_len = 10;
   EXPECT_NE(error_of([&] { resolve(c); }).find("does not match the copy task"), std::string::npos);
   c = RunConfig{};
-  c.adam.weight_decay = 0.1;
+  c.optimizer.weight_decay = 0.1;
   EXPECT_NE(error_of([&] { resolve(c); }).find("adamw"), std::string::npos);
 }
 

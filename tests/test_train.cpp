@@ -35,7 +35,7 @@ TEST(Schedule, CosineDecaysToMinimum) {
 }
 
 TEST(Adam, MatchesHandComputedSteps) {
-  AdamOptions o;
+  OptimizerOptions o;
   Adam<double> adam(o, 1);
   std::vector<double> p = {1.0}, g = {0.5};
   adam.step(p, g, 0.1);
@@ -50,7 +50,7 @@ TEST(Adam, MatchesHandComputedSteps) {
 }
 
 TEST(Adam, AdamWDecaysDecoupled) {
-  AdamOptions o;
+  OptimizerOptions o;
   o.kind = OptimizerKind::AdamW;
   o.weight_decay = 0.1;
   Adam<double> adam(o, 1);
@@ -81,7 +81,7 @@ TEST(Adam, FusedClipUpdateAndZeroEqualsTheSeparatePasses) {
     p0[i] = std::sin(0.37f * static_cast<float>(i));
     g0[i] = 0.01f * std::cos(1.3f * static_cast<float>(i)) + (i % 7 == 0 ? 0.5f : 0.f);
   }
-  AdamOptions o;
+  OptimizerOptions o;
   o.kind = OptimizerKind::AdamW;
   o.weight_decay = 0.1;
   const double max_norm = 1.0;
@@ -343,8 +343,8 @@ TEST(Trainer, NgptRenormalisationMatchesADoubleReference) {
 
 TEST(Trainer, NgptRefusesWeightDecay) {
   RunConfig c = small_copy_run(NormPlacement::NGPT);
-  c.adam.kind = OptimizerKind::AdamW;
-  c.adam.weight_decay = 0.1;
+  c.optimizer.kind = OptimizerKind::AdamW;
+  c.optimizer.weight_decay = 0.1;
   EXPECT_THROW(resolve(c), Error);
 }
 

@@ -141,7 +141,7 @@ report::PlotFigure curvature_grid_figure(const CurvatureGridResult& result, cons
   fig.cols = static_cast<int>(result.runs.size());
   fig.width = 420 * fig.cols;
   fig.height = 760;
-  const double b1 = o.base.adam.beta1;
+  const double b1 = o.base.optimizer.beta1;
   const std::string edge = b1 == 0.9 ? "38/lr(t)" : "(2+2b1)/((1-b1) lr(t))";
   fig.title =
       t("Adam's preconditioned sharpness against its stability threshold {1}, loss beneath ({2} "

@@ -50,7 +50,7 @@ std::string model_text(const RunConfig& c, report::Lang lang, bool depth_and_ini
 
 std::string train_text(const RunConfig& c, report::Lang lang) {
   return report::tr(lang, "Adam lr {1} (beta2 {2}), batch {3}, {4} steps",
-                {fmt(c.lr, "%g"), fmt(c.adam.beta2, "%g"), std::to_string(c.batch), std::to_string(c.steps)});
+                {fmt(c.lr, "%g"), fmt(c.optimizer.beta2, "%g"), std::to_string(c.batch), std::to_string(c.steps)});
 }
 
 std::string rel(const fs::path& path, const fs::path& base) { return fs::relative(path, base).string(); }

@@ -77,8 +77,8 @@ void check_layout(const TrainingState& s) {
   for (const auto& t : s.layout)
     BLOCKLAB_CHECK(t.offset >= 0 && t.numel >= 0 && static_cast<size_t>(t.offset + t.numel) <= s.params.size(),
                    "checkpoint layout exceeds the parameter arena");
-  BLOCKLAB_CHECK(s.adam_m.size() == s.params.size() && s.adam_v.size() == s.params.size(),
-                 "optimizer moments and parameters differ in size");
+  for (const auto& a : s.optimizer_state)
+    BLOCKLAB_CHECK(a.values.size() == s.params.size(), "optimizer state " + a.name + " and parameters differ in size");
 }
 
 // COMPLETE: "step N", then one line per file: "<name> <bytes> xxh3_64:<16 hex digits>".
@@ -223,19 +223,17 @@ fs::path write_checkpoint(const fs::path& run_dir, const TrainingState& state, i
     const std::string step_text = std::to_string(state.step);
     std::vector<TensorToWrite> model, moments;
     model.reserve(state.layout.size());
-    moments.reserve(2 * state.layout.size() + 5);
+    moments.reserve(state.optimizer_state.size() * state.layout.size() + 5);
     for (const auto& t : state.layout)
       model.push_back(tensor_view(t.name, t.shape, std::span<const float>(state.params.subspan(t.offset, t.numel))));
     const FileChecksum model_sum =
         write_safetensors((tmp / kModelFile).string(), model, {{"format", "pt"}, {"step", step_text}});
 
-    for (const auto& t : state.layout)
-      moments.push_back(
-          tensor_view("adam.m." + t.name, t.shape, std::span<const float>(state.adam_m.subspan(t.offset, t.numel))));
-    for (const auto& t : state.layout)
-      moments.push_back(
-          tensor_view("adam.v." + t.name, t.shape, std::span<const float>(state.adam_v.subspan(t.offset, t.numel))));
-    const int64_t counters[4] = {state.step, state.adam_steps, state.skipped_steps, state.data_batches_drawn};
+    for (const auto& a : state.optimizer_state)
+      for (const auto& t : state.layout)
+        moments.push_back(tensor_view(a.name + "." + t.name, t.shape,
+                                      std::span<const float>(a.values.subspan(t.offset, t.numel))));
+    const int64_t counters[4] = {state.step, state.optimizer_steps, state.skipped_steps, state.data_batches_drawn};
     const char* counter_names[4] = {kStep, kAdamStep, kSkippedSteps, kBatchesDrawn};
     for (int i = 0; i < 4; ++i)
       moments.push_back(tensor_view(counter_names[i], {}, std::span<const int64_t>(&counters[i], 1)));
@@ -339,10 +337,9 @@ std::vector<std::string> read_checkpoint(const fs::path& checkpoint, TrainingSta
   std::vector<Copy> copies;
   for (const auto& t : out.layout) {
     copies.push_back({&model, &expect(model, t.name, DType::F32, t.shape), out.params.subspan(t.offset, t.numel)});
-    copies.push_back(
-        {&state, &expect(state, "adam.m." + t.name, DType::F32, t.shape), out.adam_m.subspan(t.offset, t.numel)});
-    copies.push_back(
-        {&state, &expect(state, "adam.v." + t.name, DType::F32, t.shape), out.adam_v.subspan(t.offset, t.numel)});
+    for (const auto& a : out.optimizer_state)
+      copies.push_back(
+          {&state, &expect(state, a.name + "." + t.name, DType::F32, t.shape), a.values.subspan(t.offset, t.numel)});
   }
   if (model.tensors().size() != out.layout.size()) {
     for (const auto& e : model.tensors())
@@ -358,7 +355,7 @@ std::vector<std::string> read_checkpoint(const fs::path& checkpoint, TrainingSta
                 batches = counter(kBatchesDrawn);
   std::array<int64_t, 4> rng{};
   state.read(expect(state, kDataRng, DType::I64, {4}), std::span<int64_t>(rng));
-  const size_t expected_state_tensors = 2 * out.layout.size() + 5;
+  const size_t expected_state_tensors = out.optimizer_state.size() * out.layout.size() + 5;
   if (state.tensors().size() != expected_state_tensors)
     throw Error(state.path() + ": holds " + std::to_string(state.tensors().size()) + " tensors, expected " +
                 std::to_string(expected_state_tensors));
@@ -381,7 +378,7 @@ std::vector<std::string> read_checkpoint(const fs::path& checkpoint, TrainingSta
   // --- everything checked: copy -------------------------------------------------------------------------
   for (const Copy& c : copies) c.reader->read(*c.entry, c.into);
   out.step = step;
-  out.adam_steps = adam_steps;
+  out.optimizer_steps = adam_steps;
   out.skipped_steps = skipped;
   out.data_batches_drawn = batches;
   out.config_json = meta("config");

@@ -4,8 +4,12 @@
 //   RUN/checkpoints/step_0000120/
 //     model.safetensors   the parameters, F32, PyTorch names (tok_emb.weight, blocks.0.attn.qkv.weight, ...);
 //                         __metadata__: format "pt", step
-//     state.safetensors   adam.m.<param>, adam.v.<param> (F32, the parameter's shape);
-//                         step, adam.step, skipped_steps, data.batches_drawn (I64 scalars);
+//     state.safetensors   the optimizer's state arrays, each as <array>.<param> (F32, the parameter's shape):
+//                         adam.m.<param>, adam.v.<param> for adam and adamw (the only optimizers of the first
+//                         checkpoints, which therefore still load as they are), radam.m/v, sgd.momentum (none
+//                         when momentum is 0), lion.m, muon.momentum + adam.m/v (train/optimizer.h);
+//                         step, adam.step (the optimizer's update count, whatever the optimizer), skipped_steps,
+//                         data.batches_drawn (I64 scalars);
 //                         rng.data (the data stream's xoshiro256** state, 4 words stored as I64 bit patterns);
 //                         __metadata__: format "blocklab-checkpoint", format_version, step, config (resolved JSON),
 //                         and for the text task data ("<count> token ids, xxh3_64 <hex>": the ids it trains on)
@@ -38,13 +42,20 @@ struct CheckpointTensor {
   long offset = 0, numel = 0;
 };
 
+// One state array of the optimizer, as long as the parameter arena: "adam.m" is stored as adam.m.<param>.
+struct StateArray {
+  std::string name;
+  std::span<float> values;
+};
+
 // Everything a checkpoint holds. The arenas are views of the trainer's own memory: written from on
 // save, filled in place on load.
 struct TrainingState {
   std::vector<CheckpointTensor> layout;
-  std::span<float> params, adam_m, adam_v;  // each as long as the layout
+  std::span<float> params;                  // as long as the layout
+  std::vector<StateArray> optimizer_state;  // the optimizer's arrays, in its order; each as long as params
   int64_t step = 0;                         // training steps done (updates + skipped steps)
-  int64_t adam_steps = 0;                   // updates the optimizer has taken (its bias-correction t)
+  int64_t optimizer_steps = 0;              // updates the optimizer has taken (Adam's bias-correction t)
   int64_t skipped_steps = 0;                // steps skipped for a non-finite loss or gradient
   std::array<uint64_t, 4> data_rng{};       // the data stream's generator state
   int64_t data_batches_drawn = 0;

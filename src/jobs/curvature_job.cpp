@@ -64,7 +64,7 @@ CurvatureReport curvature_job(const CurvatureJob& job) {
   require_curvature_memory(config, batch, static_cast<long>(w.params.size()), job.options);
 
   const bool have_adam = !w.adam_v.empty() && w.adam_steps >= 1;
-  const probe::AdamMoments adam{w.adam_v, w.adam_steps, config.adam.beta1, config.adam.beta2, config.adam.eps};
+  const probe::AdamMoments adam{w.adam_v, w.adam_steps, config.optimizer.beta1, config.optimizer.beta2, config.optimizer.eps};
   const auto t0 = std::chrono::steady_clock::now();
   probe::CurvatureLoss loss(config.model, std::span<const float>(w.params), batch);  // one gradient
   if (job.on_start)
@@ -76,7 +76,7 @@ CurvatureReport curvature_job(const CurvatureJob& job) {
   report.step = w.step;
   report.lr = probe::next_learning_rate(config, w.step);
   report.edge_gd = 2 / report.lr;
-  report.edge_adam = probe::adam_edge(config.adam.beta1, report.lr);
+  report.edge_adam = probe::adam_edge(config.optimizer.beta1, report.lr);
   report.threads = num_threads();
   report.model = config.model;
   return report;

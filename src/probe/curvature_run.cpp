@@ -87,8 +87,11 @@ RunWeights load_run_weights(const std::string& run_dir, int checkpoint_step) {
     Trainer trainer(w.config);
     trainer.load_checkpoint(chosen);
     w.params.assign(trainer.model().params().begin(), trainer.model().params().end());
-    w.adam_v.assign(trainer.optimizer().second_moment().begin(), trainer.optimizer().second_moment().end());
-    w.adam_steps = trainer.optimizer().steps_taken();
+    if (is_adam(w.config.optimizer.kind)) {  // the preconditioner is Adam's: other optimizers have none
+      const std::span<const float> v = trainer.optimizer().state("adam.v");
+      w.adam_v.assign(v.begin(), v.end());
+      w.adam_steps = trainer.optimizer().steps_taken();
+    }
     w.step = trainer.steps_done();
     w.source = chosen.string();
     return w;
@@ -147,9 +150,12 @@ void CurvatureRecorder::operator()(Trainer& trainer) {
     have_batch_ = true;
   }
   CurvatureLoss loss(config.model, std::span<const float>(trainer.model().params()), batch_);
-  const AdamMoments adam{trainer.optimizer().second_moment(), trainer.optimizer().steps_taken(), config.adam.beta1,
-                         config.adam.beta2, config.adam.eps};
-  const CurvatureResult r = measure_curvature(loss, &adam, options_);
+  // The preconditioned sharpness is Adam's (adam, adamw); other optimizers leave its column empty.
+  const bool have_adam = is_adam(config.optimizer.kind);
+  const AdamMoments adam{have_adam ? trainer.optimizer().state("adam.v") : std::span<float>(),
+                         trainer.optimizer().steps_taken(), config.optimizer.beta1, config.optimizer.beta2,
+                         config.optimizer.eps};
+  const CurvatureResult r = measure_curvature(loss, have_adam ? &adam : nullptr, options_);
   const double lr = next_learning_rate(config, step);
   std::vector<std::string> row = {std::to_string(step),
                                   io::csv_number(lr),
@@ -157,7 +163,7 @@ void CurvatureRecorder::operator()(Trainer& trainer) {
                                   io::csv_number(r.top[0]),
                                   r.preconditioned ? io::csv_number(*r.preconditioned) : "",
                                   lr > 0 ? io::csv_number(2 / lr) : "",
-                                  lr > 0 ? io::csv_number(adam_edge(config.adam.beta1, lr)) : "",
+                                  lr > 0 ? io::csv_number(adam_edge(config.optimizer.beta1, lr)) : "",
                                   r.trace ? io::csv_number(r.trace->value) : "",
                                   r.converged ? "1" : "0",
                                   r.preconditioned ? (r.preconditioned_converged ? "1" : "0") : ""};

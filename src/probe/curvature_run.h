@@ -43,7 +43,7 @@ std::vector<std::string> curvature_columns(int layers);
 struct RunWeights {
   RunConfig config;                  // the run's config.json, resolved
   std::vector<float> params;         // the parameter arena
-  std::vector<float> adam_v;         // Adam's second moment (empty without optimizer state)
+  std::vector<float> adam_v;         // Adam's second moment (empty without optimizer state, or for non-Adam runs)
   int64_t adam_steps = 0;            // updates taken (the bias correction's t)
   int step = 0;                      // training steps done
   std::string source;                // the checkpoint directory or weights file

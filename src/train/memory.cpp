@@ -5,7 +5,9 @@
 namespace blocklab {
 
 TrainingMemory training_memory(const RunConfig& config, double stop_above) {
-  return estimate_training_memory(config.model, config.batch, config.model.seq_len, stop_above);
+  TrainingMemory m = estimate_training_memory(config.model, config.batch, config.model.seq_len, stop_above);
+  m.adam_moments = m.parameters * optimizer_state_arrays(config.optimizer);  // counted as Adam's 2 arrays there
+  return m;
 }
 
 void require_training_memory(const RunConfig& config, const std::string& what, int runs_at_once) {

@@ -182,13 +182,43 @@ std::vector<ConfigKey> make_keys() {
            [](RunConfig& c, const std::string& s) { c.schedule = parse_schedule_kind(s); },
            [](const RunConfig& c) { return to_string(c.schedule); });
   add_float("min_lr", "final learning rate of the cosine schedule", [](RunConfig& c) -> double& { return c.min_lr; });
-  add_enum("optimizer", "adam or adamw (decoupled weight decay)",
-           [](RunConfig& c, const std::string& s) { c.adam.kind = parse_optimizer_kind(s); },
-           [](const RunConfig& c) { return to_string(c.adam.kind); });
-  add_float("beta1", "Adam beta1", [](RunConfig& c) -> double& { return c.adam.beta1; });
-  add_float("beta2", "Adam beta2", [](RunConfig& c) -> double& { return c.adam.beta2; });
-  add_float("adam_eps", "Adam epsilon", [](RunConfig& c) -> double& { return c.adam.eps; });
-  add_float("weight_decay", "AdamW decoupled weight decay", [](RunConfig& c) -> double& { return c.adam.weight_decay; });
+  add_enum("optimizer",
+           "adam, adamw (decoupled weight decay), radam (rectified Adam), sgd (momentum), lion or muon (Newton-Schulz "
+           "orthogonalised momentum on the blocks' weight matrices, AdamW on the rest); docs/cli.md: Optimizers",
+           [](RunConfig& c, const std::string& s) { c.optimizer.kind = parse_optimizer_kind(s); },
+           [](const RunConfig& c) { return to_string(c.optimizer.kind); });
+  add_float("beta1", "Adam beta1 (adam, adamw, radam, muon's AdamW)",
+            [](RunConfig& c) -> double& { return c.optimizer.beta1; });
+  add_float("beta2", "Adam beta2 (adam, adamw, radam, muon's AdamW)",
+            [](RunConfig& c) -> double& { return c.optimizer.beta2; });
+  add_float("adam_eps", "Adam epsilon (adam, adamw, radam, muon's AdamW)",
+            [](RunConfig& c) -> double& { return c.optimizer.eps; });
+  add_enum("adam_v0",
+           "Adam's second moment at the start (adam, adamw, radam): zero, or grad (GI-Adam: v_0 = g_1^2, the first "
+           "gradient squared; bias correction kept)",
+           [](RunConfig& c, const std::string& s) { c.optimizer.adam_v0 = parse_adam_v0(s); },
+           [](const RunConfig& c) { return to_string(c.optimizer.adam_v0); });
+  add_float("weight_decay",
+            "weight decay: decoupled for adamw, lion and muon's AdamW, added to the gradient (L2) for radam and sgd; "
+            "adam takes none",
+            [](RunConfig& c) -> double& { return c.optimizer.weight_decay; });
+  add_float("momentum", "sgd: momentum (0: plain gradient descent)",
+            [](RunConfig& c) -> double& { return c.optimizer.momentum; });
+  add_bool("nesterov", "sgd: Nesterov momentum", [](RunConfig& c) -> bool& { return c.optimizer.nesterov; });
+  add_float("lion_beta1", "lion: beta1, the weight of the momentum in the update's sign",
+            [](RunConfig& c) -> double& { return c.optimizer.lion_beta1; });
+  add_float("lion_beta2", "lion: beta2, the momentum's decay",
+            [](RunConfig& c) -> double& { return c.optimizer.lion_beta2; });
+  add_float("muon_lr", "muon: peak learning rate of the hidden weight matrices (follows lr's warm-up and schedule)",
+            [](RunConfig& c) -> double& { return c.optimizer.muon_lr; });
+  add_float("muon_momentum", "muon: momentum of the hidden weight matrices",
+            [](RunConfig& c) -> double& { return c.optimizer.muon_momentum; });
+  add_bool("muon_nesterov", "muon: Nesterov momentum (--no-muon-nesterov: plain)",
+           [](RunConfig& c) -> bool& { return c.optimizer.muon_nesterov; });
+  add_int("muon_ns_steps", "muon: Newton-Schulz iterations",
+          [](RunConfig& c) -> int& { return c.optimizer.muon_ns_steps; });
+  add_float("muon_weight_decay", "muon: decoupled weight decay of the hidden weight matrices",
+            [](RunConfig& c) -> double& { return c.optimizer.muon_weight_decay; });
   add_float("clip_grad_norm", "clip the global gradient norm to this value (0: off)",
             [](RunConfig& c) -> double& { return c.clip_grad_norm; });
   k.push_back({"seed", KeyType::Int, "seed of the weight init and of the data stream",
@@ -502,6 +532,64 @@ void resolve_text_task(RunConfig& config) {
   config.model.context_len = 0;
 }
 
+// The optimizer's keys: each in range, and none that the chosen optimizer does not read set to another value than
+// its default (as the text task's keys are refused for the copy task).
+void resolve_optimizer(const RunConfig& config) {
+  using K = OptimizerKind;
+  const OptimizerOptions& o = config.optimizer;
+  const OptimizerOptions d;
+  auto unit = [](const char* key, double v) {
+    if (!(v >= 0 && v < 1)) throw Error(std::string(key) + " must be in [0, 1), got " + format_double(v));
+  };
+  unit("beta1", o.beta1);
+  unit("beta2", o.beta2);
+  unit("momentum", o.momentum);
+  unit("lion_beta1", o.lion_beta1);
+  unit("lion_beta2", o.lion_beta2);
+  unit("muon_momentum", o.muon_momentum);
+  if (!(o.eps > 0)) throw Error("adam_eps must be positive, got " + format_double(o.eps));
+  if (o.weight_decay < 0) throw Error("weight_decay must be >= 0, got " + format_double(o.weight_decay));
+  if (!(o.muon_lr > 0)) throw Error("muon_lr must be positive, got " + format_double(o.muon_lr));
+  if (o.muon_weight_decay < 0) throw Error("muon_weight_decay must be >= 0, got " + format_double(o.muon_weight_decay));
+  if (o.muon_ns_steps < 1 || o.muon_ns_steps > 99)
+    throw Error("muon_ns_steps must be in [1, 99], got " + std::to_string(o.muon_ns_steps));
+  struct OwnKey {
+    const char* key;
+    bool set;
+    std::vector<K> readers;
+  };
+  const std::vector<K> adams = {K::Adam, K::AdamW, K::RAdam, K::Muon};
+  const OwnKey own[] = {
+      {"weight_decay", o.weight_decay != d.weight_decay, {K::AdamW, K::RAdam, K::Sgd, K::Lion, K::Muon}},
+      {"beta1", o.beta1 != d.beta1, adams},
+      {"beta2", o.beta2 != d.beta2, adams},
+      {"adam_eps", o.eps != d.eps, adams},
+      {"adam_v0", o.adam_v0 != d.adam_v0, {K::Adam, K::AdamW, K::RAdam}},
+      {"momentum", o.momentum != d.momentum, {K::Sgd}},
+      {"nesterov", o.nesterov != d.nesterov, {K::Sgd}},
+      {"lion_beta1", o.lion_beta1 != d.lion_beta1, {K::Lion}},
+      {"lion_beta2", o.lion_beta2 != d.lion_beta2, {K::Lion}},
+      {"muon_lr", o.muon_lr != d.muon_lr, {K::Muon}},
+      {"muon_momentum", o.muon_momentum != d.muon_momentum, {K::Muon}},
+      {"muon_nesterov", o.muon_nesterov != d.muon_nesterov, {K::Muon}},
+      {"muon_ns_steps", o.muon_ns_steps != d.muon_ns_steps, {K::Muon}},
+      {"muon_weight_decay", o.muon_weight_decay != d.muon_weight_decay, {K::Muon}},
+  };
+  for (const OwnKey& k : own) {
+    if (!k.set || std::find(k.readers.begin(), k.readers.end(), o.kind) != k.readers.end()) continue;
+    std::string names;
+    for (size_t i = 0; i < k.readers.size(); ++i)
+      names += (i == 0 ? "" : i + 1 == k.readers.size() ? " or " : ", ") + to_string(k.readers[i]);
+    throw Error(std::string(k.key) + " is set but optimizer is " + to_string(o.kind) + ": " + k.key +
+                " is read by optimizer " + names + " (optimizers: " + optimizer_names() + ")");
+  }
+  if (o.kind == K::Sgd && o.nesterov && o.momentum == 0) throw Error("nesterov needs momentum > 0");
+  if ((o.weight_decay > 0 || o.muon_weight_decay > 0) && config.model.stream() == ResidualStream::Sphere)
+    throw Error("norm_placement = " + to_string(config.model.norm_placement) +
+                " trains with weight_decay = 0 and muon_weight_decay = 0 (its weights are renormalised after every "
+                "step)");
+}
+
 }  // namespace
 
 void resolve(RunConfig& config) {
@@ -522,15 +610,7 @@ void resolve(RunConfig& config) {
   if (!(config.lr > 0)) throw Error("lr must be positive");
   if (config.warmup < 0) throw Error("warmup must be >= 0");
   if (config.min_lr < 0) throw Error("min_lr must be >= 0");
-  if (!(config.adam.beta1 >= 0 && config.adam.beta1 < 1)) throw Error("beta1 must be in [0, 1)");
-  if (!(config.adam.beta2 >= 0 && config.adam.beta2 < 1)) throw Error("beta2 must be in [0, 1)");
-  if (!(config.adam.eps > 0)) throw Error("adam_eps must be positive");
-  if (config.adam.weight_decay < 0) throw Error("weight_decay must be >= 0");
-  if (config.adam.weight_decay > 0 && config.adam.kind != OptimizerKind::AdamW)
-    throw Error("weight_decay needs optimizer = adamw");
-  if (config.adam.weight_decay > 0 && config.model.stream() == ResidualStream::Sphere)
-    throw Error("norm_placement = " + to_string(config.model.norm_placement) +
-                " trains with weight_decay = 0 (its weights are renormalised after every step)");
+  resolve_optimizer(config);
   if (config.clip_grad_norm < 0) throw Error("clip_grad_norm must be >= 0");
   if (config.threads < 0) throw Error("threads must be >= 0");
   if (config.threads > 4096) throw Error("threads must be at most 4096, got " + std::to_string(config.threads));
@@ -553,6 +633,12 @@ nlohmann::json results_json(const RunConfig& config) {
   // Likewise the text task's keys for the copy and reverse tasks, which refuse any value but the default.
   if (!config.is_text())
     for (const char* key : {"data", "tokenizer", "val_fraction", "eval_every"}) j.erase(key);
+  // Likewise the optimizer keys added after adam and adamw, at their defaults (which they always are for an
+  // optimizer that does not read them: resolve refuses other values).
+  const RunConfig defaults;
+  for (const char* key : {"adam_v0", "momentum", "nesterov", "lion_beta1", "lion_beta2", "muon_lr", "muon_momentum",
+                          "muon_nesterov", "muon_ns_steps", "muon_weight_decay"})
+    if (j[key] == find_config_key(key)->get(defaults)) j.erase(key);
   return j;
 }
 

@@ -40,7 +40,7 @@ struct RunConfig {
   int warmup = 0;
   ScheduleKind schedule = ScheduleKind::Constant;
   double min_lr = 0.0;
-  AdamOptions adam;
+  OptimizerOptions optimizer;
   double clip_grad_norm = 0.0;  // 0 disables clipping
   uint64_t seed = 0;            // model init and data stream
   int threads = 0;              // 0 = all cores

@@ -26,7 +26,8 @@ Trainer::Trainer(const RunConfig& config, ShardExchange* exchange, std::shared_p
       exchange_(exchange),
       model_(config.model),
       acts_(model_.make_activations(config.batch / config.micro_shards, config.model.seq_len)),
-      optimizer_(config.adam, model_.params().size()),
+      optimizer_(make_optimizer<float>(config.optimizer, model_.params().size(), hidden_matrices(model_.table()),
+                                       config.lr)),
       task_(make_task_stream(config, data_seed(config.seed), std::move(tokens))),
       schedule_(config.make_schedule()) {
   model_.init_weights(config.seed);
@@ -89,11 +90,11 @@ StepResult Trainer::step() {
   if (config_.probe_every > 0) {
     // the residual probe reads each block's (clipped) gradient after the step: keep it (the same update)
     clip_to_norm<float>(model_.grads(), r.grad_norm, config_.clip_grad_norm);
-    optimizer_.step(model_.params(), model_.grads(), r.lr);
+    optimizer_->step(model_.params(), model_.grads(), r.lr);
   } else {
     // clipping folded into the update, and the gradients cleared in the same pass for the next backward
-    optimizer_.step_and_zero_grads(model_.params(), model_.grads(), r.lr,
-                                   clip_scale(r.grad_norm, config_.clip_grad_norm));
+    optimizer_->step_and_zero_grads(model_.params(), model_.grads(), r.lr,
+                                    clip_scale(r.grad_norm, config_.clip_grad_norm));
     model_.grads_were_zeroed();
   }
   model_.normalize_weights();  // the sphere stream: unit weight vectors after every update (a no-op otherwise)
@@ -133,10 +134,9 @@ io::TrainingState Trainer::checkpoint_state() {
   io::TrainingState s;
   for (const ParamSpec& p : model_.table().specs()) s.layout.push_back({p.name, p.shape, p.offset, p.numel});
   s.params = model_.params();
-  s.adam_m = optimizer_.first_moment();
-  s.adam_v = optimizer_.second_moment();
+  for (const auto& [name, values] : optimizer_->state()) s.optimizer_state.push_back({name, values});
   s.step = steps_done_;
-  s.adam_steps = optimizer_.steps_taken();
+  s.optimizer_steps = optimizer_->steps_taken();
   s.skipped_steps = skipped_steps_;
   s.data_rng = task_.rng().state();
   s.data_batches_drawn = static_cast<int64_t>(task_.batches_drawn());
@@ -160,7 +160,7 @@ void Trainer::load_checkpoint(const std::filesystem::path& checkpoint) {
   if (s.step > std::numeric_limits<int>::max()) throw Error(checkpoint.string() + ": step out of range");
   steps_done_ = static_cast<int>(s.step);
   skipped_steps_ = s.skipped_steps;
-  optimizer_.set_steps_taken(s.adam_steps);
+  optimizer_->set_steps_taken(s.optimizer_steps);
   Rng rng;
   rng.set_state(s.data_rng);
   task_.set_rng(rng);

@@ -77,7 +77,7 @@ class Trainer {
   // The activations of the last step's forward. A step runs its backward before it returns, so between
   // steps they are free for another forward (e.g. a probe) on the same batch shape.
   Activations<float>& activations() { return acts_; }
-  Adam<float>& optimizer() { return optimizer_; }
+  Optimizer<float>& optimizer() { return *optimizer_; }
   // The batch of the last step (its loss mask says which positions the head ran for).
   const Batch& last_batch() const { return batch_; }
   TaskStream& task() { return task_; }
@@ -111,7 +111,7 @@ class Trainer {
   Model<float> model_;
   Activations<float> acts_;
   std::vector<double> norm_partials_;  // global_norm's work space, sized once
-  Adam<float> optimizer_;
+  std::unique_ptr<Optimizer<float>> optimizer_;  // config.optimizer.kind's
   TaskStream task_;
   Batch batch_, eval_batch_;
 
