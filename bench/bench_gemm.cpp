@@ -42,7 +42,9 @@ BENCHMARK(BM_blocklab_sgemm)->Apply(bench::step_shapes);
 BENCHMARK(BM_blocklab_bf16_gemm)->Apply(bench::step_shapes);
 BENCHMARK(BM_openblas_sgemm)->Apply(bench::step_shapes);
 static void BM_gpt2_blocklab_sgemm(benchmark::State& s) { run(s, Impl::Sgemm); }
+static void BM_gpt2_blocklab_bf16_gemm(benchmark::State& s) { run(s, Impl::Bf16); }
 static void BM_gpt2_openblas_sgemm(benchmark::State& s) { run(s, Impl::Blas); }
 BENCHMARK(BM_gpt2_blocklab_sgemm)->Apply(bench::gpt2_shapes);
+BENCHMARK(BM_gpt2_blocklab_bf16_gemm)->Apply(bench::gpt2_shapes);
 BENCHMARK(BM_gpt2_openblas_sgemm)->Apply(bench::gpt2_shapes);
 BENCHMARK_MAIN();

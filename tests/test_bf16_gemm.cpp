@@ -57,7 +57,7 @@ TEST_P(Bf16Gemm, MatchesDoubleProductOfRoundedOperands) {
 INSTANTIATE_TEST_SUITE_P(Shapes, Bf16Gemm,
                          ::testing::Values(Case{1, 1, 1}, Case{12, 32, 8}, Case{13, 33, 17}, Case{5, 7, 300},
                                            Case{100, 70, 257}, Case{197, 129, 128}, Case{64, 384, 520},
-                                           Case{2, 40, 511}),
+                                           Case{2, 40, 511}, Case{30, 1100, 520}),
                          [](const auto& info) {
                            return std::to_string(info.param.M) + "x" + std::to_string(info.param.N) + "x" +
                                   std::to_string(info.param.K);
@@ -65,10 +65,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Bf16Gemm,
 
 // The bias is added in float after the product, the row sums of op(A) are the float values summed in k
 // order (equal to sgemm's bit for bit), and every C element reaches the callback exactly once.
+// N = 1100: the columns go in several blocks (each block's packed B stays in L2), whose row sums count once.
 TEST(Bf16Gemm, BiasRowSumsAndBlockCallbacks) {
   SKIP_WITHOUT_BF16();
-  const int M = 77, N = 70, K = 300;
+  const int M = 77, K = 300;
   Rng rng(9);
+  for (int N : {70, 1100})
   for (int ta = 0; ta < 2; ++ta) {
     const auto A = random_floats(rng, static_cast<size_t>(M) * K), B = random_floats(rng, static_cast<size_t>(K) * N);
     const auto bias = random_floats(rng, N);

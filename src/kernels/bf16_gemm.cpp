@@ -22,6 +22,7 @@
 
 #include "kernels/bf16_onednn.h"
 #include "kernels/gemm_partition.h"
+#include "kernels/transpose16.h"
 #include "util/openmp.h"
 
 namespace blocklab::kernels {
@@ -103,15 +104,22 @@ BLOCKLAB_BF16_TARGET void pack_a_panels(uint32_t* Ap, const float* A, int lda, i
 BLOCKLAB_BF16_TARGET void pack_b_panel(uint32_t* dst, const float* B, int ldb, bool trans, int j0, int cols, int k0,
                                        int kc) {
   const int kpc = (kc + 1) / 2;
-  if (trans) {  // B stored (N, K): the pairs of column j are consecutive in row j of B
-    alignas(64) uint32_t row[kPairsPerChunk + 16];
-    for (int j = 0; j < cols; ++j) {
-      const float* src = B + static_cast<long>(j0 + j) * ldb + k0;
-      for (int k = 0; k < kc; k += 32) _mm512_storeu_si512(row + k / 2, pairs_of(src + k, kc - k));
-      for (int kp = 0; kp < kpc; ++kp) dst[kp * kNr + j] = row[kp];
+  if (trans) {
+    // B stored (N, K): the pairs of column j are consecutive in row j of B. 16 columns by 16 pairs at a time:
+    // each column's 32 floats become 16 pairs in a register, and a 16 x 16 transpose turns the columns into rows
+    // of dst (16 loads, 64 shuffles and 16 stores per 256 pairs, where a scalar scatter takes a store per pair).
+    for (int jj = 0; jj < kNr; jj += 16) {
+      const int n = std::clamp(cols - jj, 0, 16);
+      for (int k = 0; k < kc; k += 32) {
+        __m512 r[16];
+        for (int j = 0; j < 16; ++j)
+          r[j] = j < n ? _mm512_castsi512_ps(pairs_of(B + static_cast<long>(j0 + jj + j) * ldb + k0 + k, kc - k))
+                       : _mm512_setzero_ps();
+        transpose16(r);
+        const int pairs = std::min(16, kpc - k / 2);
+        for (int t = 0; t < pairs; ++t) _mm512_storeu_ps(reinterpret_cast<float*>(dst + (k / 2 + t) * kNr + jj), r[t]);
+      }
     }
-    for (int j = cols; j < kNr; ++j)
-      for (int kp = 0; kp < kpc; ++kp) dst[kp * kNr + j] = 0;
     return;
   }
   const __mmask16 m0 = static_cast<__mmask16>(cols >= 16 ? 0xFFFF : (1u << cols) - 1);
@@ -194,12 +202,18 @@ uint32_t* aligned_words(std::vector<uint32_t>& v, size_t words) {
 }
 
 // The driver of sgemm (sgemm.cpp: run) with both operands always packed, as bf16 pairs: the same for both
-// architectures, with their packing and kernels above.
+// architectures, with their packing and kernels above. The thread's columns go in blocks whose packed B (at most
+// kL2BlockBytes) stays in L2 while the row blocks pass; within a row block each panel of A stays in L1 while the
+// block's B panels stream past it from L2. (Packing all of the thread's N up front, as before, sent every row
+// block's B through L3 or memory at the wide products: the MLP's 3072 columns, the head's 50257.) Each C
+// element still sums its K-chunks in order: the blocking does not change a bit.
+constexpr long kL2BlockBytes = 512 * 1024;
+constexpr int kBlockPanels =
+    static_cast<int>(std::max(1L, kL2BlockBytes / (static_cast<long>(kNr) * kPairsPerChunk * 4)));
 void run(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb, float beta,
          float* C, int ldc, const SgemmExtras& extras) {
   const bool nested = omp_in_parallel() != 0;
   const GemmPartition partition(M, N, kMr, kNr, nested ? 1 : omp_get_max_threads());
-
 #pragma omp parallel if (!nested)
   {
     static thread_local std::vector<uint32_t> a_storage, b_storage;
@@ -207,45 +221,54 @@ void run(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int ld
     const ThreadRect rect = partition.rect(omp_get_thread_num(), omp_get_num_threads());
     const int q_lo = rect.q_lo, q_hi = rect.q_hi, i_begin = rect.i_begin, i_end = rect.i_end;
     if (!rect.empty()) {
+      // column blocks of equal shares of the thread's panels
+      const int panels = q_hi - q_lo, n_blocks = (panels + kBlockPanels - 1) / kBlockPanels;
+      const auto block_begin = [&](int b) { return q_lo + static_cast<int>(static_cast<long>(panels) * b / n_blocks); };
       uint32_t* Ap = aligned_words(a_storage, static_cast<size_t>(kMc) * kPairsPerChunk);
-      uint32_t* Bp = aligned_words(b_storage, static_cast<size_t>(q_hi - q_lo) * kNr * kPairsPerChunk);
+      uint32_t* Bp =
+          aligned_words(b_storage, static_cast<size_t>((panels + n_blocks - 1) / n_blocks) * kNr * kPairsPerChunk);
       const ThreadRowSums sums(extras, rect, sums_storage);
-      for (int k0 = 0; k0 < K; k0 += kKc) {
-        const int kc = std::min(kKc, K - k0), kpc = (kc + 1) / 2;
-        const bool accumulate = k0 > 0 || beta != 0.f;
-        const bool last_chunk = k0 + kc == K;
-        for (int q = q_lo; q < q_hi; ++q)
-          pack_b_panel(Bp + static_cast<long>(q - q_lo) * kNr * kpc, B, ldb, trans_b, q * kNr,
-                       std::min(kNr, N - q * kNr), k0, kc);
-        for (int i0 = i_begin; i0 < i_end; i0 += kMc) {
-          const int rows = std::min(kMc, i_end - i0);
-          if (trans_a)
-            pack_a_panels(Ap, A, lda, i0, rows, k0, kc, sums.at(i0));
-          else
-            pack_a_rows(Ap, A, lda, i0, rows, k0, kc);
-          for (int q = q_lo; q < q_hi; ++q) {
-            const int j0 = q * kNr, nr = std::min(kNr, N - j0);
-            const float* bias = last_chunk && extras.bias != nullptr ? extras.bias + j0 : nullptr;
-            const uint32_t* b_panel = Bp + static_cast<long>(q - q_lo) * kNr * kpc;
+      for (int cb = 0; cb < n_blocks; ++cb) {
+        const int qa = block_begin(cb), qb = block_begin(cb + 1);
+        for (int k0 = 0; k0 < K; k0 += kKc) {
+          const int kc = std::min(kKc, K - k0), kpc = (kc + 1) / 2;
+          const bool accumulate = k0 > 0 || beta != 0.f;
+          const bool last_chunk = k0 + kc == K;
+          for (int q = qa; q < qb; ++q)
+            pack_b_panel(Bp + static_cast<long>(q - qa) * kNr * kpc, B, ldb, trans_b, q * kNr,
+                         std::min(kNr, N - q * kNr), k0, kc);
+          for (int i0 = i_begin; i0 < i_end; i0 += kMc) {
+            const int rows = std::min(kMc, i_end - i0);
+            if (trans_a)  // the row sums on the first column block only
+              pack_a_panels(Ap, A, lda, i0, rows, k0, kc, cb == 0 ? sums.at(i0) : nullptr);
+            else
+              pack_a_rows(Ap, A, lda, i0, rows, k0, kc);
             for (int p = 0; p * kMr < rows; ++p) {
               const int mr = std::min(kMr, rows - p * kMr);
-              float* c = C + static_cast<long>(i0 + p * kMr) * ldc + j0;
-              if (trans_a)
-                kernel_bf16<false>(kpc, Ap + static_cast<long>(p) * kMr * kpc, 0, b_panel, c, ldc, mr, nr, accumulate,
-                                   bias);
-              else
-                kernel_bf16<true>(kpc, Ap + static_cast<long>(p) * kMr * kPairsPerChunk, kPairsPerChunk, b_panel, c,
-                                  ldc, mr, nr, accumulate, bias);
+              for (int q = qa; q < qb; ++q) {
+                const int j0 = q * kNr, nr = std::min(kNr, N - j0);
+                const float* bias = last_chunk && extras.bias != nullptr ? extras.bias + j0 : nullptr;
+                const uint32_t* b_panel = Bp + static_cast<long>(q - qa) * kNr * kpc;
+                float* c = C + static_cast<long>(i0 + p * kMr) * ldc + j0;
+                if (trans_a)
+                  kernel_bf16<false>(kpc, Ap + static_cast<long>(p) * kMr * kpc, 0, b_panel, c, ldc, mr, nr,
+                                     accumulate, bias);
+                else
+                  kernel_bf16<true>(kpc, Ap + static_cast<long>(p) * kMr * kPairsPerChunk, kPairsPerChunk, b_panel, c,
+                                    ldc, mr, nr, accumulate, bias);
+              }
+            }
+            if (last_chunk && extras.on_block_done != nullptr) {
+              const int j_begin = qa * kNr, j_end = std::min(qb * kNr, N);
+              extras.on_block_done(extras.context, i0, rows, j_begin, j_end - j_begin);
             }
           }
-          if (last_chunk) report_block_done(extras, rect, kNr, N, i0, rows);
         }
       }
       sums.add_to_output();
     }
   }
 }
-
 #else
 // No bf16 kernel for this architecture: bf16_isa() is None and run() is never reached.
 void run(bool, bool, int, int, int, const float*, int, const float*, int, float, float*, int, const SgemmExtras&) {}

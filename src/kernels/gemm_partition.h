@@ -73,11 +73,4 @@ class ThreadRowSums {
   int i_begin_, i_end_;
 };
 
-// SgemmExtras::on_block_done for a finished row block across the thread's columns.
-inline void report_block_done(const SgemmExtras& extras, const ThreadRect& rect, int NR, int N, int i0, int rows) {
-  if (extras.on_block_done == nullptr) return;
-  const int j_begin = rect.q_lo * NR, j_end = std::min(rect.q_hi * NR, N);
-  extras.on_block_done(extras.context, i0, rows, j_begin, j_end - j_begin);
-}
-
 }  // namespace blocklab::kernels
