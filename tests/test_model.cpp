@@ -11,6 +11,7 @@
 
 #include "data/copy_task.h"
 #include "gradcheck.h"
+#include "model/flops.h"
 #include "model/hyper.h"
 #include "model/model.h"
 #include "util/error.h"
@@ -991,4 +992,17 @@ TEST(Ngpt, RefusesWhatItDoesNotSupportAndHasItsOwnInit) {
     for (int i = 0; i < c.width; ++i) ss += head[v * c.width + i] * head[v * c.width + i];
     EXPECT_NEAR(ss, 1.0, 1e-12) << "head row " << v;
   }
+}
+
+// A step's work: 6 x (parameters in products) x tokens + attention, the head counted for the positions the loss
+// counts (it runs for them alone).
+TEST(TrainingFlops, TheHeadCountsTheCountedPositions) {
+  ModelConfig c = tiny_config(NormPlacement::Pre, NormKind::LayerNorm);
+  c.seq_len = 8;
+  const int B = 3, T = 8;
+  const double C = c.width, V = c.vocab, L = c.layers, hidden = c.mlp_hidden();
+  const double blocks = L * (4 * C * C + 2 * hidden * C), attention = 12.0 * L * B * T * T * C;
+  EXPECT_DOUBLE_EQ(training_flops_per_step(c, B, T), 6 * (blocks + V * C) * B * T + attention);
+  EXPECT_DOUBLE_EQ(training_flops_per_step(c, B, T, B * T), training_flops_per_step(c, B, T));
+  EXPECT_DOUBLE_EQ(training_flops_per_step(c, B, T) - training_flops_per_step(c, B, T, 5), 6 * V * C * (B * T - 5));
 }

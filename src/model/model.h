@@ -164,7 +164,7 @@ class Model {
 
   // The most positions one chunk of the head and the loss holds for N positions and vocabulary V: all N while
   // their logits fit in kHeadChunkElements values, else N split evenly into that many.
-  static constexpr long kHeadChunkElements = 1L << 22;
+  static constexpr long kHeadChunkElements = 1L << 23;
   static int head_chunk_rows(long N, int V);
   // Tells the model that every gradient is now exactly zero (an optimizer pass cleared them while reading them),
   // so the next backward skips its own pass to clear them. Any later mutable grads() access, or a backward,
