@@ -275,9 +275,11 @@ TEST(UpdateProbe, CriticalSharpnessAgreesWithABruteForceScan) {
 }
 
 TEST(UpdateProbe, DoesNotChangeTheRun) {
-  for (const char* kind : {"adam", "radam", "sgd"}) {
+  for (const char* kind : {"adam", "gi-adam", "radam", "sgd"}) {
     for (int shards : {1, 2}) {
-      RunConfig c = tiny_run(bt::fresh_dir("update_probe_exact") / "run", 6, kind);
+      const bool gi = std::string(kind) == "gi-adam";
+      RunConfig c = tiny_run(bt::fresh_dir("update_probe_exact") / "run", 6, gi ? "adamw" : kind);
+      if (gi) set_config_value(c, "adam_v0", "grad");
       c.micro_shards = shards;
       resolve(c);
       RunConfig probed = c;
@@ -320,8 +322,14 @@ TEST(UpdateProbe, TheSameValuesAtOneAndTwoThreads) {
   for (int threads : {1, 2}) {
     jobs::TrainJob job;
     job.config = tiny_run(dir / std::to_string(threads));
+    job.config.model.width = 64;  // large enough for the kernels to split their work over the threads
+    job.config.model.layers = 3;
+    job.config.copy_len = 16;
+    job.config.model.seq_len = 31;
+    job.config.batch = 16;
     job.config.update_probe_every = 2;
     job.config.threads = threads;
+    resolve(job.config);
     jobs::train_job(job);
     csv[threads - 1] = bt::read_text(dir / std::to_string(threads) / "updates.csv");
   }
