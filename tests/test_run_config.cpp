@@ -236,7 +236,8 @@ TEST(RunConfig, ExecutionKeysDoNotChangeResults) {
     if (!k.changes_results) execution.push_back(k.name);
   EXPECT_EQ(execution, (std::vector<std::string>{"threads", "log_every", "out", "checkpoint_every", "keep_checkpoints",
                                                           "tensorboard", "weights", "stream_every", "probe_every",
-                                                          "curvature_every", "curvature_per_block"}));
+                                                          "curvature_every", "curvature_per_block",
+                                                          "update_probe_every", "update_probe_passes"}));
 }
 
 TEST(RunConfig, InitShowsTheSchemeThatRunsAndConfigJsonCarriesDerivedConstants) {

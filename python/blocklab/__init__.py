@@ -311,7 +311,9 @@ def train(config: Any = None, *, progress: bool = True, overwrite: bool = False,
     residual-stream norms to OUT/residual.csv every N steps; ``curvature_every=N`` writes the sharpness, Adam's
     preconditioned sharpness and their thresholds to OUT/curvature.csv (``curvature_per_block=False`` leaves
     out the per-block values); ``stream_every=N`` records the residual stream's statistics in OUT/stream.csv
-    and draws OUT/stream.{png,svg} at the end.
+    and draws OUT/stream.{png,svg} at the end; ``update_probe_every=N`` writes, per block, the spread of Adam's
+    per-parameter step size, the update-to-weight ratio and the critical sharpness along the update to
+    OUT/updates.csv (``update_probe_passes=K``: the line search's forward passes).
 
     ``resume=True`` continues the run in ``out`` from its newest complete checkpoint, as ``blocklab train
     --resume OUT`` does: bit for bit the numbers and weights of a run that never stopped. The config is the

@@ -5,6 +5,7 @@
 #include "probe/curvature_run.h"
 #include "probe/residual_probe.h"
 #include "probe/stream_probe.h"
+#include "probe/update_probe.h"
 #include "report/labels.h"
 #include "report/stream_plot.h"
 
@@ -17,6 +18,7 @@ TrainJobResult train_job(const TrainJob& job) {
   const bool records = job.exchange == nullptr || job.exchange->rank() == 0;  // rank 0 writes the directory
   std::optional<probe::ResidualProbeWriter> residual;
   std::optional<probe::CurvatureRecorder> curvature;
+  std::optional<probe::UpdateProbeWriter> updates;
   if (records && config.probe_every > 0)
     residual.emplace((fs::path(config.out) / "residual.csv").string(), config.probe_every);
   if (records && config.curvature_every > 0) {
@@ -26,9 +28,11 @@ TrainJobResult train_job(const TrainJob& job) {
                       job.curvature.batch);
     curvature->also_at(job.curvature.also_at);
   }
+  if (records && config.update_probe_every > 0) updates.emplace((fs::path(config.out) / "updates.csv").string());
   TrainerHook hook;
-  if (residual || curvature || job.hook)
+  if (residual || curvature || updates || job.hook)
     hook = [&](Trainer& trainer) {
+      if (updates) (*updates)(trainer);  // first: it reads the step's batch and the weights before its update
       if (residual) (*residual)(trainer);
       if (curvature) (*curvature)(trainer);
       if (job.hook) job.hook(trainer);

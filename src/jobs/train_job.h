@@ -9,6 +9,8 @@
 //                                           trace and (curvature_per_block) each block's (probe/curvature_run.h)
 //     stream_every     OUT/stream.csv       per-block stream statistics (probe/stream_probe.h), and at the end
 //                                           OUT/stream.{png,svg}: the stream RMS by block at init and at the end
+//     update_probe_every  OUT/updates.csv   per block, Adam's step-size spread, the update-to-weight ratio and the
+//                                           critical sharpness along the update (probe/update_probe.h)
 // Under MPI only rank 0 records; the other ranks train alone.
 #include <optional>
 #include <vector>

@@ -403,12 +403,13 @@ ResumePoint find_resume_point(const std::string& run_dir) {
 const std::vector<std::string>& keys_changeable_on_resume() {
   static const std::vector<std::string> keys = {
       "steps",       "threads", "log_every",    "checkpoint_every", "keep_checkpoints",   "on_nonfinite",
-      "tensorboard", "weights", "stream_every", "probe_every",      "curvature_every", "curvature_per_block"};
+      "tensorboard", "weights", "stream_every", "probe_every",      "curvature_every", "curvature_per_block",
+      "update_probe_every", "update_probe_passes"};
   return keys;
 }
 
 namespace {
-// "steps, threads, ... and curvature_per_block"
+// "steps, threads, ... and update_probe_passes"
 std::string changeable_keys_text() {
   const auto& keys = keys_changeable_on_resume();
   std::string text;

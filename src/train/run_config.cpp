@@ -264,10 +264,20 @@ std::vector<ConfigKey> make_keys() {
            "with curvature_every: record each block's sharpness too, the costliest part (--no-curvature-per-block: "
            "leave it out)",
            [](RunConfig& c) -> bool& { return c.curvature_per_block; });
+  add_int("update_probe_every",
+          "every N steps (and at the last) append, per block, the spread of Adam's per-parameter step size "
+          "lr / (sqrt(v_hat) + eps), the update-to-weight ratio |dW|/|W| and the critical sharpness along the update "
+          "to OUT/updates.csv (see docs/cli.md); the run's numbers do not change (0: off)",
+          [](RunConfig& c) -> int& { return c.update_probe_every; });
+  add_int("update_probe_passes",
+          "with update_probe_every: the critical sharpness's line search takes at most this many forward passes "
+          "(>= 2)",
+          [](RunConfig& c) -> int& { return c.update_probe_passes; });
   // How and where a run executes, or what it records beside it, not what it computes.
   for (ConfigKey& key : k)
     for (const char* name : {"out", "threads", "log_every", "checkpoint_every", "keep_checkpoints", "tensorboard",
-                             "weights", "stream_every", "probe_every", "curvature_every", "curvature_per_block"})
+                             "weights", "stream_every", "probe_every", "curvature_every", "curvature_per_block",
+                             "update_probe_every", "update_probe_passes"})
       if (key.name == name) key.changes_results = false;
   return k;
 }
@@ -621,6 +631,10 @@ void resolve(RunConfig& config) {
   if (config.stream_every < 0) throw Error("stream_every must be >= 0");
   if (config.probe_every < 0) throw Error("probe_every must be >= 0");
   if (config.curvature_every < 0) throw Error("curvature_every must be >= 0");
+  if (config.update_probe_every < 0)
+    throw Error("update_probe_every must be >= 0 (0: off), got " + std::to_string(config.update_probe_every));
+  if (config.update_probe_passes < 2)
+    throw Error("update_probe_passes must be >= 2, got " + std::to_string(config.update_probe_passes));
 }
 
 nlohmann::json results_json(const RunConfig& config) {

@@ -56,6 +56,9 @@ struct RunConfig {
   int probe_every = 0;      // > 0: OUT/residual.csv, residual-stream norms after each block (probe/residual_probe.h)
   int curvature_every = 0;  // > 0: OUT/curvature.csv, sharpness and its thresholds (probe/curvature_run.h)
   bool curvature_per_block = true;  // curvature.csv also holds each block's sharpness (the costliest part)
+  int update_probe_every = 0;   // > 0: OUT/updates.csv, Adam's step-size spread, |dW|/|W| and the critical sharpness
+                                // of every N-th update (probe/update_probe.h)
+  int update_probe_passes = 8;  // the critical sharpness's line search: at most this many forward passes
 
   Schedule make_schedule() const { return Schedule{schedule, lr, warmup, steps, min_lr}; }
   bool is_text() const { return task == "text"; }

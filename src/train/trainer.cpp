@@ -69,6 +69,7 @@ StepResult Trainer::step() {
   const auto start = std::chrono::steady_clock::now();
   StepResult r;
   r.step = steps_done_ + 1;
+  have_params_before_ = false;
   task_.next(batch_, config_.batch);
   if (reducer_) {
     r.loss = sharded_forward_backward();
@@ -87,6 +88,10 @@ StepResult Trainer::step() {
     return r;
   }
   r.lr = schedule_.at(r.step);
+  if (update_probed(config_, r.step)) {  // the update probe measures this update: keep the weights it starts from
+    params_before_.assign(model_.params().begin(), model_.params().end());
+    have_params_before_ = true;
+  }
   if (config_.probe_every > 0) {
     // the residual probe reads each block's (clipped) gradient after the step: keep it (the same update)
     clip_to_norm<float>(model_.grads(), r.grad_norm, config_.clip_grad_norm);
@@ -101,6 +106,10 @@ StepResult Trainer::step() {
   ++steps_done_;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
+}
+
+bool Trainer::update_probed(const RunConfig& config, int step) {
+  return config.update_probe_every > 0 && step >= 1 && (step % config.update_probe_every == 0 || step == config.steps);
 }
 
 double Trainer::validation_loss() {

@@ -62,6 +62,15 @@ class Trainer {
   // empty when all are finite.
   std::string first_nonfinite_grad() const;
 
+  // Whether the update of step `step` (1-based) is probed (config.update_probe_every > 0: every N-th step and the
+  // run's last; probe/update_probe.h). Before such an update the trainer keeps a copy of the weights.
+  static bool update_probed(const RunConfig& config, int step);
+  // The weights just before the last step's update when that step is probed and its update was applied (not
+  // skipped for a non-finite loss or gradient); empty otherwise.
+  std::span<const float> params_before_update() const {
+    return have_params_before_ ? std::span<const float>(params_before_) : std::span<const float>();
+  }
+
   // Views of everything a checkpoint holds; the arenas are this trainer's own memory.
   io::TrainingState checkpoint_state();
   // Restores weights, moments, counters and the data stream from a checkpoint of a run with the same
@@ -123,6 +132,8 @@ class Trainer {
   std::optional<ShardReducer> reducer_;  // micro_shards > 1 or several ranks
   std::vector<float> shard_values_, sum_;  // a shard's gradient + its loss; the tree's sum
   io::EventFileWriter* event_writer_ = nullptr;
+  std::vector<float> params_before_;  // update_probed steps: the weights before the update
+  bool have_params_before_ = false;
 };
 
 }  // namespace blocklab
