@@ -25,7 +25,8 @@ void register_depthmap(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--placements", *placements, "comma-separated norm placements [all]")->type_name("LIST");
   app->add_option("--depths", *depths, "comma-separated numbers of blocks [6,12,24,48,96]")->type_name("LIST");
   app->add_option("--warmups", *warmups, "comma-separated warm-up steps, one table each [0,400]")->type_name("LIST");
-  app->add_option("--seeds", *seeds, "comma-separated seeds, one run per seed in every cell [0,1,2; --quick: 0]")->type_name("LIST");
+  app->add_option("--seeds", *seeds, "comma-separated seeds, one run per seed in every cell [0,1,2; --quick: 0]")
+      ->type_name("LIST");
   app->add_option("--jobs", *jobs, "runs at a time; each gets max(1, cores/jobs) threads [cores]")
       ->check(at_least(0))
       ->type_name("N");
@@ -58,7 +59,8 @@ void register_depthmap(CLI::App& root, std::vector<Command>& commands) {
                           }
                         }
                         std::string preset_seeds;
-                        for (uint64_t s : options.seeds) preset_seeds += (preset_seeds.empty() ? "" : ",") + std::to_string(s);
+                        for (uint64_t s : options.seeds)
+                          preset_seeds += (preset_seeds.empty() ? "" : ",") + std::to_string(s);
                         options.seeds = seed_list(app, *seeds, options.base, preset_seeds);
                         options.jobs = *jobs;
                         const experiments::SweepOptions plan = experiments::plan_depthmap(options);  // Error: exit 2

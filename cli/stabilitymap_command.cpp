@@ -52,13 +52,15 @@ void register_stabilitymap(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--lrs", *lrs, "comma-separated peak learning rates, up each panel on a log axis "
                                  "[1e-4,3e-4,1e-3,3e-3,1e-2]")
       ->type_name("LIST");
-  app->add_option("--seeds", *seeds, "comma-separated seeds, one run per seed in every cell [0,1,2]")->type_name("LIST");
+  app->add_option("--seeds", *seeds, "comma-separated seeds, one run per seed in every cell [0,1,2]")
+      ->type_name("LIST");
   app->add_option("--jobs", *jobs, "runs at a time; each gets max(1, cores/jobs) threads [cores]")
       ->check(at_least(0))
       ->type_name("N");
   app->add_flag("--quick", *quick,
                 "a reduced map: 6 blocks x width 64, 8+8-token sequences, batch 8, 400 steps; adam, adam+v0; "
-                "warm-up 0,100; lr 1e-3,3e-3,1e-2; seeds 0,1,2 (72 runs, 1-2 minutes on 2 cores; flags still override)");
+                "warm-up 0,100; lr 1e-3,3e-3,1e-2; seeds 0,1,2 (72 runs, 1-2 minutes on 2 cores; flags still "
+                "override)");
   app->add_flag("--estimate-only", *estimate_only, "print the number of runs and the expected time, then stop");
   app->footer(
       "Defaults: the source's model (24 blocks x width 128, 4 heads, V 64, n 32), batch 16, 600 steps; Post-LN\n"

@@ -259,7 +259,8 @@ void label_seeds(SeedCell& c, const std::vector<SeedOutcome>& runs, report::Lang
     } else {
       std::vector<std::string> parts;
       for (probe::Outcome o : probe::all_outcomes())
-        if (c.outcomes.count(o)) parts.push_back(std::to_string(c.outcomes[o]) + "/" + std::to_string(c.runs) + " " + probe::to_string(o));
+        if (c.outcomes.count(o))
+          parts.push_back(std::to_string(c.outcomes[o]) + "/" + std::to_string(c.runs) + " " + probe::to_string(o));
       c.text = reproduce_text::join(parts, ", ");
       c.short_text = std::to_string(best_n) + "/" + std::to_string(c.runs) + " " + c.short_text;
     }

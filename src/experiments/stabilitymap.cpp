@@ -123,8 +123,8 @@ StabilityMapOptions stabilitymap_preset(bool quick) {
   if (quick) {
     // Small enough to sit inside reproduce --quick: 6 blocks x width 64 on 8+8-token sequences, batch 8, 400 steps,
     // Adam with and without GI-Adam's v0, warm-up 0 and 100, lr 1e-3 to 1e-2, three seeds: 72 runs. With --jobs 2
-    // on 2 cores two seeds (48 runs) took 53 s, three took 2 min 18 s while two other builds shared the cores
-    // (the printed estimate said 2.6 min). At this size Post-LN with Adam never starts at 3e-3 without warm-up and
+    // on 2 cores two seeds (48 runs) took 53 s, three took 1 min 56 s and 2 min 18 s while two other builds shared
+    // the cores. At this size Post-LN with Adam never starts at 3e-3 without warm-up and
     // learns with 100 warm-up steps or with v0 = g0^2 (docs/reproducing.md).
     c.model.layers = 6;
     c.model.width = 64;
