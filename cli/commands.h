@@ -39,6 +39,7 @@ void register_inspect(CLI::App& root, std::vector<Command>& commands);
 void register_probe(CLI::App& root, std::vector<Command>& commands);
 void register_export(CLI::App& root, std::vector<Command>& commands);
 void register_depthmap(CLI::App& root, std::vector<Command>& commands);
+void register_stabilitymap(CLI::App& root, std::vector<Command>& commands);
 void register_sample(CLI::App& root, std::vector<Command>& commands);
 void register_curvature(CLI::App& root, std::vector<Command>& commands);
 

@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   cli::register_probe(app, commands);
   cli::register_export(app, commands);
   cli::register_depthmap(app, commands);
+  cli::register_stabilitymap(app, commands);
   cli::register_sample(app, commands);
   cli::register_curvature(app, commands);
   try {

@@ -22,6 +22,10 @@ void register_reproduce(CLI::App& root, std::vector<Command>& commands) {
   auto no_depthmap = std::make_shared<bool>(false);
   app->add_option("--jobs", *jobs, "training runs at a time [cores]")->check(at_least(0))->type_name("N");
   app->add_flag("--no-depthmap", *no_depthmap, "skip the depth map (every placement x depth x warm-up)");
+  auto no_stabilitymap = std::make_shared<bool>(false);
+  app->add_flag("--no-stabilitymap", *no_stabilitymap,
+                "skip the stability map (Post-LN/Pre-LN x adam/adam+v0 x warm-up x lr x seeds; also continues a "
+                "directory written before the map joined the reproduction)");
   auto no_curvature = std::make_shared<bool>(false);
   app->add_flag("--no-curvature", *no_curvature,
                 "skip the curvature part (preconditioned sharpness against 38/lr over the 2x2 grid's first steps)");
@@ -43,16 +47,19 @@ void register_reproduce(CLI::App& root, std::vector<Command>& commands) {
       "(6/12/18/24 blocks, 600 steps, batch 16); a depth map of every placement at 6/12/24 blocks x warm-up\n"
       "0/400 (width 128, 600 steps, batch 16, seed 0; --no-depthmap skips it); Adam's preconditioned sharpness\n"
       "against 38/lr over the 2x2 grid's first 200 steps (every 20, seed 0) and per-block sharpness at init\n"
-      "(curvature batch of 8 sequences; --no-curvature skips it);\n"
+      "(curvature batch of 8 sequences; --no-curvature skips it); the quick stability map (6 x 64, 400 steps,\n"
+      "Post-LN/Pre-LN x adam/adam+v0 x warm-up 0/100 x lr 1e-3/3e-3/1e-2 x seeds 0,1,2, in both versions;\n"
+      "--no-stabilitymap skips it);\n"
       "problems 9, 10, 11. Training\n"
       "dominates: on 2 cores expect many hours. --quick trains a 12-block, width-64 model instead and the quick\n"
-      "depth map: about 17 minutes on 2 cores in all.");
-  commands.push_back({app, [quick, out, jobs, no_depthmap, no_curvature, max_steps, lang] {
+      "depth map: about 17 minutes on 2 cores in all, and 1-2 minutes for the stability map.");
+  commands.push_back({app, [quick, out, jobs, no_depthmap, no_stabilitymap, no_curvature, max_steps, lang] {
                         experiments::ReproduceOptions options = experiments::reproduce_preset(*quick);
                         if (*max_steps > 0) experiments::cap_training_steps(options, *max_steps);
                         options.out = *out;
                         options.jobs = *jobs;
                         options.depthmap = !*no_depthmap;
+                        options.stabilitymap = !*no_stabilitymap;
                         options.curvature = !*no_curvature;
                         options.lang = report::parse_lang(*lang);
                         ConsoleReporter console;

@@ -15,10 +15,10 @@ using namespace blocklab::experiments;
 namespace fs = std::filesystem;
 
 namespace {
-// width 8, depths 1 and 2, 2 placements, warm-up 0 and 5, 20 steps
+// width 8, depths 1 and 2, 2 placements, warm-up 0 and 5, 20 steps, seed 0 (the full preset's default is 0,1,2)
 const char* kToyFlags =
     "--width 8 --heads 2 --vocab 8 --copy-len 4 --batch 4 --steps 20 --lr 3e-3 --placements post,pre --depths 1,2 "
-    "--warmups 0,5 --jobs 2";
+    "--warmups 0,5 --seeds 0 --jobs 2";
 
 std::vector<std::vector<std::string>> csv_rows(const fs::path& path) {
   std::ifstream in(path);
@@ -81,6 +81,11 @@ TEST(DepthMap, BadInputExits2AndWritesNothing) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << bad << ": " << r.err;
     EXPECT_FALSE(fs::exists(out)) << bad;
   }
+}
+
+TEST(DepthMap, FullPresetHasThreeSeedsQuickOne) {
+  EXPECT_EQ(depthmap_preset(false).seeds, (std::vector<uint64_t>{0, 1, 2}));
+  EXPECT_EQ(depthmap_preset(true).seeds, (std::vector<uint64_t>{0}));
 }
 
 TEST(DepthMap, CellsSummarizeSeeds) {

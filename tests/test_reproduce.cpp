@@ -51,6 +51,10 @@ ReproduceOptions tiny_options(const fs::path& out) {
   o.depthmap_options.placements = {NormPlacement::Post, NormPlacement::Pre};
   o.depthmap_options.depths = {1, 2};
   o.depthmap_options.warmups = {0, 4};
+  o.stabilitymap_options.base = tiny(1);
+  o.stabilitymap_options.warmups = {0};
+  o.stabilitymap_options.lrs = {1e-3, 1e-2};
+  o.stabilitymap_options.seeds = {0};
   o.walk.trials = 100;
   o.residual_model = tiny(2);
   o.curvature_options.base = tiny(2);
@@ -166,7 +170,10 @@ TEST(Reproduce, PresetsUseTheSourcesSettings) {
   EXPECT_TRUE(full.depthmap);
   EXPECT_EQ(full.depthmap_options.depths, (std::vector<int>{6, 12, 24}));
   EXPECT_EQ(full.depthmap_options.base.model.width, 128);
-  EXPECT_EQ(full.depthmap_options.seeds.size(), 1u);
+  EXPECT_EQ(full.depthmap_options.seeds.size(), 1u);  // the depth map's own full preset has three
+  EXPECT_TRUE(full.stabilitymap);  // the quick stability map in both versions
+  EXPECT_EQ(full.stabilitymap_options.base.model.layers, 6);
+  EXPECT_EQ(full.stabilitymap_options.seeds, (std::vector<uint64_t>{0, 1, 2}));
   const ReproduceOptions quick = reproduce_preset(true);
   EXPECT_TRUE(quick.quick);
   EXPECT_TRUE(quick.depthmap);
@@ -323,14 +330,15 @@ TEST(Reproduce, WritesAReportWithTheClaimsTableAndEveryFigure) {
     EXPECT_NE(md.find(row), std::string::npos) << row;
   }
   for (const char* figure : {"gradnorm/batch_4/gradnorm.png", "sweep/loss.png", "sweep/loss_linear.png",
-                             "depth_post/loss.png", "depth_pre/loss.png", "depthmap/depthmap.png", "block_forms.png",
+                             "depth_post/loss.png", "depth_pre/loss.png", "depthmap/depthmap.png", "stabilitymap/stabilitymap.png", "block_forms.png",
                              "residual/residual_walk.png", "residual/residual_probe.png", "curvature/curvature.png",
                              "curvature/per_block_init.png"})
     EXPECT_NE(md.find(std::string("](") + figure + ")"), std::string::npos) << figure;
   for (const char* f : {"sweep/summary.csv", "gradnorm/batch_4/gradnorm.csv", "gradnorm/batch_8/gradnorm.csv",
                         "residual/residual_walk.csv", "residual/residual_init.csv", "standardize/per_row.csv",
                         "depth_post/summary.csv", "depth_pre/summary.csv", "depthmap/depthmap.csv",
-                        "depthmap/depthmap.md", "block_forms.gp",
+                        "depthmap/depthmap.md", "stabilitymap/stabilitymap.csv", "stabilitymap/stabilitymap.md",
+                        "block_forms.gp",
                         "sweep/norm_placement=pre+warmup=0+seed=0/residual.csv", "curvature/per_block_init.csv",
                         "curvature/post_warmup0/curvature.csv", "curvature/pre_warmup4/curvature.csv"})
     EXPECT_TRUE(fs::exists(dir / "out" / f)) << f;
@@ -403,7 +411,8 @@ TEST(Reproduce, MaxStepsCutsEveryTrainingRunAndTheReportSaysSo) {
   const ReproduceOptions full = reproduce_preset(false);
   ReproduceOptions cut = full;
   cap_training_steps(cut, 3);
-  for (const RunConfig* c : {&cut.train, &cut.depth_train, &cut.depthmap_options.base, &cut.curvature_options.base})
+  for (const RunConfig* c : {&cut.train, &cut.depth_train, &cut.depthmap_options.base, &cut.stabilitymap_options.base,
+                             &cut.curvature_options.base})
     EXPECT_EQ(c->steps, 3);
   EXPECT_EQ(cut.probe_every, 3);
   EXPECT_EQ(cut.curvature_options.every, 3);
@@ -425,6 +434,7 @@ TEST(Reproduce, MaxStepsCutsEveryTrainingRunAndTheReportSaysSo) {
     o.gradnorm_batch_sizes = {4};
     o.depth_layers.clear();
     o.depthmap = false;
+    o.stabilitymap = false;
     o.curvature = false;
     return o;
   };

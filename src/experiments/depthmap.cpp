@@ -32,7 +32,7 @@ DepthMapOptions depthmap_preset(bool quick) {
   DepthMapOptions o;
   o.quick = quick;
   o.placements = report::all_placements();
-  o.seeds = {0};
+  o.seeds = {0, 1, 2};
   RunConfig& c = o.base;  // the source's model: width 128, 4 heads, V 64, n 32, Xavier
   c.batch = 16;
   c.lr = 1e-3;
@@ -49,6 +49,7 @@ DepthMapOptions depthmap_preset(bool quick) {
     c.model.width = 64;
     c.copy_len = 8;
     o.depths = {4, 8, 16};
+    o.seeds = {0};  // one seed: three would triple the quick map's time
   }
   return o;
 }
@@ -121,7 +122,15 @@ SweepOptions plan_depthmap(const DepthMapOptions& options) {
 
 DepthMapEstimate estimate_depthmap(const DepthMapOptions&, const SweepOptions& plan, bool measure,
                                    double assumed_gflops) {
-  const std::vector<SweepRun> runs = plan_sweep(plan);
+  return estimate_sweeps({plan}, measure, assumed_gflops);
+}
+
+DepthMapEstimate estimate_sweeps(const std::vector<SweepOptions>& plans, bool measure, double assumed_gflops) {
+  if (plans.empty()) throw Error("no sweeps to estimate");
+  const SweepOptions& plan = plans.front();
+  std::vector<SweepRun> runs;
+  for (const SweepOptions& p : plans)
+    for (SweepRun& r : plan_sweep(p)) runs.push_back(std::move(r));
   DepthMapEstimate e;
   e.runs = static_cast<int>(runs.size());
   const int cores = hardware_threads();
@@ -201,6 +210,63 @@ std::vector<DepthMapRun> depthmap_runs(const SweepResult& sweep) {
   return runs;
 }
 
+void label_seeds(SeedCell& c, const std::vector<SeedOutcome>& runs, report::Lang L) {
+  c = SeedCell{};
+  std::vector<int> steps;
+  for (const SeedOutcome& r : runs) {
+    ++c.runs;
+    ++c.outcomes[r.outcome];
+    if (r.outcome == probe::Outcome::Learned) {
+      ++c.learned;
+      if (r.first_step_below) steps.push_back(*r.first_step_below);
+    }
+  }
+  if (!steps.empty()) {
+    std::sort(steps.begin(), steps.end());
+    const size_t n = steps.size();
+    c.median_steps = n % 2 ? steps[n / 2] : 0.5 * (steps[n / 2 - 1] + steps[n / 2]);
+  }
+  const std::string median = c.median_steps ? fmt(*c.median_steps, "%.0f") : "";
+  if (c.runs == 0) {
+    c.text = report::tr(L, "no runs");
+    c.short_text = "-";
+  } else if (2 * c.learned >= c.runs) {
+    c.shown = probe::Outcome::Learned;
+    if (c.runs == 1) {
+      c.text = c.median_steps ? median : report::tr(L, "learned (not below 0.01)");
+      c.short_text = c.median_steps ? median : "learned";
+    } else {
+      const std::string learned = std::to_string(c.learned), of = std::to_string(c.runs);
+      c.text = c.median_steps ? report::tr(L, "{1}/{2} learned, median {3} steps", {learned, of, median})
+                              : report::tr(L, "{1}/{2} learned (not below 0.01)", {learned, of});
+      c.short_text = std::to_string(c.learned) + "/" + std::to_string(c.runs) + ": " +
+                     (c.median_steps ? median : "learned");
+    }
+  } else {
+    // the most common label other than learned; ties go to the earlier check (diverged first)
+    probe::Outcome best = probe::Outcome::NeverStarted;
+    int best_n = -1;
+    for (probe::Outcome o : probe::all_outcomes()) {
+      if (o == probe::Outcome::Learned) continue;
+      const auto it = c.outcomes.find(o);
+      const int n = it == c.outcomes.end() ? 0 : it->second;
+      if (n > best_n) best = o, best_n = n;
+    }
+    c.shown = best;
+    c.short_text = best == probe::Outcome::NeverStarted ? "never" : probe::to_string(best);
+    if (c.runs == 1) {
+      c.text = probe::to_string(best);
+    } else {
+      std::vector<std::string> parts;
+      for (probe::Outcome o : probe::all_outcomes())
+        if (c.outcomes.count(o))
+          parts.push_back(std::to_string(c.outcomes[o]) + "/" + std::to_string(c.runs) + " " + probe::to_string(o));
+      c.text = reproduce_text::join(parts, ", ");
+      c.short_text = std::to_string(best_n) + "/" + std::to_string(c.runs) + " " + c.short_text;
+    }
+  }
+}
+
 std::vector<DepthMapCell> summarize_depthmap(const DepthMapOptions& options, const std::vector<DepthMapRun>& runs) {
   std::vector<DepthMapCell> cells;
   for (int warmup : options.warmups)
@@ -210,60 +276,11 @@ std::vector<DepthMapCell> summarize_depthmap(const DepthMapOptions& options, con
         c.placement = placement;
         c.depth = depth;
         c.warmup = warmup;
-        std::vector<int> steps;
-        for (const DepthMapRun& r : runs) {
-          if (r.placement != placement || r.depth != depth || r.warmup != warmup) continue;
-          ++c.runs;
-          ++c.outcomes[r.outcome];
-          if (r.outcome == probe::Outcome::Learned) {
-            ++c.learned;
-            if (r.first_step_below) steps.push_back(*r.first_step_below);
-          }
-        }
-        if (!steps.empty()) {
-          std::sort(steps.begin(), steps.end());
-          const size_t n = steps.size();
-          c.median_steps = n % 2 ? steps[n / 2] : 0.5 * (steps[n / 2 - 1] + steps[n / 2]);
-        }
-        const std::string median = c.median_steps ? fmt(*c.median_steps, "%.0f") : "";
-        const report::Lang L = options.lang;
-        if (c.runs == 0) {
-          c.text = report::tr(L, "no runs");
-          c.short_text = "-";
-        } else if (2 * c.learned >= c.runs) {
-          c.shown = probe::Outcome::Learned;
-          if (c.runs == 1) {
-            c.text = c.median_steps ? median : report::tr(L, "learned (not below 0.01)");
-            c.short_text = c.median_steps ? median : "learned";
-          } else {
-            const std::string learned = std::to_string(c.learned), of = std::to_string(c.runs);
-            c.text = c.median_steps ? report::tr(L, "{1}/{2} learned, median {3} steps", {learned, of, median})
-                                    : report::tr(L, "{1}/{2} learned (not below 0.01)", {learned, of});
-            c.short_text = std::to_string(c.learned) + "/" + std::to_string(c.runs) + ": " +
-                           (c.median_steps ? median : "learned");
-          }
-        } else {
-          // the most common label other than learned; ties go to the earlier check (diverged first)
-          probe::Outcome best = probe::Outcome::NeverStarted;
-          int best_n = -1;
-          for (probe::Outcome o : probe::all_outcomes()) {
-            if (o == probe::Outcome::Learned) continue;
-            const auto it = c.outcomes.find(o);
-            const int n = it == c.outcomes.end() ? 0 : it->second;
-            if (n > best_n) best = o, best_n = n;
-          }
-          c.shown = best;
-          c.short_text = best == probe::Outcome::NeverStarted ? "never" : probe::to_string(best);
-          if (c.runs == 1) {
-            c.text = probe::to_string(best);
-          } else {
-            std::vector<std::string> parts;
-            for (probe::Outcome o : probe::all_outcomes())
-              if (c.outcomes.count(o)) parts.push_back(std::to_string(c.outcomes[o]) + "/" + std::to_string(c.runs) + " " + probe::to_string(o));
-            c.text = reproduce_text::join(parts, ", ");
-            c.short_text = std::to_string(best_n) + "/" + std::to_string(c.runs) + " " + c.short_text;
-          }
-        }
+        std::vector<SeedOutcome> seeds;
+        for (const DepthMapRun& r : runs)
+          if (r.placement == placement && r.depth == depth && r.warmup == warmup)
+            seeds.push_back({r.outcome, r.first_step_below});
+        label_seeds(c, seeds, options.lang);
         cells.push_back(c);
       }
   return cells;
@@ -534,8 +551,6 @@ std::vector<std::vector<std::string>> depthmap_anchor_rows(const DepthMapOptions
 
 // ---- write and the whole map ------------------------------------------------------------------------
 
-namespace {
-
 std::string markdown_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
   std::string s = "|";
   for (const auto& h : header) s += " " + h + " |";
@@ -549,6 +564,8 @@ std::string markdown_table(const std::vector<std::string>& header, const std::ve
   }
   return s;
 }
+
+namespace {
 
 std::string settings_text(const DepthMapOptions& o) {
   const RunConfig& c = o.base;

@@ -46,8 +46,8 @@ struct DepthMapOptions {
 };
 
 // The full map (the source's model: width 128, batch 16, Adam 1e-3; depths 6-96, warm-up 0 and 400,
-// 600 steps, seed 0, every placement) or the quick one (the same but width 64, 8+8-token sequences,
-// depths 4/8/16).
+// 600 steps, seeds 0, 1, 2, every placement) or the quick one (the same but width 64, 8+8-token sequences,
+// depths 4/8/16, seed 0 only).
 DepthMapOptions depthmap_preset(bool quick);
 nlohmann::json depthmap_settings(const DepthMapOptions& options);
 
@@ -74,6 +74,10 @@ struct DepthMapEstimate {
 // measure = false uses `assumed_gflops` instead.
 DepthMapEstimate estimate_depthmap(const DepthMapOptions& options, const SweepOptions& plan, bool measure = true,
                                    double assumed_gflops = 5.0);
+// The same over several sweeps run one after another (the stability map's, one per optimizer): their runs
+// together, at the first sweep's jobs and threads, the rate measured on the smallest run of all.
+DepthMapEstimate estimate_sweeps(const std::vector<SweepOptions>& plans, bool measure = true,
+                                 double assumed_gflops = 5.0);
 std::string estimate_text(const DepthMapEstimate& e);
 
 // ---- run and summarize ------------------------------------------------------------------------------
@@ -91,9 +95,8 @@ struct DepthMapRun {
   std::optional<probe::StreamSummary> stream;
 };
 
-struct DepthMapCell {
-  NormPlacement placement = NormPlacement::Post;
-  int depth = 0, warmup = 0;
+// The seeds of one cell of a map (depth map, stability map), counted and labelled.
+struct SeedCell {
   int runs = 0, learned = 0;
   std::map<probe::Outcome, int> outcomes;
   std::optional<double> median_steps;  // over the learned runs that went below 0.01
@@ -102,6 +105,20 @@ struct DepthMapCell {
   std::optional<probe::Outcome> shown;
   std::string text;   // "180", "never-started", "2/3 learned, median 180 steps", "no runs"
   std::string short_text;  // for the figure: "180", "never", "2/3: 180"
+  bool learned_side() const { return runs > 0 && 2 * learned >= runs; }  // the majority rule of `shown`
+};
+
+struct SeedOutcome {
+  probe::Outcome outcome = probe::Outcome::NeverStarted;
+  std::optional<int> first_step_below;
+};
+
+// Counts the runs of a cell (its seeds) and fills every field of `cell` but the cell's coordinates.
+void label_seeds(SeedCell& cell, const std::vector<SeedOutcome>& runs, report::Lang lang = report::Lang::En);
+
+struct DepthMapCell : SeedCell {
+  NormPlacement placement = NormPlacement::Post;
+  int depth = 0, warmup = 0;
 };
 
 struct DepthMapResult {
@@ -152,6 +169,9 @@ std::vector<std::vector<std::string>> depthmap_anchor_rows(const DepthMapOptions
                                                            const std::vector<DepthMapCell>& cells);
 std::vector<std::string> depthmap_anchor_header(report::Lang lang = report::Lang::En);
 std::string depthmap_tasks_differ(report::Lang lang = report::Lang::En);  // the caveat printed with the anchors
+
+// A markdown table: the header, a |---| line, then the rows (the depth and stability maps' tables).
+std::string markdown_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
 
 // Writes depthmap.csv, depthmap.md and the figure into options.out.
 void write_depthmap(const DepthMapOptions& options, DepthMapResult& result);

@@ -38,7 +38,11 @@ ReproduceOptions reproduce_preset(bool quick) {
   o.seeds = {0, 1, 2};
   o.gradnorm_main_batch = 16;
   o.depthmap_options = depthmap_preset(quick);
-  if (!quick) o.depthmap_options.depths = {6, 12, 24};
+  o.stabilitymap_options = stabilitymap_preset(true);  // in both versions: the full map would add ~10 h on 2 cores
+  if (!quick) {
+    o.depthmap_options.depths = {6, 12, 24};
+    o.depthmap_options.seeds = {0};  // one seed inside the reproduction (the depth map's own full preset has three)
+  }
   // Curvature: the first steps of the 2x2 grid (seed 0), the preconditioned sharpness on an 8-sequence batch,
   // Lanczos to a relative residual of 1e-3 in at most 20 products.
   o.curvature_options.curvature.max_iter = 20;
@@ -87,7 +91,8 @@ ReproduceOptions reproduce_preset(bool quick) {
 void cap_training_steps(ReproduceOptions& o, int max_steps) {
   if (max_steps < 1) throw Error("max_steps must be >= 1, got " + std::to_string(max_steps));
   o.max_steps = max_steps;
-  for (RunConfig* c : {&o.train, &o.depth_train, &o.depthmap_options.base, &o.curvature_options.base})
+  for (RunConfig* c : {&o.train, &o.depth_train, &o.depthmap_options.base, &o.stabilitymap_options.base,
+                       &o.curvature_options.base})
     c->steps = std::min(c->steps, max_steps);
   o.probe_every = std::min(o.probe_every, max_steps);
   o.curvature_options.every = std::min(o.curvature_options.every, max_steps);
@@ -112,6 +117,7 @@ nlohmann::json reproduce_settings(const ReproduceOptions& o) {
   if (o.max_steps > 0) j["max_steps"] = o.max_steps;  // absent otherwise, as in directories written before it
   if (!o.depth_layers.empty()) j["depth_train"] = config(o.depth_train);
   if (o.depthmap) j["depthmap"] = depthmap_settings(o.depthmap_options);
+  if (o.stabilitymap) j["stabilitymap"] = stabilitymap_settings(o.stabilitymap_options);
   if (o.curvature) {
     const CurvatureGridOptions& c = o.curvature_options;
     j["curvature"] = {{"base", config(c.base)},          {"warmup", c.warmup},
@@ -321,6 +327,17 @@ ReproducePlan plan_reproduce(const ReproduceOptions& options) {
     plan.depthmap = d;
   }
 
+  // Stability map
+  if (options.stabilitymap) {
+    StabilityMapOptions m = options.stabilitymap_options;
+    m.out = (out / "stabilitymap").string();
+    m.jobs = options.jobs;
+    m.worker = options.worker;
+    m.lang = options.lang;
+    plan_stabilitymap(m);
+    plan.stabilitymap = m;
+  }
+
   // Curvature
   if (options.curvature) {
     CurvatureGridOptions c = options.curvature_options;
@@ -398,6 +415,15 @@ ReproduceMeasurements measure_reproduce(const ReproduceOptions& options, const R
     t = std::chrono::steady_clock::now();
     m.depthmap = run_depthmap(*plan.depthmap, log, progress);
     m.seconds["depth map"] = seconds_since(t);
+  }
+
+  if (plan.stabilitymap) {
+    size_t runs = 0;
+    for (const SweepOptions& s : plan_stabilitymap(*plan.stabilitymap)) runs += plan_sweep(s).size();
+    say("== stability map: " + std::to_string(runs) + " training runs ==");
+    t = std::chrono::steady_clock::now();
+    m.stabilitymap = run_stabilitymap(*plan.stabilitymap, log, progress);
+    m.seconds["stability map"] = seconds_since(t);
   }
 
   if (plan.curvature) {

@@ -7,6 +7,8 @@
 //   experiment B  sweep/                {Post-LN, Pre-LN} x {no warm-up, warm-up} x seeds
 //   (full only)   depth_post/, depth_pre/   Post-LN with warm-up and Pre-LN without it at several depths
 //   depth map     depthmap/             every placement x depths x {no warm-up, warm-up} (optional)
+//   stability map stabilitymap/         {Post-LN, Pre-LN} x {adam, adam+v0} x warm-up x lr x seeds, the quick map's
+//                                       grid (experiments/stabilitymap.h; optional)
 //   curvature     curvature/            the 2x2 grid's first steps with Adam's preconditioned sharpness against
 //                                       38/lr(t), and per-block sharpness at init (experiments/curvature_grid.h)
 //   problem 11    block_forms.{png,svg} the two block forms; the 2x2 grid is sweep/loss.{png,svg}
@@ -30,6 +32,7 @@
 #include "experiments/depthmap.h"
 #include "experiments/gradnorm.h"
 #include "experiments/residual.h"
+#include "experiments/stabilitymap.h"
 #include "experiments/standardize.h"
 #include "experiments/sweep.h"
 #include "report/plot.h"
@@ -65,6 +68,11 @@ struct ReproduceOptions {
   bool depthmap = true;
   DepthMapOptions depthmap_options;
 
+  // Stability map (experiments/stabilitymap.h): the quick map in both versions, since the map's own full
+  // preset would add about ten hours on 2 cores. Its out, jobs, worker and lang are set from the options above.
+  bool stabilitymap = true;
+  StabilityMapOptions stabilitymap_options;
+
   // Curvature: the 2x2 grid's first steps (seed 0) with the preconditioned sharpness recorded; its out and
   // lang are set from the options above.
   bool curvature = true;
@@ -97,6 +105,7 @@ struct ReproducePlan {
   std::vector<SweepOptions> depth;        // Post-LN with warm-up, then Pre-LN without (empty: no depth sweep)
   ResidualOptions residual;               // problem 10; its trained runs are added once experiment B ran
   std::optional<DepthMapOptions> depthmap;  // the depth map (none when options.depthmap is false)
+  std::optional<StabilityMapOptions> stabilitymap;  // none when options.stabilitymap is false
   std::optional<CurvatureGridOptions> curvature;  // none when options.curvature is false
 };
 
@@ -111,6 +120,7 @@ struct ReproduceMeasurements {
   SweepResult sweep;                        // experiment B
   std::vector<SweepResult> depth;           // as plan.depth
   std::optional<DepthMapResult> depthmap;   // as plan.depthmap
+  std::optional<StabilityMapResult> stabilitymap;  // as plan.stabilitymap
   std::optional<CurvatureGridResult> curvature;  // as plan.curvature
   ResidualResult residual;                  // problem 10
   report::PlotResult block_forms;               // problem 11

@@ -157,6 +157,18 @@ struct ReportWriter {
                            depths, warmups, std::to_string(d.seeds.size())}),
                         dur(timing("depth map"))});
       }
+      if (plan.stabilitymap) {
+        const StabilityMapOptions& d = *plan.stabilitymap;
+        std::string optimizers, warmups, lrs;
+        for (const OptimizerEntry& e : d.optimizers) optimizers.append(optimizers.empty() ? "" : "/").append(to_string(e));
+        for (int x : d.warmups) warmups.append(warmups.empty() ? "" : "/").append(std::to_string(x));
+        for (double x : d.lrs) lrs.append(lrs.empty() ? "" : "/").append(fmt(x, "%g"));
+        rows.push_back({t("Stability map"),
+                        t("{1}; {2}; {3} placements x {4} x warm-up {5} x lr {6}; {7} seed(s)",
+                          {model_text(d.base, L, false), train_text(d.base, L), std::to_string(d.placements.size()),
+                           optimizers, warmups, lrs, std::to_string(d.seeds.size())}),
+                        dur(timing("stability map"))});
+      }
       const std::string dim = std::to_string(options.walk.dim), trials = std::to_string(options.walk.trials),
                         layers10 = std::to_string(options.residual_model.model.layers),
                         every = std::to_string(options.probe_every);
@@ -399,6 +411,31 @@ struct ReportWriter {
     }
   }
 
+  // The stability map: placement x optimizer x warm-up x lr, seeds counted.
+  void stabilitymap(report::ReportDocument& doc) const {
+    if (!m.stabilitymap || !plan.stabilitymap) return;
+    const StabilityMapOptions& d = *plan.stabilitymap;
+    doc.heading(2, t("Stability map: warm-up, learning rate and Adam's first steps"));
+    doc.paragraph(t("Post-LN and Pre-LN at {1} blocks x width {2}, copy task n={3}, batch {4}, {5} steps, {6} seed(s) "
+                    "per cell, with Adam and with GI-Adam (`+v0`: Adam's second moment started from the first "
+                    "gradient squared, adam_v0 = grad). A cell counts the seeds that learned and gives the median "
+                    "first step with loss < 0.01 (\"2/3 learned, median 180 steps\"), or the runs' labels when fewer "
+                    "than half learned. {7} Every run: `stabilitymap/stabilitymap.csv`.",
+                    {std::to_string(d.base.model.layers), std::to_string(d.base.model.width),
+                     std::to_string(d.base.copy_len), std::to_string(d.base.batch), std::to_string(d.base.steps),
+                     std::to_string(d.seeds.size()), outcome_labels_text(L)}));
+    for (NormPlacement p : d.placements)
+      for (const OptimizerEntry& e : d.optimizers) {
+        const std::string name = to_string(e);
+        doc.heading(3, report::placement_label(p, L) + ", " + name);
+        doc.table(stabilitymap_table_header(d), stabilitymap_table(d, m.stabilitymap->cells, p, name));
+      }
+    doc.figure(rel(out / "stabilitymap" / "stabilitymap", out),
+               t("Warm-up steps across, learning rate up (log axis); shade: the fraction of the seeds that learned, "
+                 "with the median step to loss < 0.01 under it; the thick line separates the cells where at least "
+                 "half the seeds learned."));
+  }
+
   // Problem 11: the block forms and the answers to (a), (b), (c).
   void problem_11(report::ReportDocument& doc) const {
     doc.heading(2, t("Problem 11: the block forms and the four cases"));
@@ -581,7 +618,8 @@ ReproduceResult write_reproduce_report(const ReproduceOptions& options, const Re
   for (const auto section :
        {&ReportWriter::header, &ReportWriter::what_was_run, &ReportWriter::claims_table, &ReportWriter::experiment_a,
         &ReportWriter::experiment_b, &ReportWriter::curvature, &ReportWriter::depth_sweep, &ReportWriter::depthmap,
-        &ReportWriter::problem_11, &ReportWriter::problem_10, &ReportWriter::problem_9, &ReportWriter::differences,
+        &ReportWriter::stabilitymap, &ReportWriter::problem_11, &ReportWriter::problem_10, &ReportWriter::problem_9,
+        &ReportWriter::differences,
         &ReportWriter::regenerate})
     (w.*section)(doc);
 

@@ -1,0 +1,125 @@
+// blocklab stabilitymap: placement x optimizer x warm-up x lr x seeds, each run labelled and timed to loss < 0.01.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+
+#include "commands.h"
+#include "experiment_flags.h"
+#include "experiments/stabilitymap.h"
+#include "report/labels.h"
+#include "util/error.h"
+
+namespace blocklab::cli {
+
+namespace {
+
+void print_table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths;
+  for (const auto& row : rows)
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (widths.size() <= i) widths.push_back(0);
+      widths[i] = std::max(widths[i], row[i].size());
+    }
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i)
+      std::printf("%s%-*s", i ? "  " : "", static_cast<int>(widths[i]), row[i].c_str());
+    std::printf("\n");
+  }
+}
+
+}  // namespace
+
+void register_stabilitymap(CLI::App& root, std::vector<Command>& commands) {
+  auto* app = root.add_subcommand(
+      "stabilitymap", "train placements x optimizers x warm-up lengths x learning rates x seeds, and map which learn");
+  auto flags = std::make_shared<ConfigFlags>();
+  auto placements = std::make_shared<std::string>();
+  auto optimizers = std::make_shared<std::string>();
+  auto warmups = std::make_shared<std::string>();
+  auto lrs = std::make_shared<std::string>();
+  auto seeds = std::make_shared<std::string>();
+  auto jobs = std::make_shared<int>(0);
+  auto quick = std::make_shared<bool>(false);
+  auto estimate_only = std::make_shared<bool>(false);
+  add_config_flags(app, *flags);
+  app->add_option("--placements", *placements, "comma-separated norm placements, or all [post,pre]")->type_name("LIST");
+  app->add_option("--optimizers", *optimizers,
+                  "comma-separated optimizer entries: adam, adamw, radam, sgd, lion, muon; +v0 on adam, adamw or "
+                  "radam starts Adam's second moment from the first gradient (GI-Adam) [adam,radam,adam+v0]")
+      ->type_name("LIST");
+  app->add_option("--warmups", *warmups, "comma-separated warm-up steps, across each panel [0,100,400]")
+      ->type_name("LIST");
+  app->add_option("--lrs", *lrs, "comma-separated peak learning rates, up each panel on a log axis "
+                                 "[1e-4,3e-4,1e-3,3e-3,1e-2]")
+      ->type_name("LIST");
+  app->add_option("--seeds", *seeds, "comma-separated seeds, one run per seed in every cell [0,1,2]")
+      ->type_name("LIST");
+  app->add_option("--jobs", *jobs, "runs at a time; each gets max(1, cores/jobs) threads [cores]")
+      ->check(at_least(0))
+      ->type_name("N");
+  app->add_flag("--quick", *quick,
+                "a reduced map: 6 blocks x width 64, 8+8-token sequences, batch 8, 400 steps; adam, adam+v0; "
+                "warm-up 0,100; lr 1e-3,3e-3,1e-2; seeds 0,1,2 (72 runs, 1-2 minutes on 2 cores; flags still "
+                "override)");
+  app->add_flag("--estimate-only", *estimate_only, "print the number of runs and the expected time, then stop");
+  app->footer(
+      "Defaults: the source's model (24 blocks x width 128, 4 heads, V 64, n 32), batch 16, 600 steps; Post-LN\n"
+      "and Pre-LN; adam, radam, adam+v0; warm-up 0,100,400; lr 1e-4,3e-4,1e-3,3e-3,1e-2; seeds 0,1,2. Every other\n"
+      "config flag sets all runs (--steps, --layers, --width, --batch, ...). Prints the number of runs and the\n"
+      "expected time before it starts. Writes OUT/stabilitymap.csv, OUT/stabilitymap.md, OUT/stabilitymap.{png,svg}\n"
+      "and OUT/stabilitymap_<placement>_<optimizer>.{png,svg}; the runs are one sweep per optimizer in\n"
+      "OUT/runs/<optimizer> (re-running the same command continues it). Default OUT: runs/stabilitymap[-quick].");
+  commands.push_back({app, [app, flags, placements, optimizers, warmups, lrs, seeds, jobs, quick, estimate_only] {
+                        for (const char* axis : {"--warmup", "--lr", "--optimizer", "--adam-v0"})
+                          if (app->count(axis) > 0)
+                            throw Error(std::string(axis) +
+                                        " is an axis of the map: use --warmups / --lrs / --optimizers");
+                        experiments::StabilityMapOptions options = experiments::stabilitymap_preset(*quick);
+                        options.base = build_config(app, *flags, options.base);
+                        options.out =
+                            output_dir(app, options.base, *quick ? "runs/stabilitymap-quick" : "runs/stabilitymap");
+                        if (app->count("--placements") > 0 || app->count("--norm-placement") > 0)
+                          options.placements = placement_list(app, *placements, options.base);
+                        if (app->count("--optimizers") > 0)
+                          options.optimizers = experiments::parse_optimizer_entries(*optimizers, "--optimizers");
+                        if (app->count("--lrs") > 0) options.lrs = experiments::parse_lr_list(*lrs, "--lrs");
+                        if (app->count("--warmups") > 0) {
+                          options.warmups.clear();
+                          for (uint64_t w : experiments::parse_seed_list(*warmups, "--warmups")) {
+                            if (w > 1000000000) throw Error("--warmups: " + std::to_string(w) + " is too large");
+                            options.warmups.push_back(static_cast<int>(w));
+                          }
+                        }
+                        std::string preset_seeds;
+                        for (uint64_t s : options.seeds)
+                          preset_seeds += (preset_seeds.empty() ? "" : ",") + std::to_string(s);
+                        options.seeds = seed_list(app, *seeds, options.base, preset_seeds);
+                        options.jobs = *jobs;
+                        const auto plans = experiments::plan_stabilitymap(options);  // Error: exit 2
+                        const experiments::DepthMapEstimate estimate = experiments::estimate_sweeps(plans);
+                        std::printf("stability map: %s\n", experiments::estimate_text(estimate).c_str());
+                        std::fflush(stdout);
+                        if (*estimate_only) return 0;
+                        ConsoleReporter console;
+                        experiments::StabilityMapResult result;
+                        try {
+                          result = experiments::run_stabilitymap(options, console.log(), console.progress());
+                        } catch (const experiments::SweepInterrupted& e) {
+                          console.finish();
+                          std::fprintf(stderr, "blocklab: %s\n", e.what());
+                          return 128 + e.signal();
+                        }
+                        console.finish();
+                        for (NormPlacement p : options.placements)
+                          for (const experiments::OptimizerEntry& e : options.optimizers) {
+                            const std::string name = experiments::to_string(e);
+                            std::printf("\n%s, %s\n", report::placement_label(p).c_str(), name.c_str());
+                            auto rows = experiments::stabilitymap_table(options, result.cells, p, name);
+                            rows.insert(rows.begin(), experiments::stabilitymap_table_header(options));
+                            print_table(rows);
+                          }
+                        return 0;
+                      }});
+}
+
+}  // namespace blocklab::cli

@@ -1,0 +1,261 @@
+// blocklab stabilitymap: cell labels and the majority boundary on synthetic runs, the CSV's columns, optimizer
+// entries and flags, and a toy map end to end (CSV, tables, figures), resuming without retraining.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <tuple>
+
+#include "cli_runner.h"
+#include "experiments/stabilitymap.h"
+#include "report/plot.h"
+#include "util/error.h"
+
+using namespace blocklab;
+namespace bt = blocklab::testing;
+using namespace blocklab::experiments;
+namespace fs = std::filesystem;
+
+namespace {
+// width 8, 1 block, Post-LN, adam and radam+v0, warm-up 0, lr 1e-3 and 1e-2, seeds 0 and 1, 20 steps
+const char* kToyFlags =
+    "--width 8 --heads 2 --layers 1 --vocab 8 --copy-len 4 --batch 4 --steps 20 --placements post "
+    "--optimizers adam,radam+v0 --warmups 0 --lrs 1e-3,1e-2 --seeds 0,1 --jobs 2";
+
+std::vector<std::vector<std::string>> csv_rows(const fs::path& path) {
+  std::ifstream in(path);
+  std::vector<std::vector<std::string>> rows;
+  for (std::string line; std::getline(in, line);) rows.push_back(split(line, ','));
+  return rows;
+}
+
+StabilityMapOptions synthetic_options() {
+  StabilityMapOptions o;
+  o.placements = {NormPlacement::Post};
+  o.optimizers = {{OptimizerKind::Adam, AdamV0::Zero}};
+  o.warmups = {0, 100};
+  o.lrs = {1e-3, 1e-2, 1e-1};
+  o.seeds = {0, 1, 2};
+  o.base.steps = 600;
+  return o;
+}
+
+// `learned` of the three seeds learn (first below 0.01 at 100, 200, 300), the rest never start.
+void add_cell(std::vector<StabilityRun>& runs, int warmup, double lr, int learned) {
+  for (int seed = 0; seed < 3; ++seed) {
+    StabilityRun r;
+    r.placement = NormPlacement::Post;
+    r.optimizer = "adam";
+    r.warmup = warmup;
+    r.lr = lr;
+    r.seed = seed;
+    if (seed < learned) {
+      r.outcome = probe::Outcome::Learned;
+      r.first_step_below = 100 * (seed + 1);
+    } else {
+      r.outcome = seed == 2 ? probe::Outcome::Diverged : probe::Outcome::NeverStarted;
+    }
+    runs.push_back(r);
+  }
+}
+}  // namespace
+
+TEST(StabilityMap, OptimizerEntries) {
+  EXPECT_EQ(to_string(parse_optimizer_entry("adam")), "adam");
+  EXPECT_EQ(to_string(parse_optimizer_entry("adam+v0")), "adam+v0");
+  EXPECT_EQ(parse_optimizer_entry("radam+v0"), (OptimizerEntry{OptimizerKind::RAdam, AdamV0::Grad}));
+  EXPECT_EQ(parse_optimizer_entry(" lion "), (OptimizerEntry{OptimizerKind::Lion, AdamV0::Zero}));
+  EXPECT_THROW(parse_optimizer_entry("sgd+v0"), Error);
+  EXPECT_THROW(parse_optimizer_entry("adam+v1"), Error);
+  EXPECT_THROW(parse_optimizer_entry("+v0"), Error);
+  EXPECT_THROW(parse_optimizer_entries("adam,adam"), Error);
+  EXPECT_THROW(parse_optimizer_entries("adam,,radam"), Error);
+  EXPECT_THROW(parse_optimizer_entries(""), Error);
+  EXPECT_EQ(parse_optimizer_entries("adam,adam+v0,muon").size(), 3u);
+  try {
+    parse_optimizer_entries("adamx", "--optimizers");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--optimizers: unknown optimizer entry 'adamx'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("+v0"), std::string::npos) << e.what();
+  }
+}
+
+TEST(StabilityMap, LrLists) {
+  EXPECT_EQ(parse_lr_list("1e-3, 0.01,3e-4"), (std::vector<double>{1e-3, 1e-2, 3e-4}));
+  for (const char* bad : {"", "1e-3,", "0", "-1e-3", "abc", "1e-3x", "1e-3,0.001", "inf", "nan"})
+    EXPECT_THROW(parse_lr_list(bad), Error) << bad;
+}
+
+TEST(StabilityMap, CellsCountSeedsAndTheBoundaryFollowsTheMajority) {
+  StabilityMapOptions o = synthetic_options();
+  //            warm-up 0   warm-up 100
+  // lr 1e-1       0/3         1/3
+  // lr 1e-2       1/3         3/3
+  // lr 1e-3       3/3         2/3
+  std::vector<StabilityRun> runs;
+  add_cell(runs, 0, 1e-3, 3);
+  add_cell(runs, 0, 1e-2, 1);
+  add_cell(runs, 0, 1e-1, 0);
+  add_cell(runs, 100, 1e-3, 2);
+  add_cell(runs, 100, 1e-2, 3);
+  add_cell(runs, 100, 1e-1, 1);
+  const auto cells = summarize_stabilitymap(o, runs);
+  ASSERT_EQ(cells.size(), 6u);
+  EXPECT_EQ(find_cell(cells, NormPlacement::Post, "adam", 0, 1e-3)->text, "3/3 learned, median 200 steps");
+  EXPECT_EQ(find_cell(cells, NormPlacement::Post, "adam", 100, 1e-3)->text, "2/3 learned, median 150 steps");
+  EXPECT_EQ(find_cell(cells, NormPlacement::Post, "adam", 0, 1e-2)->text, "1/3 diverged, 1/3 never-started, 1/3 learned");
+  EXPECT_EQ(find_cell(cells, NormPlacement::Post, "adam", 0, 1e-1)->text, "1/3 diverged, 2/3 never-started");
+  EXPECT_FALSE(find_cell(cells, NormPlacement::Post, "adam", 0, 1e-1)->learned_side());
+  EXPECT_EQ(find_cell(cells, NormPlacement::Post, "adam", 0, 5e-2), nullptr);
+
+  // Edges: between (0, 1e-3) and (0, 1e-2) (horizontal, at the midpoint of -3 and -2), between (0, 1e-2) and
+  // (100, 1e-2) (vertical at x = 0.5), between (100, 1e-2) and (100, 1e-1) (horizontal at -1.5), and between
+  // (0, 1e-3) learned and (100, 1e-3) learned: none.
+  auto segments = majority_boundary(o, cells, NormPlacement::Post, "adam");
+  ASSERT_EQ(segments.size(), 3u);
+  std::sort(segments.begin(), segments.end(),
+            [](const BoundarySegment& a, const BoundarySegment& b) { return std::tie(a.x0, a.y0) < std::tie(b.x0, b.y0); });
+  EXPECT_DOUBLE_EQ(segments[0].x0, -0.5);
+  EXPECT_DOUBLE_EQ(segments[0].x1, 0.5);
+  EXPECT_NEAR(segments[0].y0, -2.5, 1e-12);
+  EXPECT_NEAR(segments[0].y1, -2.5, 1e-12);
+  EXPECT_DOUBLE_EQ(segments[1].x0, 0.5);
+  EXPECT_DOUBLE_EQ(segments[1].x1, 0.5);
+  EXPECT_NEAR(segments[1].y0, -2.5, 1e-12);
+  EXPECT_NEAR(segments[1].y1, -1.5, 1e-12);
+  EXPECT_DOUBLE_EQ(segments[2].x0, 0.5);
+  EXPECT_DOUBLE_EQ(segments[2].x1, 1.5);
+  EXPECT_NEAR(segments[2].y0, -1.5, 1e-12);
+
+  // Shading by the fraction that learned: white-ish at 0, darker with each seed; white without runs.
+  const StabilityCell* none = find_cell(cells, NormPlacement::Post, "adam", 0, 1e-1);
+  const StabilityCell* all = find_cell(cells, NormPlacement::Post, "adam", 0, 1e-3);
+  EXPECT_EQ(fraction_color(*none), "#F2F2F2");
+  EXPECT_EQ(fraction_color(*all), "#006D2C");
+  EXPECT_EQ(fraction_color(SeedCell{}), "#FFFFFF");
+
+  // The markdown table: lr as rows (largest first), warm-ups as columns.
+  const auto header = stabilitymap_table_header(o);
+  EXPECT_EQ(header, (std::vector<std::string>{"lr", "no warm-up", "warm-up 100 steps"}));
+  const auto table = stabilitymap_table(o, cells, NormPlacement::Post, "adam");
+  ASSERT_EQ(table.size(), 3u);
+  EXPECT_EQ(table[0][0], "0.1");
+  EXPECT_EQ(table[2][0], "0.001");
+  EXPECT_EQ(table[1][2], "3/3 learned, median 200 steps");
+
+  // The CSV: its columns in this order, one row per run in the order given.
+  std::istringstream csv(stabilitymap_csv(runs));
+  std::string line;
+  std::getline(csv, line);
+  EXPECT_EQ(line, "placement,optimizer,warmup,lr,seed,outcome,first_step_below,final_loss,min_loss,seconds");
+  std::getline(csv, line);
+  EXPECT_EQ(line.substr(0, 33), "post,adam,0,0.001,0,learned,100,0") << line;
+  int rows = 1;
+  while (std::getline(csv, line)) ++rows;
+  EXPECT_EQ(rows, 18);
+
+  // One seed: the step alone, or the label.
+  o.seeds = {0};
+  runs.clear();
+  add_cell(runs, 0, 1e-3, 3);
+  runs.resize(1);
+  EXPECT_EQ(find_cell(summarize_stabilitymap(o, runs), NormPlacement::Post, "adam", 0, 1e-3)->text, "100");
+}
+
+TEST(StabilityMap, PlanChecksItsLists) {
+  StabilityMapOptions o = stabilitymap_preset(true);
+  EXPECT_THROW(plan_stabilitymap(o), Error);  // no output directory
+  o.out = (bt::fresh_dir("stabilitymap_plan") / "never").string();
+  const auto sweeps = plan_stabilitymap(o);
+  ASSERT_EQ(sweeps.size(), o.optimizers.size());
+  EXPECT_EQ(fs::path(sweeps[1].out).filename(), "adam+v0");
+  EXPECT_EQ(sweeps[1].base.optimizer.adam_v0, AdamV0::Grad);
+  EXPECT_EQ(plan_sweep(sweeps[0]).size(), o.placements.size() * o.warmups.size() * o.lrs.size() * o.seeds.size());
+  EXPECT_FALSE(fs::exists(o.out));  // planning writes nothing
+  StabilityMapOptions bad = o;
+  bad.warmups = {0, 0};
+  EXPECT_THROW(plan_stabilitymap(bad), Error);
+  bad = o;
+  bad.lrs = {};
+  EXPECT_THROW(plan_stabilitymap(bad), Error);
+  bad = o;
+  bad.optimizers.push_back(bad.optimizers.front());
+  EXPECT_THROW(plan_stabilitymap(bad), Error);
+  // The full preset: the source's model, 2 x 3 x 3 x 5 x 3 runs, lr 1e-3 in the grid.
+  const StabilityMapOptions full = stabilitymap_preset(false);
+  EXPECT_EQ(full.base.model.layers, 24);
+  EXPECT_EQ(full.base.model.width, 128);
+  EXPECT_NE(std::find(full.lrs.begin(), full.lrs.end(), 1e-3), full.lrs.end());
+  EXPECT_EQ(full.placements.size() * full.optimizers.size() * full.warmups.size() * full.lrs.size() * full.seeds.size(),
+            270u);
+}
+
+TEST(StabilityMap, BadFlagsExit2AndWriteNothing) {
+  const fs::path root = bt::fresh_dir("stabilitymap_bad");
+  int i = 0;
+  for (const char* bad : {"--optimizers adam,sgd+v0", "--optimizers nadam", "--optimizers ''", "--lrs 1e-3,x",
+                          "--lrs 0", "--lrs ''", "--warmups 0,0", "--warmups -5", "--placements post,middle",
+                          "--seeds ''", "--lr 1e-3", "--warmup 10", "--optimizer radam", "--adam-v0 grad"}) {
+    const fs::path out = root / std::to_string(i++);
+    const bt::CliResult r = bt::run_cli(std::string("stabilitymap --width 8 --heads 2 --layers 1 --steps 2 ") + bad +
+                                        " --out " + out.string());
+    EXPECT_EQ(r.status, 2) << bad << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << bad << ": " << r.err;
+    EXPECT_FALSE(fs::exists(out)) << bad;
+  }
+}
+
+TEST(StabilityMap, ToyMapWritesCsvFiguresAndTablesAndResumesWithoutRetraining) {
+  const fs::path dir = bt::fresh_dir("stabilitymap_toy") / "map";
+  const bt::CliResult first = bt::run_cli(std::string("stabilitymap ") + kToyFlags + " --out " + dir.string());
+  ASSERT_EQ(first.status, 0) << first.out << first.err;
+  EXPECT_NE(first.out.find("stability map: 8 runs"), std::string::npos) << first.out;  // the estimate, first
+  EXPECT_NE(first.out.find("Expected"), std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("Post-LN, radam+v0"), std::string::npos) << first.out;  // the tables on the terminal
+
+  const auto rows = csv_rows(dir / "stabilitymap.csv");
+  ASSERT_EQ(rows.size(), 9u);  // header + 2 optimizers x 2 lrs x 2 seeds
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"placement", "optimizer", "warmup", "lr", "seed", "outcome",
+                                               "first_step_below", "final_loss", "min_loss", "seconds"}));
+  for (size_t i = 1; i < rows.size(); ++i) {
+    ASSERT_EQ(rows[i].size(), 10u);
+    EXPECT_EQ(rows[i][0], "post");
+    EXPECT_EQ(rows[i][1], i <= 4 ? "adam" : "radam+v0");
+    EXPECT_EQ(rows[i][2], "0");
+    EXPECT_TRUE(rows[i][3] == "0.001" || rows[i][3] == "0.01") << rows[i][3];
+    EXPECT_TRUE(probe::parse_outcome(rows[i][5]).has_value()) << rows[i][5];
+  }
+  const std::string md = bt::read_text(dir / "stabilitymap.md");
+  EXPECT_NE(md.find("## Post-LN, radam+v0"), std::string::npos) << md;
+  EXPECT_NE(md.find("| lr | no warm-up |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 0.01 |"), std::string::npos) << md;
+  EXPECT_TRUE(fs::exists(dir / "stabilitymap.gp"));
+  EXPECT_TRUE(fs::exists(dir / "runs" / "radam+v0" / "summary.csv"));
+  if (report::gnuplot_program().empty()) {
+    std::printf("gnuplot is not installed: stabilitymap*.{png,svg} not checked\n");
+  } else {
+    EXPECT_TRUE(fs::exists(dir / "stabilitymap.png"));
+    EXPECT_TRUE(fs::exists(dir / "stabilitymap_post_adam.png"));
+    EXPECT_TRUE(fs::exists(dir / "stabilitymap_post_radam+v0.svg"));
+  }
+
+  // Rerun: every run is reused, none retrained (the metrics files keep their times).
+  const fs::path metrics = dir / "runs" / "radam+v0" / "norm_placement=post+warmup=0+lr=0.01+seed=1" / "metrics.csv";
+  ASSERT_TRUE(fs::exists(metrics));
+  const auto before = fs::last_write_time(metrics);
+  const bt::CliResult again = bt::run_cli(std::string("stabilitymap ") + kToyFlags + " --out " + dir.string());
+  ASSERT_EQ(again.status, 0) << again.err;
+  EXPECT_NE(again.out.find("4 already finished, 0 to run"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("(0 to train)"), std::string::npos) << again.out;
+  EXPECT_EQ(fs::last_write_time(metrics), before);
+  EXPECT_EQ(csv_rows(dir / "stabilitymap.csv").size(), 9u);
+
+  // Other settings in the same directory are refused.
+  std::string other_flags = kToyFlags;
+  other_flags.replace(other_flags.find("--steps 20"), 10, "--steps 21");
+  const bt::CliResult other = bt::run_cli("stabilitymap " + other_flags + " --out " + dir.string());
+  EXPECT_NE(other.status, 0);
+  EXPECT_NE(other.err.find("differs"), std::string::npos) << other.err;
+}
