@@ -367,8 +367,8 @@ TEST_P(WholeModel, SecondForwardDoesNotDisturbAPendingBackward) {
 }
 
 // The head and the loss in chunks of a few counted positions (the gathered path too: the copy task counts the second
-// half of each sequence, so a chunk can span two sequences) give the loss of one chunk exactly and the same
-// gradients up to the order in which the head weight's gradient is summed; forward_backward is forward() then
+// half of each sequence, so a chunk can span two sequences) give the loss of one chunk and the same gradients up to
+// rounding (the order in which the head weight's gradient is summed); forward_backward is forward() then
 // backward() bit for bit, and a second backward (which computes the chunks' logits again) repeats them.
 TEST_P(WholeModel, HeadChunksChangeOnlyTheOrderOfTheHeadWeightsSum) {
   const ModelConfig config = GetParam().config;
@@ -389,12 +389,14 @@ TEST_P(WholeModel, HeadChunksChangeOnlyTheOrderOfTheHeadWeightsSum) {
   for (double g : expected) largest = std::max(largest, std::abs(g));
   for (int rows : {1, 2, 3}) {
     Activations<double> acts = model.make_activations(B, config.seq_len, rows);
-    EXPECT_EQ(model.forward_backward(acts, inputs, targets, mask), loss) << rows << " rows per chunk";
+    // the same loss up to rounding: a product's row need not take the same bits at every row count (the
+    // kernels may take another path for one row)
+    EXPECT_NEAR(model.forward_backward(acts, inputs, targets, mask), loss, 1e-13 * loss) << rows << " rows per chunk";
     const std::vector<double> fused(model.grads().begin(), model.grads().end());
     size_t far = 0;
     for (size_t i = 0; i < fused.size(); ++i) far += !(std::abs(fused[i] - expected[i]) <= 1e-13 * largest);
     EXPECT_EQ(far, 0u) << rows << " rows per chunk: gradients differ beyond the summation order";
-    EXPECT_EQ(model.forward(acts, inputs, targets, mask), loss) << rows;
+    EXPECT_NEAR(model.forward(acts, inputs, targets, mask), loss, 1e-13 * loss) << rows;
     model.backward(acts);
     EXPECT_TRUE(std::equal(fused.begin(), fused.end(), model.grads().begin())) << rows << ": forward, backward";
     model.backward(acts);
