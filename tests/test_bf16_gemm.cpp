@@ -54,10 +54,11 @@ TEST_P(Bf16Gemm, MatchesDoubleProductOfRoundedOperands) {
       GetParam(), [](auto... args) { return bf16_gemm(args...); }, bf16_round);
 }
 
+// 30x1100x520 and 100x530x520: several column blocks (the latter with two row blocks and two K-chunks in each).
 INSTANTIATE_TEST_SUITE_P(Shapes, Bf16Gemm,
                          ::testing::Values(Case{1, 1, 1}, Case{12, 32, 8}, Case{13, 33, 17}, Case{5, 7, 300},
                                            Case{100, 70, 257}, Case{197, 129, 128}, Case{64, 384, 520},
-                                           Case{2, 40, 511}, Case{30, 1100, 520}),
+                                           Case{2, 40, 511}, Case{30, 1100, 520}, Case{100, 530, 520}),
                          [](const auto& info) {
                            return std::to_string(info.param.M) + "x" + std::to_string(info.param.N) + "x" +
                                   std::to_string(info.param.K);
