@@ -179,25 +179,42 @@ void register_bench(CLI::App& root, std::vector<Command>& commands) {
                           return std::string(text);
                         };
                         // MFU against what the cores can do at the running level (a register-only multiply-add
-                        // loop); the GEMM's own cache-resident rate beside it, as the second line.
+                        // loop), and at bf16 against the bf16 dot instruction's rate (the kernel's own
+                        // instruction); the GEMM's own cache-resident rate beside it, as the second line.
                         const char* thread_word = threads == 1 ? "thread" : "threads";
+                        const kernels::FmaPeak bf16_machine = bf16 && kernels::bf16_isa() != kernels::Bf16Isa::None
+                                                                  ? kernels::measure_bf16_peak(threads)
+                                                                  : kernels::FmaPeak{};
+                        const bool bf16_mfu = bf16_machine.gflops > 0;
+                        const kernels::FmaPeak& reference = bf16_mfu ? bf16_machine : machine;
+                        const char* mfu_word = bf16_mfu ? "bf16 MFU" : "MFU";
                         std::printf("machine peak (%s: %d independent %s of %d floats in registers, %d %s): "
-                                    "%s GFLOP/s -> MFU %s\n",
+                                    "%s GFLOP/s -> %s %s\n",
                                     kernels::isa_name(kernels::isa()), machine.chains,
                                     machine.fused ? "FMAs" : "multiply-adds", machine.lanes, threads, thread_word,
-                                    gflop_text(machine.gflops).c_str(),
+                                    gflop_text(machine.gflops).c_str(), bf16_mfu ? "the step runs at" : "MFU",
                                     percent(100.0 * flops / step / 1e9 / machine.gflops).c_str());
-                        std::printf("%s peak (%dx%dx%d, %d %s, cache-resident): %s GFLOP/s = %s of the machine "
+                        if (bf16_mfu)
+                          std::printf("bf16 peak (%s: %d independent dot products of %d float lanes in registers, %d "
+                                      "%s): %s GFLOP/s -> bf16 MFU %s%s\n",
+                                      bf16_machine.instruction, bf16_machine.chains, bf16_machine.lanes, threads,
+                                      thread_word, gflop_text(bf16_machine.gflops).c_str(),
+                                      percent(100.0 * flops / step / 1e9 / bf16_machine.gflops).c_str(),
+                                      kernels::bf16_isa() == kernels::Bf16Isa::OneDnn
+                                          ? " (the products run on AMX tiles here, whose peak is higher)"
+                                          : "");
+                        std::printf("%s peak (%dx%dx%d, %d %s, cache-resident): %s GFLOP/s = %s of the %s"
                                     "peak; the step runs at %s of it\n",
                                     bf16 ? "bf16 gemm" : "sgemm", config.batch * T, 4 * config.model.width,
                                     config.model.width, threads, thread_word, gflop_text(peak).c_str(),
-                                    percent(100.0 * peak / machine.gflops).c_str(),
+                                    percent(100.0 * peak / reference.gflops).c_str(), bf16_mfu ? "bf16 " : "machine ",
                                     percent(100.0 * flops / step / 1e9 / peak).c_str());
                         if (threads == 1 && have_cpu_time)  // the same ratio by CPU time, without the waits for a core
-                          std::printf("by CPU time: step %.1f ms, machine peak %s GFLOP/s -> MFU %s; %s peak %s "
+                          std::printf("by CPU time: step %.1f ms, %s peak %s GFLOP/s -> %s %s; %s peak %s "
                                       "GFLOP/s\n",
-                                      1e3 * median(cpu_seconds), gflop_text(machine.gflops_cpu).c_str(),
-                                      percent(100.0 * flops / median(cpu_seconds) / 1e9 / machine.gflops_cpu).c_str(),
+                                      1e3 * median(cpu_seconds), bf16_mfu ? "bf16" : "machine",
+                                      gflop_text(reference.gflops_cpu).c_str(), mfu_word,
+                                      percent(100.0 * flops / median(cpu_seconds) / 1e9 / reference.gflops_cpu).c_str(),
                                       bf16 ? "bf16 gemm" : "sgemm", gflop_text(peaks.cpu).c_str());
                         // Peak RSS (the whole process: program, libraries, threads, the peak measurement's
                         // buffers) against the training state proper.

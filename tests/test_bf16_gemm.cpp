@@ -5,10 +5,12 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "gemm_reference.h"
 #include "kernels/bf16_gemm.h"
+#include "kernels/peak.h"
 #include "util/rng.h"
 #include "util/threads.h"
 
@@ -151,4 +153,28 @@ TEST(Bf16Gemm, FallsBackToFloatWithAReason) {
     ASSERT_TRUE(sgemm_in(GemmPrecision::Bf16, false, false, 1, 1, 1, &a, 1, &b, 1, 0.f, &c, 1));
     EXPECT_EQ(c, have_bf16() ? 1.0f : a);
   }
+}
+
+// The bf16 peak's loop computes what it times: every lane of every chain adds two products of 2^-7 * 2^-7 per
+// step, exactly representable, so after s steps the stored sum of the chains is chains * 2s * 2^-14 in each lane.
+TEST(Bf16Peak, DotLoopAddsTwoProductsPerLaneAndChain) {
+  alignas(64) float sink[16];
+  const long macs = bf16_dot_loop(0, sink);
+  if (macs == 0) {
+    EXPECT_STREQ(bf16_dot_instruction(), "");
+    EXPECT_EQ(measure_bf16_peak(1, 0.01).gflops, 0.0);
+    GTEST_SKIP() << "no bf16 dot instruction on this CPU (" << bf16_isa_description() << ")";
+  }
+  const int chains = bf16_dot_chains();
+  const int lanes = static_cast<int>(macs / chains / 2);
+  EXPECT_EQ(lanes, std::string(bf16_dot_instruction()) == "vdpbf16ps" ? 16 : 4);
+  for (long steps : {1L, 7L, 100L}) {
+    ASSERT_EQ(bf16_dot_loop(steps, sink), macs);
+    for (int i = 0; i < 16; ++i) EXPECT_EQ(sink[i], static_cast<float>(chains * 2 * steps) * 0x1p-14f) << steps;
+  }
+  const FmaPeak peak = measure_bf16_peak(1, 0.01);
+  EXPECT_EQ(peak.products, 2);
+  EXPECT_EQ(peak.lanes, lanes);
+  EXPECT_EQ(peak.chains, chains);
+  EXPECT_GT(peak.gflops, 0.0);
 }

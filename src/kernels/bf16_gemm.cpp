@@ -14,6 +14,7 @@
 #endif
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -172,6 +173,30 @@ BLOCKLAB_BF16_TARGET void kernel_bf16(int kpc, const uint32_t* A, long lda, cons
   }
 }
 
+// The peak loop: 12 independent vdpbf16ps chains (enough to cover its latency on two pipes), kept in registers by
+// an empty asm statement per step so that the loop is neither folded nor sent through memory.
+constexpr int kDotChains = 12;
+BLOCKLAB_BF16_TARGET long dot_loop(long steps, float* sink) {
+  const __m512bh a = (__m512bh)_mm512_set1_epi32(0x3c003c00), b = (__m512bh)_mm512_set1_epi32(0x3c003c00);  // 2^-7
+  __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0;
+  __m512 c6 = c0, c7 = c0, c8 = c0, c9 = c0, c10 = c0, c11 = c0;
+#define BLOCKLAB_DOT(c)          \
+  c = _mm512_dpbf16_ps(c, a, b); \
+  asm volatile("" : "+v"(c))
+  for (long s = 0; s < steps; ++s) {
+    BLOCKLAB_DOT(c0); BLOCKLAB_DOT(c1); BLOCKLAB_DOT(c2); BLOCKLAB_DOT(c3);
+    BLOCKLAB_DOT(c4); BLOCKLAB_DOT(c5); BLOCKLAB_DOT(c6); BLOCKLAB_DOT(c7);
+    BLOCKLAB_DOT(c8); BLOCKLAB_DOT(c9); BLOCKLAB_DOT(c10); BLOCKLAB_DOT(c11);
+  }
+#undef BLOCKLAB_DOT
+  const __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)),
+                                   _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c4, c5), _mm512_add_ps(c6, c7)),
+                                                 _mm512_add_ps(_mm512_add_ps(c8, c9), _mm512_add_ps(c10, c11))));
+  _mm512_storeu_ps(sink, sum);
+  return 32L * kDotChains;  // 16 float lanes, two products each
+}
+constexpr const char* kDotInstruction = "vdpbf16ps";
+
 #elif defined(__aarch64__)
 // The AArch64 kernel (bf16_gemm_neon.cpp, compiled for the bf16 extension): BFDOT by element on 12 x 8 tiles.
 using neon_bf16::kMc;
@@ -182,6 +207,9 @@ using neon_bf16::kPairsPerChunk;
 using neon_bf16::pack_a_panels;
 using neon_bf16::pack_a_rows;
 using neon_bf16::pack_b_panel;
+constexpr int kDotChains = neon_bf16::kDotChains;
+long dot_loop(long steps, float* sink) { return neon_bf16::dot_loop(steps, sink); }
+constexpr const char* kDotInstruction = "bfdot";
 
 template <bool kRowsA>
 void kernel_bf16(int kpc, const uint32_t* A, long lda, const uint32_t* Bp, float* C, int ldc, int mr, int nr,
@@ -381,6 +409,31 @@ const Dispatch& dispatch() {
 const char* to_string(GemmPrecision precision) { return precision == GemmPrecision::Bf16 ? "bf16" : "fp32"; }
 
 Bf16Isa bf16_isa() { return dispatch().isa; }
+
+long bf16_dot_loop(long steps, float* sink) {
+#if defined(__x86_64__)
+  if (cpu_has_avx512_bf16()) return dot_loop(steps, sink);
+#elif defined(__aarch64__)
+  if (cpu_has_neon_bf16()) return dot_loop(steps, sink);
+#endif
+  (void)steps, (void)sink;
+  return 0;
+}
+
+const char* bf16_dot_instruction() {
+#if defined(__x86_64__) || defined(__aarch64__)
+  if (bf16_dot_loop(0, std::array<float, 16>{}.data()) > 0) return kDotInstruction;
+#endif
+  return "";
+}
+
+int bf16_dot_chains() {
+#if defined(__x86_64__) || defined(__aarch64__)
+  return kDotChains;
+#else
+  return 0;
+#endif
+}
 const char* bf16_isa_description() { return dispatch().description.c_str(); }
 bool cpu_has_amx_bf16() { return cpuid_amx_bf16(); }
 bool cpu_has_neon_bf16() {

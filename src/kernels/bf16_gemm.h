@@ -51,6 +51,15 @@ bool cpu_has_neon_bf16();
 bool bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                float beta, float* C, int ldc, const SgemmExtras& extras = {});
 
+// One thread's register-only loop of the bf16 dot instruction the kernel multiplies with (vdpbf16ps on x86,
+// BFDOT on AArch64): `steps` times a number of independent accumulators, each one instruction, and the sum
+// stored to sink[0..15]. Returns the multiply-adds per step (0, doing nothing, where the CPU lacks the
+// instruction); kernels/peak.h times it as the machine's bf16 peak.
+long bf16_dot_loop(long steps, float* sink);
+// The instruction bf16_dot_loop times ("vdpbf16ps", "bfdot"; "" where there is none) and its accumulators.
+const char* bf16_dot_instruction();
+int bf16_dot_chains();
+
 // The float product in the given precision: bf16_gemm where asked for and available, else sgemm. False
 // when neither has a kernel on this CPU (the caller then uses BLAS).
 inline bool sgemm_in(GemmPrecision precision, bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda,

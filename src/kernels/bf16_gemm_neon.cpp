@@ -140,5 +140,22 @@ void kernel_rows(int kpc, const uint32_t* A, long lda, const uint32_t* Bp, float
   kernel<true>(kpc, A, lda, Bp, C, ldc, mr, nr, accumulate, bias);
 }
 
+long dot_loop(long steps, float* sink) {
+  const bfloat16x8_t a = vreinterpretq_bf16_u32(vdupq_n_u32(0x3c003c00u)), b = a;  // pairs of 2^-7
+  float32x4_t c[kDotChains];
+  for (auto& x : c) x = vdupq_n_f32(0.f);
+  for (long s = 0; s < steps; ++s) {
+#pragma GCC unroll 24
+    for (int i = 0; i < kDotChains; ++i) {
+      c[i] = vbfdotq_f32(c[i], a, b);
+      asm volatile("" : "+w"(c[i]));
+    }
+  }
+  float32x4_t sum = c[0];
+  for (int i = 1; i < kDotChains; ++i) sum = vaddq_f32(sum, c[i]);
+  for (int i = 0; i < 4; ++i) vst1q_f32(sink + 4 * i, sum);
+  return 8L * kDotChains;  // 4 float lanes, two products each
+}
+
 }  // namespace blocklab::kernels::neon_bf16
 #endif  // __aarch64__

@@ -20,6 +20,10 @@ void pack_a_rows(uint32_t* Ab, const float* A, int lda, int i0, int rows, int k0
 void pack_a_panels(uint32_t* Ap, const float* A, int lda, int i0, int rows, int k0, int kc, float* row_sums);
 // One kNr-column panel of op(B): Bp[kp][j], zero beyond cols.
 void pack_b_panel(uint32_t* dst, const float* B, int ldb, bool trans, int j0, int cols, int k0, int kc);
+// The peak loop (bf16_dot_loop): kDotChains independent BFDOT chains of 4 float lanes for `steps` steps; returns
+// the multiply-adds per step.
+constexpr int kDotChains = 24;
+long dot_loop(long steps, float* sink);
 // C[0:mr, 0:nr] = (accumulate ? C : 0) + A @ B over kpc pairs, then + bias[0:nr] where not null. A is a
 // packed panel (pair (r, kp) at A[kp * kMr + r]) or rows of pairs (at A[r * lda + kp]).
 void kernel_panel(int kpc, const uint32_t* A, const uint32_t* Bp, float* C, int ldc, int mr, int nr, bool accumulate,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "kernels/bf16_gemm.h"
 #include "kernels/isa.h"
 #include "kernels/simd.h"
 #include "util/openmp.h"
@@ -69,14 +70,10 @@ BLOCKLAB_ALWAYS_INLINE void fma_loop(long steps, float* sink) {
   simd::store<float, VB>(sink, ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)) + ((a8 + a9) + (a10 + a11)));
 }
 
-}  // namespace
-
-FmaPeak measure_fma_peak(int threads, double seconds) {
-  FmaPeak peak;
-  peak.threads = std::max(1, threads);
-  peak.chains = kChains;
-  on_isa([&](auto level) { peak.lanes = kVectorBytes<level.value> / 4; });
-  peak.fused = isa_has_fma(isa());
+// Times loop(steps, sink) -> multiply-adds per step on peak.threads threads: the best of a few runs, by wall and by
+// CPU time, in GFLOP/s (two per multiply-add).
+template <typename Loop>
+void time_peak(FmaPeak& peak, double seconds, Loop loop) {
   constexpr int kRepeats = 5;
   // steps per run: about seconds / kRepeats, from a short timed run on this thread (an emulated CPU runs the
   // loop a hundred times slower than a real one)
@@ -84,7 +81,7 @@ FmaPeak measure_fma_peak(int threads, double seconds) {
   for (;;) {
     alignas(64) float sink[16];
     const auto start = std::chrono::steady_clock::now();
-    on_isa([&](auto level) { fma_loop<level.value>(steps, sink); });
+    loop(steps, sink);
     asm volatile("" : : "r"(sink) : "memory");
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (elapsed > 0.002 || steps > (1L << 30)) {
@@ -96,17 +93,47 @@ FmaPeak measure_fma_peak(int threads, double seconds) {
   for (int rep = 0; rep < kRepeats; ++rep) {
     const auto start = std::chrono::steady_clock::now();
     const double cpu_start = process_cpu_seconds();
+    long per_step = 0;
 #pragma omp parallel num_threads(peak.threads)
     {
       alignas(64) float sink[16];
-      on_isa([&](auto level) { fma_loop<level.value>(steps, sink); });
+      const long n = loop(steps, sink);
       asm volatile("" : : "r"(sink) : "memory");  // the result is observed
+#pragma omp master
+      per_step = n;
     }
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const double flops = 2.0 * steps * kChains * peak.lanes * peak.threads;
+    const double flops = 2.0 * static_cast<double>(steps) * static_cast<double>(per_step) * peak.threads;
     peak.gflops = std::max(peak.gflops, flops / elapsed / 1e9);
     peak.gflops_cpu = std::max(peak.gflops_cpu, flops / (process_cpu_seconds() - cpu_start) / 1e9);
   }
+}
+
+}  // namespace
+
+FmaPeak measure_fma_peak(int threads, double seconds) {
+  FmaPeak peak;
+  peak.threads = std::max(1, threads);
+  peak.chains = kChains;
+  on_isa([&](auto level) { peak.lanes = kVectorBytes<level.value> / 4; });
+  peak.fused = isa_has_fma(isa());
+  time_peak(peak, seconds, [&](long steps, float* sink) {
+    on_isa([&](auto level) { fma_loop<level.value>(steps, sink); });
+    return static_cast<long>(kChains) * peak.lanes;
+  });
+  return peak;
+}
+
+FmaPeak measure_bf16_peak(int threads, double seconds) {
+  FmaPeak peak;
+  alignas(64) float probe[16];
+  if (bf16_dot_loop(0, probe) == 0) return peak;
+  peak.threads = std::max(1, threads);
+  peak.chains = bf16_dot_chains();
+  peak.lanes = static_cast<int>(bf16_dot_loop(0, probe) / peak.chains / 2);
+  peak.products = 2;
+  peak.instruction = bf16_dot_instruction();
+  time_peak(peak, seconds, bf16_dot_loop);
   return peak;
 }
 

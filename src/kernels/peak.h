@@ -11,9 +11,17 @@ struct FmaPeak {
   int chains = 0;     // independent accumulator registers per thread
   int lanes = 0;      // floats per register
   bool fused = true;  // one fused multiply-add per lane and step (false: a multiply and an add, generic level)
+  int products = 1;   // products added into each lane per instruction (2: a bf16 dot instruction)
+  const char* instruction = "";  // the bf16 peak's instruction ("vdpbf16ps", "bfdot")
 };
 
 // Runs for about `seconds` in all (several repeats; the best is kept).
 FmaPeak measure_fma_peak(int threads, double seconds = 0.3);
+
+// The bf16 peak: the dot instruction of the bf16 GEMM kernel (vdpbf16ps, BFDOT: two bf16 products added into each
+// float lane) in independent chains in registers, the denominator of a bf16 step's MFU. All zero where the CPU
+// has no such instruction. On a CPU whose bf16 products run on AMX tiles (oneDNN) this is the AVX512-BF16 rate,
+// not the tiles'.
+FmaPeak measure_bf16_peak(int threads, double seconds = 0.3);
 
 }  // namespace blocklab::kernels
