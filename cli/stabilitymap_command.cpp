@@ -5,59 +5,36 @@
 
 #include "commands.h"
 #include "experiment_flags.h"
+#include "map_flags.h"
 #include "experiments/stabilitymap.h"
 #include "report/labels.h"
 #include "util/error.h"
 
 namespace blocklab::cli {
 
-namespace {
-
-void print_table(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> widths;
-  for (const auto& row : rows)
-    for (size_t i = 0; i < row.size(); ++i) {
-      if (widths.size() <= i) widths.push_back(0);
-      widths[i] = std::max(widths[i], row[i].size());
-    }
-  for (const auto& row : rows) {
-    for (size_t i = 0; i < row.size(); ++i)
-      std::printf("%s%-*s", i ? "  " : "", static_cast<int>(widths[i]), row[i].c_str());
-    std::printf("\n");
-  }
-}
-
-}  // namespace
-
 void register_stabilitymap(CLI::App& root, std::vector<Command>& commands) {
   auto* app = root.add_subcommand(
       "stabilitymap", "train placements x optimizers x warm-up lengths x learning rates x seeds, and map which learn");
-  auto flags = std::make_shared<ConfigFlags>();
-  auto placements = std::make_shared<std::string>();
+  auto flags = std::make_shared<MapFlags>();
   auto optimizers = std::make_shared<std::string>();
-  auto warmups = std::make_shared<std::string>();
   auto lrs = std::make_shared<std::string>();
-  auto seeds = std::make_shared<std::string>();
-  auto jobs = std::make_shared<int>(0);
-  auto quick = std::make_shared<bool>(false);
   auto estimate_only = std::make_shared<bool>(false);
-  add_config_flags(app, *flags);
-  app->add_option("--placements", *placements, "comma-separated norm placements, or all [post,pre]")->type_name("LIST");
+  add_config_flags(app, flags->config);
+  app->add_option("--placements", flags->placements, "comma-separated norm placements, or all [post,pre]")
+      ->type_name("LIST");
   app->add_option("--optimizers", *optimizers,
                   "comma-separated optimizer entries: adam, adamw, radam, sgd, lion, muon; +v0 on adam, adamw or "
                   "radam starts Adam's second moment from the first gradient (GI-Adam) [adam,radam,adam+v0]")
       ->type_name("LIST");
-  app->add_option("--warmups", *warmups, "comma-separated warm-up steps, across each panel [0,100,400]")
+  app->add_option("--warmups", flags->warmups, "comma-separated warm-up steps, across each panel [0,100,400]")
       ->type_name("LIST");
   app->add_option("--lrs", *lrs, "comma-separated peak learning rates, up each panel on a log axis "
                                  "[1e-4,3e-4,1e-3,3e-3,1e-2]")
       ->type_name("LIST");
-  app->add_option("--seeds", *seeds, "comma-separated seeds, one run per seed in every cell [0,1,2]")
+  app->add_option("--seeds", flags->seeds, "comma-separated seeds, one run per seed in every cell [0,1,2]")
       ->type_name("LIST");
-  app->add_option("--jobs", *jobs, "runs at a time; each gets max(1, cores/jobs) threads [cores]")
-      ->check(at_least(0))
-      ->type_name("N");
-  app->add_flag("--quick", *quick,
+  add_jobs_flag(app, flags->jobs);
+  app->add_flag("--quick", flags->quick,
                 "a reduced map: 6 blocks x width 64, 8+8-token sequences, batch 8, 400 steps; adam, adam+v0; "
                 "warm-up 0,100; lr 1e-3,3e-3,1e-2; seeds 0,1,2 (72 runs, 1-2 minutes on 2 cores; flags still "
                 "override)");
@@ -69,47 +46,26 @@ void register_stabilitymap(CLI::App& root, std::vector<Command>& commands) {
       "expected time before it starts. Writes OUT/stabilitymap.csv, OUT/stabilitymap.md, OUT/stabilitymap.{png,svg}\n"
       "and OUT/stabilitymap_<placement>_<optimizer>.{png,svg}; the runs are one sweep per optimizer in\n"
       "OUT/runs/<optimizer> (re-running the same command continues it). Default OUT: runs/stabilitymap[-quick].");
-  commands.push_back({app, [app, flags, placements, optimizers, warmups, lrs, seeds, jobs, quick, estimate_only] {
-                        for (const char* axis : {"--warmup", "--lr", "--optimizer", "--adam-v0"})
-                          if (app->count(axis) > 0)
-                            throw Error(std::string(axis) +
-                                        " is an axis of the map: use --warmups / --lrs / --optimizers");
-                        experiments::StabilityMapOptions options = experiments::stabilitymap_preset(*quick);
-                        options.base = build_config(app, *flags, options.base);
-                        options.out =
-                            output_dir(app, options.base, *quick ? "runs/stabilitymap-quick" : "runs/stabilitymap");
-                        if (app->count("--placements") > 0 || app->count("--norm-placement") > 0)
-                          options.placements = placement_list(app, *placements, options.base);
+  commands.push_back({app, [app, flags, optimizers, lrs, estimate_only] {
+                        reject_axis_flags(app, {"--warmup", "--lr", "--optimizer", "--adam-v0"},
+                                          "--warmups / --lrs / --optimizers");
+                        experiments::StabilityMapOptions options = experiments::stabilitymap_preset(flags->quick);
+                        read_map_config(app, *flags, options,
+                                        flags->quick ? "runs/stabilitymap-quick" : "runs/stabilitymap");
                         if (app->count("--optimizers") > 0)
                           options.optimizers = experiments::parse_optimizer_entries(*optimizers, "--optimizers");
                         if (app->count("--lrs") > 0) options.lrs = experiments::parse_lr_list(*lrs, "--lrs");
-                        if (app->count("--warmups") > 0) {
-                          options.warmups.clear();
-                          for (uint64_t w : experiments::parse_seed_list(*warmups, "--warmups")) {
-                            if (w > 1000000000) throw Error("--warmups: " + std::to_string(w) + " is too large");
-                            options.warmups.push_back(static_cast<int>(w));
-                          }
-                        }
-                        std::string preset_seeds;
-                        for (uint64_t s : options.seeds)
-                          preset_seeds += (preset_seeds.empty() ? "" : ",") + std::to_string(s);
-                        options.seeds = seed_list(app, *seeds, options.base, preset_seeds);
-                        options.jobs = *jobs;
+                        read_map_runs(app, *flags, options);
                         const auto plans = experiments::plan_stabilitymap(options);  // Error: exit 2
                         const experiments::DepthMapEstimate estimate = experiments::estimate_sweeps(plans);
                         std::printf("stability map: %s\n", experiments::estimate_text(estimate).c_str());
                         std::fflush(stdout);
                         if (*estimate_only) return 0;
-                        ConsoleReporter console;
                         experiments::StabilityMapResult result;
-                        try {
-                          result = experiments::run_stabilitymap(options, console.log(), console.progress());
-                        } catch (const experiments::SweepInterrupted& e) {
-                          console.finish();
-                          std::fprintf(stderr, "blocklab: %s\n", e.what());
-                          return 128 + e.signal();
-                        }
-                        console.finish();
+                        if (const int status = run_map([&](const auto& log, const auto& progress) {
+                              result = experiments::run_stabilitymap(options, log, progress);
+                            }))
+                          return status;
                         for (NormPlacement p : options.placements)
                           for (const experiments::OptimizerEntry& e : options.optimizers) {
                             const std::string name = experiments::to_string(e);

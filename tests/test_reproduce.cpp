@@ -356,6 +356,16 @@ TEST(Reproduce, WritesAReportWithTheClaimsTableAndEveryFigure) {
   }
   EXPECT_NE(md.find("## Depth map"), std::string::npos);
   EXPECT_NE(md.find("Public anchors"), std::string::npos);
+  {  // the explanations of warm-up: one verdict each, from this run's data (the toy map has one warm-up length)
+    const size_t at = md.find("## Three explanations of warm-up");
+    ASSERT_NE(at, std::string::npos);
+    for (const char* part : {"### 1. Gradient scale", "### 2. The variance of Adam", "### 3a. Curvature",
+                             "### 3b. Curvature", "fewer than two warm-up lengths"})
+      EXPECT_NE(md.find(part, at), std::string::npos) << part;
+    size_t verdicts = 0;
+    for (size_t p = md.find("**Verdict: ", at); p != std::string::npos; p = md.find("**Verdict: ", p + 1)) ++verdicts;
+    EXPECT_EQ(verdicts, 4u);
+  }
   EXPECT_NE(md.find("tasks differ"), std::string::npos);
   EXPECT_NE(md.find("| placement | 1 blocks | 2 blocks |"), std::string::npos);
 
@@ -391,10 +401,12 @@ TEST(Reproduce, WritesAReportWithTheClaimsTableAndEveryFigure) {
     EXPECT_NE(kmd.find(row), std::string::npos) << row;
   }
   for (const char* heading : {"# 트랜스포머 블록: 정규화의 자리와 워밍업", "## 실험 A: 학습을 시작할 때의 그래디언트 크기",
-                              "## 실험 B:", "## 워밍업이 왜 통하나", "## 깊이 훑기", "## 깊이 지도", "## 문제 9", "## 문제 10", "## 문제 11",
+                              "## 실험 B:", "## 워밍업이 왜 통하나", "## 워밍업을 설명하는 세 가지", "## 깊이 훑기",
+                              "## 깊이 지도", "## 문제 9", "## 문제 10", "## 문제 11",
                               "| 정규화 자리 | 블록 1벌 | 블록 2벌 |", "`blew-up`", "`never-started`"})
     EXPECT_NE(kmd.find(heading), std::string::npos) << heading;
-  for (const char* english : {"## Experiment A", "## Depth map", "What was run", "Public anchors"})
+  for (const char* english :
+       {"## Experiment A", "## Depth map", "What was run", "Public anchors", "Three explanations", "Verdict:"})
     EXPECT_EQ(kmd.find(english), std::string::npos) << english;
   EXPECT_NE(bt::read_text(k.report_html).find("<html lang=\"ko\">"), std::string::npos);
   const std::vector<std::pair<const char*, const char*>> figure_words = {

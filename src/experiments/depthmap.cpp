@@ -14,6 +14,7 @@
 #include "io/atomic_file.h"
 #include "io/csv.h"
 #include "model/flops.h"
+#include "report/grid_plot.h"
 #include "report/labels.h"
 #include "report/stream_plot.h"
 #include "train/trainer.h"
@@ -395,15 +396,6 @@ std::string steps_color(double fraction) {
   return buf;
 }
 
-std::string quoted(const std::string& s) {
-  std::string q = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') q += '\\';
-    q += c;
-  }
-  return q + "\"";
-}
-
 }  // namespace
 
 std::string cell_color(const DepthMapCell& cell, int steps) {
@@ -440,38 +432,31 @@ report::PlotFigure depthmap_figure(const DepthMapOptions& options, const std::ve
     p.legend = "off";
     p.x_range = std::make_pair(-0.5, cols - 0.5);
     p.y_range = std::make_pair(rows - 0.5, -0.5);  // the first placement on top
+    std::vector<report::GridTic> xtics, ytics;
+    for (int c = 0; c < cols; ++c) xtics.push_back({std::to_string(options.depths[c]), static_cast<double>(c)});
+    for (int r = 0; r < rows; ++r)
+      ytics.push_back({report::placement_label(options.placements[r], L), static_cast<double>(r)});
     std::ostringstream g;
-    g << "unset grid\nset border 0\nset tics scale 0\n";
-    g << "set xtics (";
-    for (int c = 0; c < cols; ++c) g << (c ? ", " : "") << quoted(std::to_string(options.depths[c])) << " " << c;
-    g << ")\nset ytics (";
-    for (int r = 0; r < rows; ++r) g << (r ? ", " : "") << quoted(report::placement_label(options.placements[r], L)) << " " << r;
-    g << ")\n";
+    g << report::grid_axes(xtics, ytics);
     int id = 0;
     for (int r = 0; r < rows; ++r)
       for (int c = 0; c < cols; ++c) {
         const DepthMapCell* cell = find_cell(cells, options.placements[r], options.depths[c], warmup);
         const std::string color = cell ? cell_color(*cell, steps) : kNoRunColor;
         ++id;
-        g << "set object " << id << " rect from " << c - 0.48 << "," << r - 0.46 << " to " << c + 0.48 << ","
-          << r + 0.46 << " fc rgb " << quoted(color) << " fs solid 1.0 border lc rgb \"#ffffff\" lw 1 back\n";
+        g << report::grid_cell(id, c - 0.48, r - 0.46, c + 0.48, r + 0.46, color);
         // white text on the dark end of the scale and on the diverged colour
         const bool dark = cell && cell->shown &&
                           ((*cell->shown == probe::Outcome::Learned && cell->median_steps &&
                             *cell->median_steps < 0.45 * steps) ||
                            *cell->shown == probe::Outcome::Diverged);
-        g << "set label " << id << " " << quoted(cell ? cell->short_text : "-") << " at " << c << "," << r
-          << " center front font \",9\" textcolor rgb " << quoted(dark ? "#ffffff" : "#000000") << "\n";
+        g << report::grid_label(id, report::gp_text(cell ? cell->short_text : "-"), c, r, 9,
+                                dark ? "#ffffff" : "#000000");
       }
     p.raw = g.str();
     fig.panels.push_back(p);
   }
-  report::PlotPanel key;
-  key.axes = false;
-  key.x_range = std::make_pair(0.0, 1.0);
-  key.y_range = std::make_pair(0.0, 1.0);
-  key.legend = "inside left center vertical noopaque";
-  key.raw = "unset key\nset key inside left center vertical Left reverse samplen 1.5 spacing 1.3 nobox\n";
+  report::PlotPanel key = report::grid_key_panel();
   for (double f : {0.1, 0.25, 0.5, 0.75, 1.0})
     key.key_entries.push_back(
         {report::tr(L, "learned: < 0.01 by step {1}", {std::to_string(static_cast<int>(std::lround(f * steps)))}),

@@ -9,6 +9,7 @@
 #include "report/labels.h"
 #include "experiments/reproduce.h"
 #include "experiments/reproduce_text.h"
+#include "experiments/warmup_explanations.h"
 #include "io/atomic_file.h"
 #include "report/report.h"
 #include "util/threads.h"
@@ -436,6 +437,29 @@ struct ReportWriter {
                  "half the seeds learned."));
   }
 
+  // Three explanations of warm-up, each a prediction with a verdict computed from this run's measurements.
+  void warmup_explanations(report::ReportDocument& doc) const {
+    const std::vector<ExplanationCheck> checks = check_warmup_explanations(options, m);
+    doc.heading(2, t("Three explanations of warm-up"));
+    doc.paragraph(
+        t("Three explanations of why warm-up helps, each as a prediction that this run's data can test; the third "
+          "makes two. The verdicts are computed from the measurements above, not taken from the papers: **{1}** "
+          "(the data show what the explanation predicts), **{2}** (they show otherwise) or **{3}** (the experiment "
+          "that would show it was not run, or its grid cannot show it). A cell of the stability map trains when at "
+          "least half of its seeds learned, the rule of its line.",
+          {verdict_text(ExplanationVerdict::Holds, L), verdict_text(ExplanationVerdict::DoesNot, L),
+           verdict_text(ExplanationVerdict::CannotTell, L)}));
+    std::vector<std::vector<std::string>> rows;
+    for (const ExplanationCheck& c : checks) rows.push_back({c.explanation, c.prediction, verdict_text(c.verdict, L)});
+    doc.table({t("explanation"), t("prediction"), report::trc(L, "explanation table", "verdict")}, rows);
+    for (const ExplanationCheck& c : checks) {
+      doc.heading(3, c.explanation);
+      doc.bullets({t("Prediction: {1}", {c.prediction}), t("Measured: {1}", {c.measured}), t("Rule: {1}", {c.rule}),
+                   t("**Verdict: {1}.**", {verdict_text(c.verdict, L)})});
+      if (!c.header.empty() && !c.rows.empty()) doc.table(c.header, c.rows);
+    }
+  }
+
   // Problem 11: the block forms and the answers to (a), (b), (c).
   void problem_11(report::ReportDocument& doc) const {
     doc.heading(2, t("Problem 11: the block forms and the four cases"));
@@ -618,8 +642,8 @@ ReproduceResult write_reproduce_report(const ReproduceOptions& options, const Re
   for (const auto section :
        {&ReportWriter::header, &ReportWriter::what_was_run, &ReportWriter::claims_table, &ReportWriter::experiment_a,
         &ReportWriter::experiment_b, &ReportWriter::curvature, &ReportWriter::depth_sweep, &ReportWriter::depthmap,
-        &ReportWriter::stabilitymap, &ReportWriter::problem_11, &ReportWriter::problem_10, &ReportWriter::problem_9,
-        &ReportWriter::differences,
+        &ReportWriter::stabilitymap, &ReportWriter::warmup_explanations, &ReportWriter::problem_11,
+        &ReportWriter::problem_10, &ReportWriter::problem_9, &ReportWriter::differences,
         &ReportWriter::regenerate})
     (w.*section)(doc);
 

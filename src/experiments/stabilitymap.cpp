@@ -12,6 +12,7 @@
 #include "experiments/reproduce_text.h"
 #include "io/atomic_file.h"
 #include "io/csv.h"
+#include "report/grid_plot.h"
 #include "report/labels.h"
 #include "util/error.h"
 
@@ -298,15 +299,6 @@ LrRows lr_rows(const StabilityMapOptions& options) {
   return r;
 }
 
-std::string gp_text(const std::string& s) {
-  std::string q = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') q += '\\';
-    q += c;
-  }
-  return q + "\"";
-}
-
 std::string short_outcome(probe::Outcome o) {
   return o == probe::Outcome::NeverStarted ? "never" : probe::to_string(o);
 }
@@ -359,20 +351,18 @@ report::PlotPanel stabilitymap_panel(const StabilityMapOptions& options, const s
   p.legend = "off";
   p.x_range = std::make_pair(-0.5, cols - 0.5);
   p.y_range = std::make_pair(rows.low.empty() ? 0.0 : rows.low.front(), rows.high.empty() ? 1.0 : rows.high.back());
+  std::vector<report::GridTic> xtics, ytics;
+  for (int c = 0; c < cols; ++c) xtics.push_back({std::to_string(options.warmups[c]), static_cast<double>(c)});
+  for (size_t r = 0; r < rows.lrs.size(); ++r) ytics.push_back({lr_text(rows.lrs[r]), rows.center[r]});
   std::ostringstream g;
-  g << "unset grid\nset border 0\nset tics scale 0\nset xtics (";
-  for (int c = 0; c < cols; ++c) g << (c ? ", " : "") << gp_text(std::to_string(options.warmups[c])) << " " << c;
-  g << ")\nset ytics (";
-  for (size_t r = 0; r < rows.lrs.size(); ++r) g << (r ? ", " : "") << gp_text(lr_text(rows.lrs[r])) << " " << rows.center[r];
-  g << ")\n";
+  g << report::grid_axes(xtics, ytics);
   int id = 0;
   for (int c = 0; c < cols; ++c)
     for (size_t r = 0; r < rows.lrs.size(); ++r) {
       const StabilityCell* cell = find_cell(cells, placement, optimizer, options.warmups[c], rows.lrs[r]);
       ++id;
-      g << "set object " << id << " rect from " << c - 0.5 << "," << rows.low[r] << " to " << c + 0.5 << ","
-        << rows.high[r] << " fc rgb " << gp_text(cell ? fraction_color(*cell) : "#FFFFFF")
-        << " fs solid 1.0 border lc rgb \"#ffffff\" lw 1 back\n";
+      g << report::grid_cell(id, c - 0.5, rows.low[r], c + 0.5, rows.high[r],
+                             cell ? fraction_color(*cell) : "#FFFFFF");
       std::string first = "-", second;
       if (cell && cell->runs > 0) {
         first = std::to_string(cell->learned) + "/" + std::to_string(cell->runs);
@@ -382,15 +372,14 @@ report::PlotPanel stabilitymap_panel(const StabilityMapOptions& options, const s
           second = short_outcome(*cell->shown);
       }
       const bool dark = cell && cell->runs > 0 && 2 * cell->learned > cell->runs;
-      std::string label = gp_text(first);
+      std::string label = report::gp_text(first);
       if (!second.empty()) label = label.substr(0, label.size() - 1) + "\\n" + second + "\"";
-      g << "set label " << id << " " << label << " at " << c << "," << rows.center[r]
-        << " center front font \",10\" textcolor rgb " << gp_text(dark ? "#ffffff" : "#000000") << "\n";
+      g << report::grid_label(id, label, c, rows.center[r], 10, dark ? "#ffffff" : "#000000");
     }
   int arrow = 0;
   for (const BoundarySegment& s : majority_boundary(options, cells, placement, optimizer))
     g << "set arrow " << ++arrow << " from " << s.x0 << "," << s.y0 << " to " << s.x1 << "," << s.y1
-      << " nohead front lw 3.5 lc rgb " << gp_text(kBoundaryColor) << "\n";
+      << " nohead front lw 3.5 lc rgb " << report::gp_text(kBoundaryColor) << "\n";
   p.raw = g.str();
   return p;
 }
@@ -399,12 +388,7 @@ namespace {
 
 report::PlotPanel key_panel(const StabilityMapOptions& options) {
   const report::Lang L = options.lang;
-  report::PlotPanel key;
-  key.axes = false;
-  key.x_range = std::make_pair(0.0, 1.0);
-  key.y_range = std::make_pair(0.0, 1.0);
-  key.legend = "inside left center vertical noopaque";
-  key.raw = "unset key\nset key inside left center vertical Left reverse samplen 1.5 spacing 1.3 nobox\n";
+  report::PlotPanel key = report::grid_key_panel();
   const int n = static_cast<int>(options.seeds.size());
   for (int k = n; k >= 0; --k) {
     SeedCell c;
