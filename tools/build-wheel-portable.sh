@@ -132,9 +132,17 @@ PY
   fi
   # 3. bundled libraries, the manylinux tag, the licences of what was bundled
   for raw in /out/raw/*.whl; do
-    plat=manylinux_2_31_$(basename "$raw" .whl | sed 's/.*-linux_//')
+    # (auditwheel offers only the running machine's tags by name; for aarch64 it picks the tag itself: checked below)
+    plat=auto
+    [[ $raw == *_"$arch".whl ]] && plat=manylinux_2_31_$arch
     auditwheel repair --plat "$plat" -w /out/wheelhouse "$raw" > /out/repair.log 2>&1 ||
       { cat /out/repair.log; exit 1; }
+  done
+  for wheel in /out/wheelhouse/*.whl; do
+    if [[ ! $wheel =~ -manylinux_2_([0-9]+)_ ]] || [ "${BASH_REMATCH[1]}" -gt 31 ]; then
+      echo "wheel-portable: $(basename "$wheel") is not tagged manylinux_2_31 or older" >&2
+      exit 1
+    fi
   done
   for wheel in /out/wheelhouse/*.whl; do
     # (the x86-64 binaries name the Debian packages for both machines: the same packages, versions and files)
