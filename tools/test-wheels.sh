@@ -8,7 +8,9 @@
 # python3 and python3-venv only. In each: numpy from PyPI, the wheel pip picks from the wheelhouse (--no-index),
 # `blocklab --version`, build_info() (OpenBLAS, oneDNN and MPI absent, the text task present), then the CLI
 # trains on text and samples, trains a qwen3 block and exports it as a Hugging Face directory that `probe
-# logits` reads back, and the Python API trains (the loss falls) and samples. Prints each step's time.
+# logits` reads back, and the Python API trains (the loss falls) and samples. Prints each step's time. Where the
+# wheelhouse has aarch64 wheels (make wheel-portable PORTABLE_ARM64=1), the cp39 one under qemu-aarch64 too
+# (the end of this script).
 #
 #   tools/test-wheels.sh [PORTABLE_DIR]     (default build-portable)
 #   TEST_WHEELS_SUITES="bullseye trixie"    only these
