@@ -5,6 +5,8 @@ SANITIZE_DIR ?= build-asan
 CLANG_DIR ?= build-clang
 ARM64_DIR ?= build-arm64
 WEB_DIR ?= build-web
+PORTABLE_DIR ?= build-portable
+PORTABLE_ARM64 ?= 0
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 20
 # Left out of the sanitizer pass: long numeric loops whose code paths faster tests already run there. The
@@ -13,7 +15,7 @@ FUZZ_SECONDS ?= 20
 # each under the sanitizers. TinyHessian builds a Hessian column by column (the Curvature tests run its code).
 SANITIZE_SKIP ?= KernelGrad.CausalAttentionTiled|Learnability.SmallModelLearnsTheCopyTask|WholeModel.EveryParameterGradientMatchesFiniteDifferences|TinyHessian.EstimatorsAgree
 
-.PHONY: all deps build test test-python wheel test-isa test-arm64 web web-serve test-web test-sanitize test-clang fuzz-smoke check-docs demo bench clean
+.PHONY: all deps build test test-python wheel wheel-portable test-wheels test-isa test-arm64 web web-serve test-web test-sanitize test-clang fuzz-smoke check-docs demo bench clean
 
 all: build
 
@@ -38,6 +40,21 @@ test-python: build
 # from the core already compiled in $(BUILD_DIR), its shared libraries bundled by auditwheel.
 wheel: build
 	@JOBS=$(JOBS) ./tools/build-wheel.sh $(BUILD_DIR)
+
+# Wheels for any x86-64 Linux with glibc 2.31 or newer (manylinux_2_31: Colab, Debian 11, Ubuntu 20.04 and
+# later) in PORTABLE_DIR/wheelhouse: cp39, cp311 and cp312-abi3 (3.12 and later), built from the sdist in a
+# Debian 11 root made by debootstrap (kept in PORTABLE_DIR/roots), without OpenBLAS, oneDNN and MPI; with
+# PORTABLE_ARM64=1 the same three for aarch64 too (cross-compiled there). See tools/build-wheel-portable.sh
+# and docs/python.md. Needs root (chroot) and Debian's archive and PyPI.
+wheel-portable:
+	@JOBS=$(JOBS) PORTABLE_ARM64=$(PORTABLE_ARM64) ./tools/build-wheel-portable.sh $(PORTABLE_DIR)
+
+# Those wheels installed into a fresh virtual environment in Debian 11 (glibc 2.31, Python 3.9), 12 (3.11) and
+# 13 (3.13) roots, none with a compiler: the CLI trains, samples and exports, the Python API trains; the
+# aarch64 cp39 wheel, where built, under qemu-aarch64 with an arm64 Debian 11 root's glibc and Python
+# (tools/test-wheels.sh). Minutes, and roots to download: not part of `make test` or CI.
+test-wheels:
+	@./tools/test-wheels.sh $(PORTABLE_DIR)
 
 # The test suite at each kernel ISA level below this CPU's (BLOCKLAB_ISA=avx2, then generic), and the kernel,
 # model and CLI tests on an emulated AVX2-only CPU (qemu-x86_64 -cpu Haswell, installed where missing); see
