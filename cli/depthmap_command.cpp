@@ -1,5 +1,4 @@
 // blocklab depthmap: placement x depth x warm-up x seeds, each run labelled and timed to loss < 0.01.
-#include <algorithm>
 #include <cstdio>
 #include <memory>
 

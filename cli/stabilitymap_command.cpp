@@ -1,5 +1,4 @@
 // blocklab stabilitymap: placement x optimizer x warm-up x lr x seeds, each run labelled and timed to loss < 0.01.
-#include <algorithm>
 #include <cstdio>
 #include <memory>
 
