@@ -8,7 +8,8 @@
 # python3 and python3-venv only. In each: numpy from PyPI, the wheel pip picks from the wheelhouse (--no-index),
 # `blocklab --version`, build_info() (OpenBLAS, oneDNN and MPI absent, the text task present), then the CLI
 # trains on text and samples, trains a qwen3 block and exports it as a Hugging Face directory that `probe
-# logits` reads back, and the Python API trains (the loss falls) and samples. Prints each step's time. Where the
+# logits` reads back, and the Python API trains (the loss falls) and samples; in bullseye also the notebook
+# docs/notebooks/post_ln_vs_pre_ln.ipynb from top to bottom (nbclient). Prints each step's time. Where the
 # wheelhouse has aarch64 wheels (make wheel-portable PORTABLE_ARM64=1), the cp39 one under qemu-aarch64 too
 # (the end of this script).
 #
@@ -29,6 +30,8 @@ for suite in $suites; do
   mkdir -p "$root/wheels" "$root/work"
   cp "$wheelhouse"/blocklab-*.whl "$root/wheels/"
   cp tests/data/web_ruth_jonah.txt "$root/work/book.txt"
+  # the notebook, in the oldest root: a user's notebook session on Debian 11's Python 3.9
+  [ "$suite" = bullseye ] && cp docs/notebooks/post_ln_vs_pre_ln.ipynb "$root/work/notebook.ipynb"
   echo "== $suite ($arch)"
   started=$(date +%s)
   if ! tools/debian-root.sh run "$root" 'set -euo pipefail
@@ -78,6 +81,21 @@ print("   python: loss", round(float(loss[:5].mean()), 3), "->", round(float(los
 assert loss[-5:].mean() < loss[:5].mean()
 print("   python sample:", repr(blocklab.sample("text-run", "Ruth", tokens=30, seed=2)))
 PY
+    if [ -f notebook.ipynb ]; then  # docs/notebooks/post_ln_vs_pre_ln.ipynb from top to bottom, as test_notebooks.py
+      t pip install -q nbclient nbformat ipykernel matplotlib
+      mkdir -p nb && t python - <<PY
+import nbclient, nbformat
+notebook = nbformat.read("notebook.ipynb", as_version=4)
+nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": "nb"}}).execute()
+outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
+errors = [o for o in outputs if o.get("output_type") == "error"]
+assert not errors, errors
+text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+assert "last block / first block" in text and "loss" in text, text
+images = sum("image/png" in o.get("data", {}) for o in outputs)
+print("   notebook: %d cells ran, %d figures" % (sum(c.cell_type == "code" for c in notebook.cells), images))
+PY
+    fi
     '; then
     echo "test-wheels: $suite FAILED" >&2
     status=1
