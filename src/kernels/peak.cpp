@@ -127,10 +127,11 @@ FmaPeak measure_fma_peak(int threads, double seconds) {
 FmaPeak measure_bf16_peak(int threads, double seconds) {
   FmaPeak peak;
   alignas(64) float probe[16];
-  if (bf16_dot_loop(0, probe) == 0) return peak;
+  const long macs_per_step = bf16_dot_loop(0, probe);  // 0: no bf16 dot instruction on this CPU
+  if (macs_per_step == 0) return peak;
   peak.threads = std::max(1, threads);
   peak.chains = bf16_dot_chains();
-  peak.lanes = static_cast<int>(bf16_dot_loop(0, probe) / peak.chains / 2);
+  peak.lanes = static_cast<int>(macs_per_step / peak.chains / 2);
   peak.products = 2;
   peak.instruction = bf16_dot_instruction();
   time_peak(peak, seconds, bf16_dot_loop);
