@@ -15,7 +15,7 @@ FUZZ_SECONDS ?= 20
 # each under the sanitizers. TinyHessian builds a Hessian column by column (the Curvature tests run its code).
 SANITIZE_SKIP ?= KernelGrad.CausalAttentionTiled|Learnability.SmallModelLearnsTheCopyTask|WholeModel.EveryParameterGradientMatchesFiniteDifferences|TinyHessian.EstimatorsAgree
 
-.PHONY: all deps build test test-python wheel wheel-portable test-wheels test-isa test-arm64 web web-serve test-web test-sanitize test-clang fuzz-smoke check-docs demo bench clean
+.PHONY: all deps build test test-python wheel sdist wheel-portable test-wheels test-isa test-arm64 web web-serve test-web test-sanitize test-clang fuzz-smoke check-docs demo bench clean
 
 all: build
 
@@ -40,6 +40,11 @@ test-python: build
 # from the core already compiled in $(BUILD_DIR), its shared libraries bundled by auditwheel.
 wheel: build
 	@JOBS=$(JOBS) ./tools/build-wheel.sh $(BUILD_DIR)
+
+# The sdist in $(BUILD_DIR)/sdist (tools/build-sdist.sh), carrying the header-only libraries (third_party/,
+# tools/vendor-headers.sh): `pip install` of it needs a C++20 compiler with OpenMP and nothing else installed.
+sdist: deps
+	@./tools/build-sdist.sh $(BUILD_DIR)
 
 # Wheels for any x86-64 Linux with glibc 2.31 or newer (manylinux_2_31: Colab, Debian 11, Ubuntu 20.04 and
 # later) in PORTABLE_DIR/wheelhouse: cp39, cp311 and cp312-abi3 (3.12 and later), built from the sdist in a

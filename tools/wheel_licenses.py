@@ -1,8 +1,11 @@
 """Adds the Debian copyright file of every shared library that `auditwheel repair` bundled into a wheel
 (blocklab.libs/) to the wheel's .dist-info/licenses/bundled/<package>.copyright, and updates RECORD.
 
-usage: wheel_licenses.py WHEEL BINARY...   (BINARY: the module and the CLI before repair, whose `ldd`
-paths name the system libraries that the bundled copies came from)"""
+With --compiled-in DIR (an sdist's third_party/licenses: the header-only libraries compiled into the binaries
+where the build machine had none), each file in DIR goes to .dist-info/licenses/compiled-in/ as well.
+
+usage: wheel_licenses.py [--compiled-in DIR] WHEEL BINARY...   (BINARY: the module and the CLI before repair,
+whose `ldd` paths name the system libraries that the bundled copies came from)"""
 import base64
 import hashlib
 import os
@@ -38,7 +41,7 @@ def record_line(name, data):
     return f"{name},sha256={digest},{len(data)}"
 
 
-def main(wheel, binaries):
+def main(wheel, binaries, compiled_in=None):
     libs = system_libraries(binaries)
     with zipfile.ZipFile(wheel) as z:
         entries = [(info, z.read(info)) for info in z.infolist()]
@@ -56,6 +59,10 @@ def main(wheel, binaries):
             sys.exit(f"wheel_licenses.py: no Debian copyright file for the bundled {bundled} ({path})")
         with open(copyright_file, "rb") as f:
             added[f"{dist_info}/licenses/bundled/{package}.copyright"] = f.read()
+    if compiled_in:
+        for name in sorted(os.listdir(compiled_in)):
+            with open(os.path.join(compiled_in, name), "rb") as f:
+                added[f"{dist_info}/licenses/compiled-in/{name}"] = f.read()
     tmp = wheel + ".tmp"
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
         record = None
@@ -71,8 +78,12 @@ def main(wheel, binaries):
         lines.append(f"{dist_info}/RECORD,,")
         z.writestr(f"{dist_info}/RECORD", "\n".join(lines) + "\n")
     os.replace(tmp, wheel)
-    print(f"licences of the bundled libraries: {', '.join(sorted(os.path.basename(n) for n in added))}")
+    print(f"licences of the bundled and compiled-in libraries: {', '.join(sorted(os.path.basename(n) for n in added))}")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:])
+    args = sys.argv[1:]
+    compiled_in = None
+    if args[:1] == ["--compiled-in"]:
+        compiled_in, args = args[1], args[2:]
+    main(args[0], args[1:], compiled_in)
