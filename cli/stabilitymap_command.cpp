@@ -18,6 +18,7 @@ void register_stabilitymap(CLI::App& root, std::vector<Command>& commands) {
   auto optimizers = std::make_shared<std::string>();
   auto lrs = std::make_shared<std::string>();
   auto estimate_only = std::make_shared<bool>(false);
+  auto finished = std::make_shared<std::string>();
   add_config_flags(app, flags->config);
   app->add_option("--placements", flags->placements, "comma-separated norm placements, or all [post,pre]")
       ->type_name("LIST");
@@ -37,6 +38,10 @@ void register_stabilitymap(CLI::App& root, std::vector<Command>& commands) {
                 "a reduced map: 6 blocks x width 64, 8+8-token sequences, batch 8, 400 steps; adam, adam+v0; "
                 "warm-up 0,100; lr 1e-3,3e-3,1e-2; seeds 0,1,2 (72 runs, 1-2 minutes on 2 cores; flags still "
                 "override)");
+  app->add_option("--finished", *finished,
+                  "a directory with the experiment.json and stabilitymap.csv of the same map (same per-run settings) "
+                  "finished elsewhere: its runs are not trained again and count in this map")
+      ->type_name("DIR");
   app->add_flag("--estimate-only", *estimate_only, "print the number of runs and the expected time, then stop");
   app->footer(
       "Defaults: the source's model (24 blocks x width 128, 4 heads, V 64, n 32), batch 16, 600 steps; Post-LN\n"
@@ -44,8 +49,10 @@ void register_stabilitymap(CLI::App& root, std::vector<Command>& commands) {
       "config flag sets all runs (--steps, --layers, --width, --batch, ...). Prints the number of runs and the\n"
       "expected time before it starts. Writes OUT/stabilitymap.csv, OUT/stabilitymap.md, OUT/stabilitymap.{png,svg}\n"
       "and OUT/stabilitymap_<placement>_<optimizer>.{png,svg}; the runs are one sweep per optimizer in\n"
-      "OUT/runs/<optimizer> (re-running the same command continues it). Default OUT: runs/stabilitymap[-quick].");
-  commands.push_back({app, [app, flags, optimizers, lrs, estimate_only] {
+      "OUT/runs/<optimizer> (re-running the same command continues it). Default OUT: runs/stabilitymap[-quick].\n"
+      "Interrupted (Ctrl-C, SIGTERM), it writes the map of the runs finished so far; to go on on another machine,\n"
+      "carry OUT/experiment.json and OUT/stabilitymap.csv there and pass their directory as --finished.");
+  commands.push_back({app, [app, flags, optimizers, lrs, estimate_only, finished] {
                         reject_axis_flags(app, {"--warmup", "--lr", "--optimizer", "--adam-v0"},
                                           "--warmups / --lrs / --optimizers");
                         experiments::StabilityMapOptions options = experiments::stabilitymap_preset(flags->quick);
@@ -55,6 +62,7 @@ void register_stabilitymap(CLI::App& root, std::vector<Command>& commands) {
                           options.optimizers = experiments::parse_optimizer_entries(*optimizers, "--optimizers");
                         if (app->count("--lrs") > 0) options.lrs = experiments::parse_lr_list(*lrs, "--lrs");
                         read_map_runs(app, *flags, options);
+                        options.finished = *finished;
                         const auto plans = experiments::plan_stabilitymap(options);  // Error: exit 2
                         const experiments::DepthMapEstimate estimate = experiments::estimate_sweeps(plans);
                         std::printf("stability map: %s\n", experiments::estimate_text(estimate).c_str());

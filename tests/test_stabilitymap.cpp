@@ -1,16 +1,21 @@
 // blocklab stabilitymap: cell labels and the majority boundary on synthetic runs, the CSV's columns, optimizer
-// entries and flags, and a toy map end to end (CSV, tables, figures), resuming without retraining.
+// entries and flags, and a toy map end to end (CSV, tables, figures), resuming without retraining; an
+// interrupted map's rows carried to another output directory with --finished.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <sstream>
+#include <thread>
 #include <tuple>
 
 #include "cli_runner.h"
 #include "experiments/stabilitymap.h"
 #include "report/plot.h"
 #include "util/error.h"
+#include "util/process.h"
 
 using namespace blocklab;
 namespace bt = blocklab::testing;
@@ -258,4 +263,106 @@ TEST(StabilityMap, ToyMapWritesCsvFiguresAndTablesAndResumesWithoutRetraining) {
   const bt::CliResult other = bt::run_cli("stabilitymap " + other_flags + " --out " + dir.string());
   EXPECT_NE(other.status, 0);
   EXPECT_NE(other.err.find("differs"), std::string::npos) << other.err;
+}
+
+TEST(StabilityMap, CsvRowsReadBackAsWritten) {
+  std::vector<StabilityRun> runs;
+  add_cell(runs, 100, 3e-4, 2);
+  runs[2].final_loss = std::nan("");
+  runs[0].seconds = 12.5;
+  runs[1].optimizer = "radam+v0";
+  const std::vector<StabilityRun> back = parse_stabilitymap_csv(stabilitymap_csv(runs), "rows.csv");
+  ASSERT_EQ(back.size(), runs.size());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    EXPECT_EQ(back[i].placement, runs[i].placement);
+    EXPECT_EQ(back[i].optimizer, runs[i].optimizer);
+    EXPECT_EQ(back[i].warmup, runs[i].warmup);
+    EXPECT_EQ(back[i].lr, runs[i].lr);
+    EXPECT_EQ(back[i].seed, runs[i].seed);
+    EXPECT_EQ(back[i].outcome, runs[i].outcome);
+    EXPECT_EQ(back[i].first_step_below, runs[i].first_step_below);
+    EXPECT_EQ(back[i].seconds, runs[i].seconds);
+  }
+  EXPECT_TRUE(std::isnan(back[2].final_loss));
+  // Bad rows name the file and line.
+  const std::string header = "placement,optimizer,warmup,lr,seed,outcome,first_step_below,final_loss,min_loss,seconds\n";
+  for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
+           {"run,loss\n", "not a stabilitymap.csv"},
+           {header + "post,adam,0,0.001,0,learned,5,0.1,0.1\n", "rows.csv:2: 9 fields"},
+           {header + "post,adam,zero,0.001,0,learned,5,0.1,0.1,1\n", "rows.csv:2: warmup 'zero'"},
+           {header + "post,adam,0,-1,0,learned,5,0.1,0.1,1\n", "rows.csv:2: lr '-1'"},
+           {header + "post,adam,0,0.001,0,fine,5,0.1,0.1,1\n", "rows.csv:2: outcome 'fine'"},
+           {header + "middle,adam,0,0.001,0,learned,5,0.1,0.1,1\n", "rows.csv:2:"},
+           {header + "post,adam,0,0.001,0,learned,5,0.1x,0.1,1\n", "rows.csv:2: final_loss"}}) {
+    try {
+      parse_stabilitymap_csv(text, "rows.csv");
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  }
+}
+
+// A map interrupted in its second sweep writes the rows finished so far; carried to another directory with
+// --finished, those runs are not trained again, the rest are, and the rows read back are the rows written.
+TEST(StabilityMap, InterruptedMapCarriesItsRowsToAnotherDirectory) {
+  const fs::path root = bt::fresh_dir("stabilitymap_carry");
+  const std::vector<std::string> flags = {"--layers", "2", "--width", "48", "--heads", "2", "--vocab", "8",
+                                          "--copy-len", "8", "--batch", "8", "--steps", "3000", "--placements", "post",
+                                          "--optimizers", "adam,radam", "--warmups", "0", "--lrs", "1e-3",
+                                          "--seeds", "0", "--jobs", "1"};
+  std::string flag_text;
+  for (const std::string& f : flags) flag_text += " " + f;
+  const std::string first = (root / "first").string();
+  std::vector<std::string> argv = {BLOCKLAB_CLI, "stabilitymap"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(), {"--out", first});
+  const pid_t pid = spawn_process({argv, "", (root / "first.log").string(), true, false});
+  // wait until the second sweep's run has trained some steps, then interrupt
+  const fs::path second_run = fs::path(first) / "runs" / "radam" / "norm_placement=post+warmup=0+lr=0.001+seed=0";
+  for (int i = 0; i < 12000; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (fs::exists(second_run / "metrics.csv") && bt::read_text(second_run / "metrics.csv").size() > 2000) break;
+  }
+  ::kill(pid, SIGINT);
+  ASSERT_EQ(wait_process(pid), 130) << bt::read_text(root / "first.log");
+  const std::string log = bt::read_text(root / "first.log");
+  EXPECT_NE(log.find("wrote the map of the 1 run(s) finished so far"), std::string::npos) << log;
+  const auto partial = csv_rows(fs::path(first) / "stabilitymap.csv");
+  ASSERT_EQ(partial.size(), 2u) << log;  // header + adam's run
+  EXPECT_EQ(partial[1][1], "adam");
+
+  // Carried: only experiment.json and stabilitymap.csv travel.
+  const fs::path carried = root / "carried";
+  fs::create_directories(carried);
+  fs::copy_file(fs::path(first) / "experiment.json", carried / "experiment.json");
+  fs::copy_file(fs::path(first) / "stabilitymap.csv", carried / "stabilitymap.csv");
+  const fs::path second = root / "second";
+  const bt::CliResult est = bt::run_cli("stabilitymap" + flag_text + " --finished " + carried.string() +
+                                        " --estimate-only --out " + second.string());
+  ASSERT_EQ(est.status, 0) << est.err;
+  EXPECT_NE(est.out.find("2 runs (1 to train)"), std::string::npos) << est.out;
+  const bt::CliResult rest =
+      bt::run_cli("stabilitymap" + flag_text + " --finished " + carried.string() + " --out " + second.string());
+  ASSERT_EQ(rest.status, 0) << rest.out << rest.err;
+  EXPECT_NE(rest.out.find("1 run(s) finished elsewhere, read from"), std::string::npos) << rest.out;
+  EXPECT_NE(rest.out.find("0 already finished, 1 finished elsewhere, 0 to run"), std::string::npos) << rest.out;
+  EXPECT_FALSE(fs::exists(second / "runs" / "adam" / "norm_placement=post+warmup=0+lr=0.001+seed=0"));
+  const auto full = csv_rows(second / "stabilitymap.csv");
+  ASSERT_EQ(full.size(), 3u);
+  EXPECT_EQ(full[1], partial[1]);  // the carried row, as it was written
+  EXPECT_EQ(full[2][1], "radam");
+
+  // Other per-run settings, or a directory without a map, are refused before anything is written.
+  std::string other = flag_text;
+  other.replace(other.find("--steps 3000"), 12, "--steps 2999");
+  const bt::CliResult refused =
+      bt::run_cli("stabilitymap" + other + " --finished " + carried.string() + " --out " + (root / "other").string());
+  EXPECT_EQ(refused.status, 2) << refused.err;
+  EXPECT_NE(refused.err.find("setting 'steps' differs"), std::string::npos) << refused.err;
+  EXPECT_FALSE(fs::exists(root / "other"));
+  const bt::CliResult empty =
+      bt::run_cli("stabilitymap" + flag_text + " --finished " + root.string() + " --out " + (root / "other").string());
+  EXPECT_EQ(empty.status, 2) << empty.err;
+  EXPECT_NE(empty.err.find("holds no stability map"), std::string::npos) << empty.err;
 }

@@ -130,8 +130,12 @@ DepthMapEstimate estimate_sweeps(const std::vector<SweepOptions>& plans, bool me
   if (plans.empty()) throw Error("no sweeps to estimate");
   const SweepOptions& plan = plans.front();
   std::vector<SweepRun> runs;
+  std::vector<bool> elsewhere;
   for (const SweepOptions& p : plans)
-    for (SweepRun& r : plan_sweep(p)) runs.push_back(std::move(r));
+    for (SweepRun& r : plan_sweep(p)) {
+      elsewhere.push_back(p.done_elsewhere && p.done_elsewhere(r));
+      runs.push_back(std::move(r));
+    }
   DepthMapEstimate e;
   e.runs = static_cast<int>(runs.size());
   const int cores = hardware_threads();
@@ -139,10 +143,11 @@ DepthMapEstimate estimate_sweeps(const std::vector<SweepOptions>& plans, bool me
   e.worker_threads = e.jobs > 1 ? std::max(1, cores / e.jobs) : (plan.base.threads > 0 ? plan.base.threads : cores);
   const SweepRun* smallest = &runs.front();
   double smallest_flops = 1e300;
-  for (const SweepRun& r : runs) {
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const SweepRun& r = runs[i];
     const double per_step = training_flops_per_step(r.config.model, r.config.batch, r.config.model.seq_len);
     e.flops += per_step * r.config.steps;
-    if (!run_finished(r.config.out)) {
+    if (!elsewhere[i] && !run_finished(r.config.out)) {
       ++e.runs_left;
       e.flops_left += per_step * r.config.steps;
     }

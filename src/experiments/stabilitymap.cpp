@@ -1,17 +1,23 @@
 #include "experiments/stabilitymap.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <memory>
 #include <set>
+#include <tuple>
 #include <sstream>
 
 #include "experiments/manifest.h"
 #include "experiments/reproduce_text.h"
 #include "io/atomic_file.h"
 #include "io/csv.h"
+#include "io/read_file.h"
 #include "report/grid_plot.h"
 #include "report/labels.h"
 #include "util/error.h"
@@ -154,6 +160,116 @@ nlohmann::json stabilitymap_settings(const StabilityMapOptions& o) {
 
 // ---- plan ----------------------------------------------------------------------------------------
 
+namespace {
+
+const std::vector<std::string> kCsvColumns = {"placement", "optimizer", "warmup", "lr", "seed", "outcome",
+                                              "first_step_below", "final_loss", "min_loss", "seconds"};
+
+// A run's place in the map, as text: the same for a row read back and for the run it records.
+std::string run_key(NormPlacement placement, const std::string& optimizer, int warmup, double lr, uint64_t seed) {
+  return to_string(placement) + "|" + optimizer + "|" + std::to_string(warmup) + "|" + lr_text(lr) + "|" +
+         std::to_string(seed);
+}
+std::string run_key(const StabilityRun& r) { return run_key(r.placement, r.optimizer, r.warmup, r.lr, r.seed); }
+
+template <typename T>
+T integer_field(const std::string& text, const std::string& where, const char* column) {
+  T v{};
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size())
+    throw Error(where + ": " + column + " '" + text + "' is not a whole number");
+  return v;
+}
+
+double number_field(const std::string& text, const std::string& where, const char* column) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size())
+    throw Error(where + ": " + column + " '" + text + "' is not a number");
+  return v;
+}
+
+}  // namespace
+
+std::vector<StabilityRun> parse_stabilitymap_csv(const std::string& text, const std::string& where) {
+  const std::vector<io::CsvRecord> records = io::parse_csv(text, where);
+  if (records.empty() || records.front().fields != kCsvColumns)
+    throw Error(where + ": not a stabilitymap.csv (its first line must be " + io::csv_line(kCsvColumns) + ")");
+  std::vector<StabilityRun> runs;
+  for (size_t i = 1; i < records.size(); ++i) {
+    const std::vector<std::string>& f = records[i].fields;
+    const std::string at = where + ":" + std::to_string(records[i].line);
+    if (f.size() != kCsvColumns.size())
+      throw Error(at + ": " + std::to_string(f.size()) + " fields, not " + std::to_string(kCsvColumns.size()));
+    StabilityRun r;
+    try {
+      r.placement = parse_norm_placement(f[0]);
+      r.optimizer = to_string(parse_optimizer_entry(f[1]));
+    } catch (const Error& e) {
+      throw Error(at + ": " + e.what());
+    }
+    r.warmup = integer_field<int>(f[2], at, "warmup");
+    r.lr = number_field(f[3], at, "lr");
+    if (!(r.lr > 0) || !std::isfinite(r.lr)) throw Error(at + ": lr '" + f[3] + "' is not a positive learning rate");
+    r.seed = integer_field<uint64_t>(f[4], at, "seed");
+    const std::optional<probe::Outcome> outcome = probe::parse_outcome(f[5]);
+    if (!outcome) throw Error(at + ": outcome '" + f[5] + "' is not an outcome label");
+    r.outcome = *outcome;
+    if (!f[6].empty()) r.first_step_below = integer_field<int>(f[6], at, "first_step_below");
+    r.final_loss = number_field(f[7], at, "final_loss");
+    r.min_loss = number_field(f[8], at, "min_loss");
+    r.seconds = number_field(f[9], at, "seconds");
+    runs.push_back(std::move(r));
+  }
+  return runs;
+}
+
+FinishedRuns read_finished_runs(const StabilityMapOptions& options) {
+  FinishedRuns finished;
+  if (options.finished.empty()) return finished;
+  const fs::path dir(options.finished);
+  const fs::path manifest = dir / kManifestName, csv = dir / "stabilitymap.csv";
+  const std::string what = "--finished " + options.finished;
+  if (!fs::is_regular_file(manifest) || !fs::is_regular_file(csv))
+    throw Error(what + ": holds no stability map (needs " + kManifestName + " and stabilitymap.csv)");
+  nlohmann::json held;
+  try {
+    std::ifstream in(manifest);
+    held = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(manifest.string() + ": not valid JSON (" + e.what() + ")");
+  }
+  if (held.value("experiment", std::string()) != "stabilitymap")
+    throw Error(what + ": holds a " + held.value("experiment", std::string("?")) + ", not a stability map");
+  // Only the per-run settings must agree: the lists may differ, and rows outside this map's are left out.
+  const nlohmann::json base = stabilitymap_settings(options).at("base");
+  const std::string diff =
+      first_difference(held.value("settings", nlohmann::json::object()).value("base", nlohmann::json::object()), base);
+  if (!diff.empty())
+    throw Error(what + ": its runs used other settings (setting '" + diff + "' differs), so they are not this map's");
+
+  std::set<std::string> in_map, seen;
+  for (NormPlacement p : options.placements)
+    for (const OptimizerEntry& e : options.optimizers)
+      for (int w : options.warmups)
+        for (double lr : options.lrs)
+          for (uint64_t seed : options.seeds) in_map.insert(run_key(p, to_string(e), w, lr, seed));
+  for (StabilityRun& r : parse_stabilitymap_csv(io::read_file(csv), csv.string())) {
+    const std::string key = run_key(r);
+    if (!seen.insert(key).second)
+      throw Error(csv.string() + ": the run " + to_string(r.placement) + ", " + r.optimizer + ", warm-up " +
+                  std::to_string(r.warmup) + ", lr " + lr_text(r.lr) + ", seed " + std::to_string(r.seed) +
+                  " appears twice");
+    if (!in_map.count(key)) {
+      ++finished.outside;
+      continue;
+    }
+    r.reused = true;
+    finished.runs.push_back(std::move(r));
+  }
+  return finished;
+}
+
 std::vector<SweepOptions> plan_stabilitymap(const StabilityMapOptions& options) {
   if (options.out.empty()) throw Error("no output directory given");
   if (options.placements.empty()) throw Error("placements: the list is empty");
@@ -183,6 +299,8 @@ std::vector<SweepOptions> plan_stabilitymap(const StabilityMapOptions& options) 
   for (NormPlacement p : options.placements) placements += (placements.empty() ? "" : ",") + to_string(p);
   for (int w : options.warmups) warmup_list += (warmup_list.empty() ? "" : ",") + std::to_string(w);
   for (double lr : options.lrs) lr_list += (lr_list.empty() ? "" : ",") + lr_text(lr);
+  auto finished = std::make_shared<std::set<std::string>>();  // the keys of the runs finished elsewhere
+  for (const StabilityRun& r : read_finished_runs(options).runs) finished->insert(run_key(r));
   std::vector<SweepOptions> sweeps;
   for (const OptimizerEntry& e : options.optimizers) {
     SweepOptions s;
@@ -197,6 +315,13 @@ std::vector<SweepOptions> plan_stabilitymap(const StabilityMapOptions& options) 
     s.worker = options.worker;
     s.poll_seconds = options.poll_seconds;
     s.lang = options.lang;
+    if (!finished->empty()) {
+      const std::string optimizer = to_string(e);
+      s.done_elsewhere = [finished, optimizer](const SweepRun& run) {
+        return finished->count(run_key(run.config.model.norm_placement, optimizer, run.config.warmup, run.config.lr,
+                                       run.seed)) > 0;
+      };
+    }
     s.title = std::string("Stability map") + (options.quick ? " (quick)" : "") + ", " + to_string(e) +
               ": copy-task loss, " + std::to_string(options.base.model.layers) + " blocks x width " +
               std::to_string(options.base.model.width) + ", batch " + std::to_string(options.base.batch);
@@ -406,7 +531,10 @@ report::PlotPanel key_panel(const StabilityMapOptions& options) {
 std::string settings_text(const StabilityMapOptions& o) {
   const RunConfig& c = o.base;
   std::string seeds;
-  for (uint64_t s : o.seeds) seeds += (seeds.empty() ? "" : ",") + std::to_string(s);
+  for (uint64_t s : o.seeds) {
+    if (!seeds.empty()) seeds += ',';
+    seeds += std::to_string(s);
+  }
   return report::tr(o.lang, "{1} blocks x width {2}, {3} heads, copy task V={4} n={5}, batch {6}, {7} steps, seeds {8}",
                     {std::to_string(c.model.layers), std::to_string(c.model.width), std::to_string(c.model.heads),
                      std::to_string(c.model.vocab), std::to_string(c.copy_len), std::to_string(c.batch),
@@ -519,18 +647,57 @@ void write_stabilitymap(const StabilityMapOptions& options, StabilityMapResult& 
 
 StabilityMapResult run_stabilitymap(const StabilityMapOptions& options, const Log& log, const SweepProgressFn& progress) {
   const std::vector<SweepOptions> sweeps = plan_stabilitymap(options);  // Error before anything is written
+  const FinishedRuns finished = read_finished_runs(options);
   claim_output_dir(options.out, "stabilitymap", stabilitymap_settings(options), true);
+  if (log && !options.finished.empty())
+    log(std::to_string(finished.runs.size()) + " run(s) finished elsewhere, read from " + options.finished +
+        (finished.outside > 0 ? " (" + std::to_string(finished.outside) + " more outside this map's lists, not used)"
+                              : std::string()));
   StabilityMapResult result;
+  result.runs = finished.runs;
+  // Plan order (optimizer, placement, warm-up, lr, seed) whichever way the rows came: the CSV reads the same
+  // wherever each run was trained.
+  const auto write_in_plan_order = [&] {
+    const auto index_of = [](const auto& list, const auto& value) {
+      return static_cast<size_t>(std::find(list.begin(), list.end(), value) - list.begin());
+    };
+    std::vector<std::string> optimizers;
+    for (const OptimizerEntry& e : options.optimizers) optimizers.push_back(to_string(e));
+    std::vector<std::string> lrs;
+    for (double lr : options.lrs) lrs.push_back(lr_text(lr));
+    const auto order = [&](const StabilityRun& r) {
+      return std::make_tuple(index_of(optimizers, r.optimizer), index_of(options.placements, r.placement),
+                             index_of(options.warmups, r.warmup), index_of(lrs, lr_text(r.lr)),
+                             index_of(options.seeds, r.seed));
+    };
+    std::stable_sort(result.runs.begin(), result.runs.end(),
+                     [&](const StabilityRun& a, const StabilityRun& b) { return order(a) < order(b); });
+    result.cells = summarize_stabilitymap(options, result.runs);
+    write_stabilitymap(options, result);
+  };
   for (size_t i = 0; i < sweeps.size(); ++i) {
     const std::string name = to_string(options.optimizers[i]);
     if (log)
       log("== stability map, " + name + " (" + std::to_string(i + 1) + " of " + std::to_string(sweeps.size()) +
           "): " + std::to_string(plan_sweep(sweeps[i]).size()) + " runs ==");
-    result.sweeps.push_back(run_sweep(sweeps[i], log, progress));
+    try {
+      result.sweeps.push_back(run_sweep(sweeps[i], log, progress));
+    } catch (const SweepInterrupted&) {
+      // The map so far: every earlier sweep, this one's finished runs, and the rows finished elsewhere.
+      try {
+        for (StabilityRun& r : stabilitymap_runs(name, merge_sweep(read_sweep_plan(sweeps[i].out), true, sweeps[i].title,
+                                                                   {}, options.lang)))
+          result.runs.push_back(std::move(r));
+        write_in_plan_order();
+        if (log) log("wrote the map of the " + std::to_string(result.runs.size()) + " run(s) finished so far: " + result.csv);
+      } catch (const std::exception& e) {
+        if (log) log("could not write the map of the runs finished so far: " + std::string(e.what()));
+      }
+      throw;
+    }
     for (StabilityRun& r : stabilitymap_runs(name, result.sweeps.back())) result.runs.push_back(std::move(r));
   }
-  result.cells = summarize_stabilitymap(options, result.runs);
-  write_stabilitymap(options, result);
+  write_in_plan_order();
   if (log)
     log(result.figure.drawn ? "wrote " + result.csv + ", " + result.markdown + " and stabilitymap*.{png,svg}"
                             : "wrote " + result.csv + " and " + result.markdown + "; " + result.figure.message);

@@ -60,6 +60,10 @@ struct StabilityMapOptions {
   std::string out;
   std::string worker;                     // the blocklab executable ("" = the running program)
   double poll_seconds = 0.25;
+  // A directory holding the experiment.json and stabilitymap.csv of a map with the same per-run settings
+  // (settings.base), finished elsewhere, e.g. on another machine: its rows inside this map's lists count as
+  // finished runs and are not trained again ("" = none). Not part of the map's settings.
+  std::string finished;
   bool quick = false;                     // for titles only
   report::Lang lang = report::Lang::En;   // of the figures, the tables and stabilitymap.md (not of the results)
 };
@@ -73,12 +77,7 @@ nlohmann::json stabilitymap_settings(const StabilityMapOptions& options);
 
 // ---- plan ----------------------------------------------------------------------------------------
 
-// The sweeps behind the map, one per optimizer entry (out OUT/runs/<entry>). Throws Error, writing
-// nothing, for an empty list, a repeated value, a warm-up below 0, or a config the engine refuses.
-std::vector<SweepOptions> plan_stabilitymap(const StabilityMapOptions& options);
-
-// ---- run and summarize ------------------------------------------------------------------------------
-
+// One run of the map: its cell, seed and outcome (a row of stabilitymap.csv).
 struct StabilityRun {
   NormPlacement placement = NormPlacement::Post;
   std::string optimizer;  // the entry's spelling
@@ -88,8 +87,26 @@ struct StabilityRun {
   probe::Outcome outcome = probe::Outcome::NeverStarted;
   std::optional<int> first_step_below;  // first step with loss < 0.01
   double final_loss = 0, min_loss = 0, seconds = 0;
-  bool reused = false;                  // finished before this invocation
+  bool reused = false;                  // finished before this invocation (or elsewhere: --finished)
 };
+
+// The rows of a stabilitymap.csv. Throws Error "<where>:<line>: ..." for another header, a row without ten
+// fields, or a field that does not parse.
+std::vector<StabilityRun> parse_stabilitymap_csv(const std::string& text, const std::string& where);
+
+struct FinishedRuns {
+  std::vector<StabilityRun> runs;  // inside this map's lists, reused = true
+  int outside = 0;                 // rows of other placements, optimizers, warm-ups, lrs or seeds: not used
+};
+// options.finished's rows (none when it is ""). Throws Error when the directory holds no stability map, its
+// per-run settings differ from this map's (naming the first setting that does), or a run appears twice.
+FinishedRuns read_finished_runs(const StabilityMapOptions& options);
+
+// The sweeps behind the map, one per optimizer entry (out OUT/runs/<entry>). Throws Error, writing
+// nothing, for an empty list, a repeated value, a warm-up below 0, or a config the engine refuses.
+std::vector<SweepOptions> plan_stabilitymap(const StabilityMapOptions& options);
+
+// ---- run and summarize ------------------------------------------------------------------------------
 
 struct StabilityCell : SeedCell {
   NormPlacement placement = NormPlacement::Post;
@@ -145,7 +162,9 @@ std::vector<std::vector<std::string>> stabilitymap_table(const StabilityMapOptio
 void write_stabilitymap(const StabilityMapOptions& options, StabilityMapResult& result);
 
 // plan -> run (each optimizer's sweep in turn) -> summarize -> write. Throws Error on bad options (before
-// anything is written), SweepInterrupted when interrupted, Error when runs failed.
+// anything is written), SweepInterrupted when interrupted (after writing the map of the runs finished so far,
+// options.finished's included, so that an interrupted map's stabilitymap.csv can be carried to another
+// machine), Error when runs failed.
 StabilityMapResult run_stabilitymap(const StabilityMapOptions& options, const Log& log = {},
                                     const SweepProgressFn& progress = {});
 

@@ -381,10 +381,16 @@ SweepResult run_sweep(const SweepOptions& options, const Log& log, const SweepPr
   std::vector<bool> done(runs.size(), false), reused(runs.size(), false);
   std::vector<int> start_steps(runs.size(), 0);
   SweepProgress state;
+  int elsewhere = 0;
   state.runs_total = static_cast<int>(runs.size());
   for (size_t i = 0; i < runs.size(); ++i) {
     state.steps_total += runs[i].config.steps;
-    if (run_done(plan, i)) {
+    if (options.done_elsewhere && options.done_elsewhere(runs[i])) {
+      done[i] = reused[i] = true;
+      ++state.runs_reused;
+      ++state.runs_finished;
+      ++elsewhere;
+    } else if (run_done(plan, i)) {
       done[i] = reused[i] = true;
       ++state.runs_reused;
       ++state.runs_finished;
@@ -394,8 +400,9 @@ SweepResult run_sweep(const SweepOptions& options, const Log& log, const SweepPr
   }
   require_sweep_memory(runs, pending, jobs);  // before any worker starts
   if (log)
-    log("sweep of " + std::to_string(runs.size()) + " runs in " + options.out + ": " + std::to_string(state.runs_reused) +
-        " already finished, " + std::to_string(pending.size()) + " to run, " + std::to_string(std::min<size_t>(jobs, std::max<size_t>(pending.size(), 1))) +
+    log("sweep of " + std::to_string(runs.size()) + " runs in " + options.out + ": " +
+        std::to_string(state.runs_reused - elsewhere) + " already finished, " +
+        (elsewhere > 0 ? std::to_string(elsewhere) + " finished elsewhere, " : std::string()) + std::to_string(pending.size()) + " to run, " + std::to_string(std::min<size_t>(jobs, std::max<size_t>(pending.size(), 1))) +
         " at a time with " + (threads > 0 ? std::to_string(threads) : "all") + " thread(s) each");
 
   SweepResult result;

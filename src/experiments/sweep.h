@@ -41,6 +41,8 @@ struct GridAxis {
 // empty or repeated value, or a value the key rejects.
 GridAxis parse_grid_axis(const std::string& spec);
 
+struct SweepRun;
+
 struct SweepOptions {
   RunConfig base;                // every key not in the grid; base.out is not used
   std::vector<GridAxis> grid;    // cells: the cartesian product of the axes' values, first axis slowest
@@ -52,6 +54,9 @@ struct SweepOptions {
   std::string title;             // figure title ("" = derived from the settings)
   double poll_seconds = 0.25;    // how often running workers are checked
   report::Lang lang = report::Lang::En;  // of the figure's text (not part of the experiment: results do not depend on it)
+  // Runs whose results were recorded elsewhere (the stability map's --finished rows): not run here, not in the
+  // result, and counted as finished in the progress and the estimate. Empty: none.
+  std::function<bool(const SweepRun&)> done_elsewhere;
 };
 
 struct SweepRun {
@@ -78,7 +83,7 @@ struct SweepRunResult {
 };
 
 struct SweepProgress {
-  int runs_total = 0, runs_finished = 0, runs_reused = 0, runs_active = 0;
+  int runs_total = 0, runs_finished = 0, runs_reused = 0, runs_active = 0;  // reused: done before, here or elsewhere
   long steps_total = 0, steps_done = 0;  // over all runs; reused runs count as done
   long steps_done_here = 0;              // steps trained by this invocation (for the rate)
   double elapsed = 0;                    // seconds since this invocation started
