@@ -260,7 +260,12 @@ void register_bench(CLI::App& root, std::vector<Command>& commands) {
                           std::sort(gemms.begin(), gemms.end(),
                                     [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
                           double gemm_seconds = 0, gemm_cpu = 0, gemm_flops = 0;
-                          std::printf("\nsgemm by shape (in the kernels above) calls/step   ms     %%  cpu ms  GFLOP/s  per cpu s\n");
+                          // bf16 steps run their products in the bf16 GEMM where the CPU has one (the profile
+                          // covers only those steps, not the interleaved fp32 ones)
+                          const bool bf16_gemms = bf16 && kernels::bf16_isa() != kernels::Bf16Isa::None;
+                          const char* gemm_name = bf16_gemms ? "bf16 GEMM" : "sgemm";
+                          std::printf("\n%s by shape (in the kernels above) calls/step   ms     %%  cpu ms  GFLOP/s  per cpu s\n",
+                                      gemm_name);
                           // GFLOP/s by CPU time: a one-thread figure ("-" with more threads)
                           const auto row = [&](const char* name, const char* calls, double secs, double cpu, double fl) {
                             std::printf("%34s %10s %7.1f %5.1f %7.1f %8s %10s\n", name, calls, 1e3 * secs / options->first,
@@ -272,7 +277,8 @@ void register_bench(CLI::App& root, std::vector<Command>& commands) {
                             row(g.shape.c_str(), std::to_string(g.calls / options->first).c_str(), g.seconds,
                                 g.cpu_seconds, g.flops);
                           }
-                          if (!gemms.empty()) row("all sgemm calls", "", gemm_seconds, gemm_cpu, gemm_flops);
+                          if (!gemms.empty())
+                            row((std::string("all ") + gemm_name + " calls").c_str(), "", gemm_seconds, gemm_cpu, gemm_flops);
                         }
                         return 0;
                       }});

@@ -87,7 +87,8 @@ TEST(CliBench, Bf16NamesThePathAndTheRatioToFp32) {
       ::setenv("BLOCKLAB_GEMM", "fp32", 1);
     else
       ::unsetenv("BLOCKLAB_GEMM");
-    const auto r = run_cli(std::string("bench") + kTiny + "--threads 1 --bench-steps 2 --warmup-steps 1 --precision bf16");
+    const auto r =
+        run_cli(std::string("bench") + kTiny + "--threads 1 --bench-steps 2 --warmup-steps 1 --precision bf16 --profile");
     if (outer != nullptr)
       ::setenv("BLOCKLAB_GEMM", saved.c_str(), 1);
     else
@@ -109,6 +110,14 @@ TEST(CliBench, Bf16NamesThePathAndTheRatioToFp32) {
     else
       EXPECT_EQ(r.out.find("bf16 MFU"), std::string::npos) << r.out;
     EXPECT_GT(captured_number(r.out, R"(bf16 gemm peak \(.*\): ([0-9.]+) GFLOP/s)"), 0.0) << r.out;
+    // the profile's GEMMs by shape are the bf16 GEMM's calls where it ran, sgemm's otherwise
+    if (r.out.find("gemm blas") == std::string::npos) {
+      EXPECT_GT(captured_number(r.out, bf16_ran ? R"(all bf16 GEMM calls +[0-9.]+ +[0-9.]+ +[0-9.]+ +([0-9.]+))"
+                                                : R"(all sgemm calls +[0-9.]+ +[0-9.]+ +[0-9.]+ +([0-9.]+))"),
+                0.0)
+          << r.out;
+      EXPECT_GT(captured_number(r.out, R"(28x128x32 NT +2 +[0-9.]+ +[0-9.]+ +[0-9.]+ +([0-9.]+))"), 0.0) << r.out;
+    }
     const std::string path = captured_text(r.out, R"(precision bf16: ([^;\n]+);)");
     if (forced) {
       EXPECT_EQ(path.rfind("fp32 (BLOCKLAB_GEMM=fp32", 0), 0u) << r.out;

@@ -25,6 +25,7 @@
 #include "kernels/gemm_partition.h"
 #include "kernels/transpose16.h"
 #include "util/openmp.h"
+#include "util/profiler.h"
 
 namespace blocklab::kernels {
 
@@ -465,9 +466,11 @@ bool bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, 
     return false;
   }
   if (beta != 0.f && beta != 1.f) return false;
-  if (bf16_isa() == Bf16Isa::OneDnn) return onednn_bf16_gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);
   if (M <= 0 || N <= 0) return true;
   if (K <= 0) return sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);  // C = beta C (+ bias)
+  // bench --profile: each call's time by shape
+  const ScopedGemmTimer report(omp_in_parallel() ? nullptr : Profiler::active(), trans_a, trans_b, M, N, K);
+  if (bf16_isa() == Bf16Isa::OneDnn) return onednn_bf16_gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);
   run(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);
   return true;
 }

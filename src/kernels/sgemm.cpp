@@ -762,23 +762,7 @@ bool sgemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int 
     return true;
   }
   // bench --profile: each call's time by shape
-  struct Report {
-    Profiler* profiler;
-    bool ta, tb;
-    int M, N, K;
-    std::chrono::steady_clock::time_point start{};
-    double cpu_start = 0;
-    Report(Profiler* p, bool ta_, bool tb_, int M_, int N_, int K_) : profiler(p), ta(ta_), tb(tb_), M(M_), N(N_), K(K_) {
-      if (profiler == nullptr) return;
-      start = std::chrono::steady_clock::now();
-      cpu_start = thread_cpu_seconds();
-    }
-    ~Report() {
-      if (profiler != nullptr)
-        profiler->add_gemm(ta, tb, M, N, K, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-                           thread_cpu_seconds() - cpu_start);
-    }
-  } report(omp_in_parallel() ? nullptr : Profiler::active(), trans_a, trans_b, M, N, K);
+  const ScopedGemmTimer report(omp_in_parallel() ? nullptr : Profiler::active(), trans_a, trans_b, M, N, K);
   switch (level) {
 #if defined(__x86_64__)
     case SgemmIsa::Avx512:

@@ -71,6 +71,34 @@ class ScopedTimer {
   double cpu_start_ = 0;
 };
 
+// Times one GEMM call into profiler's by-shape table (Profiler::add_gemm); nothing when profiler is null
+// (callers pass null inside a parallel region, whose calls the enclosing kernel's timer already covers).
+class ScopedGemmTimer {
+ public:
+  ScopedGemmTimer(Profiler* profiler, bool trans_a, bool trans_b, int M, int N, int K)
+      : profiler_(profiler), trans_a_(trans_a), trans_b_(trans_b), M_(M), N_(N), K_(K) {
+    if (profiler_ != nullptr) {
+      start_ = std::chrono::steady_clock::now();
+      cpu_start_ = thread_cpu_seconds();
+    }
+  }
+  ~ScopedGemmTimer() {
+    if (profiler_ != nullptr)
+      profiler_->add_gemm(trans_a_, trans_b_, M_, N_, K_,
+                          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(),
+                          thread_cpu_seconds() - cpu_start_);
+  }
+  ScopedGemmTimer(const ScopedGemmTimer&) = delete;
+  ScopedGemmTimer& operator=(const ScopedGemmTimer&) = delete;
+
+ private:
+  Profiler* profiler_;
+  bool trans_a_, trans_b_;
+  int M_, N_, K_;
+  std::chrono::steady_clock::time_point start_;
+  double cpu_start_ = 0;
+};
+
 }  // namespace blocklab
 
 #define BLOCKLAB_PROFILE_CONCAT2(a, b) a##b
