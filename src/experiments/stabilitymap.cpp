@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <memory>
 #include <set>
@@ -17,6 +16,7 @@
 #include "experiments/reproduce_text.h"
 #include "io/atomic_file.h"
 #include "io/csv.h"
+#include "io/json_text.h"
 #include "io/read_file.h"
 #include "report/grid_plot.h"
 #include "report/labels.h"
@@ -232,13 +232,7 @@ FinishedRuns read_finished_runs(const StabilityMapOptions& options) {
   const std::string what = "--finished " + options.finished;
   if (!fs::is_regular_file(manifest) || !fs::is_regular_file(csv))
     throw Error(what + ": holds no stability map (needs " + kManifestName + " and stabilitymap.csv)");
-  nlohmann::json held;
-  try {
-    std::ifstream in(manifest);
-    held = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(manifest.string() + ": not valid JSON (" + e.what() + ")");
-  }
+  const nlohmann::json held = io::parse_json_object(io::read_file(manifest), manifest.string());
   if (held.value("experiment", std::string()) != "stabilitymap")
     throw Error(what + ": holds a " + held.value("experiment", std::string("?")) + ", not a stability map");
   // Only the per-run settings must agree: the lists may differ, and rows outside this map's are left out.
@@ -271,6 +265,10 @@ FinishedRuns read_finished_runs(const StabilityMapOptions& options) {
 }
 
 std::vector<SweepOptions> plan_stabilitymap(const StabilityMapOptions& options) {
+  return plan_stabilitymap(options, read_finished_runs(options));
+}
+
+std::vector<SweepOptions> plan_stabilitymap(const StabilityMapOptions& options, const FinishedRuns& finished_runs) {
   if (options.out.empty()) throw Error("no output directory given");
   if (options.placements.empty()) throw Error("placements: the list is empty");
   std::set<NormPlacement> seen;
@@ -300,7 +298,7 @@ std::vector<SweepOptions> plan_stabilitymap(const StabilityMapOptions& options) 
   for (int w : options.warmups) warmup_list += (warmup_list.empty() ? "" : ",") + std::to_string(w);
   for (double lr : options.lrs) lr_list += (lr_list.empty() ? "" : ",") + lr_text(lr);
   auto finished = std::make_shared<std::set<std::string>>();  // the keys of the runs finished elsewhere
-  for (const StabilityRun& r : read_finished_runs(options).runs) finished->insert(run_key(r));
+  for (const StabilityRun& r : finished_runs.runs) finished->insert(run_key(r));
   std::vector<SweepOptions> sweeps;
   for (const OptimizerEntry& e : options.optimizers) {
     SweepOptions s;
@@ -646,8 +644,8 @@ void write_stabilitymap(const StabilityMapOptions& options, StabilityMapResult& 
 }
 
 StabilityMapResult run_stabilitymap(const StabilityMapOptions& options, const Log& log, const SweepProgressFn& progress) {
-  const std::vector<SweepOptions> sweeps = plan_stabilitymap(options);  // Error before anything is written
   const FinishedRuns finished = read_finished_runs(options);
+  const std::vector<SweepOptions> sweeps = plan_stabilitymap(options, finished);  // Error before anything is written
   claim_output_dir(options.out, "stabilitymap", stabilitymap_settings(options), true);
   if (log && !options.finished.empty())
     log(std::to_string(finished.runs.size()) + " run(s) finished elsewhere, read from " + options.finished +

@@ -102,9 +102,11 @@ struct FinishedRuns {
 // per-run settings differ from this map's (naming the first setting that does), or a run appears twice.
 FinishedRuns read_finished_runs(const StabilityMapOptions& options);
 
-// The sweeps behind the map, one per optimizer entry (out OUT/runs/<entry>). Throws Error, writing
-// nothing, for an empty list, a repeated value, a warm-up below 0, or a config the engine refuses.
+// The sweeps behind the map, one per optimizer entry (out OUT/runs/<entry>), the runs of `finished` marked
+// done elsewhere (the first form reads them from options.finished). Throws Error, writing nothing, for an
+// empty list, a repeated value, a warm-up below 0, or a config the engine refuses.
 std::vector<SweepOptions> plan_stabilitymap(const StabilityMapOptions& options);
+std::vector<SweepOptions> plan_stabilitymap(const StabilityMapOptions& options, const FinishedRuns& finished);
 
 // ---- run and summarize ------------------------------------------------------------------------------
 
