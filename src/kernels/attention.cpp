@@ -48,14 +48,8 @@ BLOCKLAB_ALWAYS_INLINE void attention_forward_head_tiled(T* o, T* p, T* scratch,
     const int rows = std::min(kQueryRows, Tn - t0);
     rows_times_transposed<I>(z, Tp, q + t0 * C3, C3, rows, kt, t0 + rows, Tp, hs, scale, scaled);  // z_t[s] = scale q_t . k_s
     for (int t = t0; t < t0 + rows; ++t) {
-      const T* zt = z + static_cast<long>(t - t0) * Tp;
-      T* row = p + static_cast<long>(t) * Tn;
-      const int n = t + 1;  // causal window s = 0..t
-      const T maxval = lane_max(zt, n);
-      for (int s = 0; s < n; ++s) row[s] = fast_exp(zt[s] - maxval);
-      const T inv = T(1) / lane_sum(row, n);
-      for (int s = 0; s < n; ++s) row[s] *= inv;
-      for (int s = n; s < Tn; ++s) row[s] = 0;
+      // causal window s = 0..t; z's rows have room for Tp >= t + 1 rounded up to kReduceLanes
+      softmax_row<I>(p + static_cast<long>(t) * Tn, Tn, z + static_cast<long>(t - t0) * Tp, t + 1);
     }
     // o_t = sum_s p[t,s] v_s, the group's rows sharing each load of V
     causal_weighted_query_rows<I>(o, C, p, Tn, t0, rows, v, hs, C3, false);
@@ -80,19 +74,16 @@ BLOCKLAB_ALWAYS_INLINE void attention_backward_head_tiled(T* dq, T* dk, T* dv, T
   for (int t0 = 0; t0 < Tn; t0 += kQueryRows) {  // query rows in groups that share each load of V
     const int rows = std::min(kQueryRows, Tn - t0);
     rows_times_transposed<I>(dp, Tp, dout + t0 * C, C, rows, vt, t0 + rows, Tp, hs, T(1), rows_copy);
-    for (int t = t0; t < t0 + rows; ++t) {
-      const T* prow = p + static_cast<long>(t) * Tn;
-      const T* dpt = dp + static_cast<long>(t - t0) * Tp;
-      T* dzrow = dz + static_cast<long>(t) * Tn;
-      const int n = t + 1;
-      const T inner = lane_dot(prow, dpt, n);
-      for (int s = 0; s < n; ++s) dzrow[s] = prow[s] * (dpt[s] - inner) * scale;
-    }
-    causal_weighted_query_rows<I>(dq, C3, dz, Tn, t0, rows, k, hs, C3, true);  // the group's rows share each load of K
+    for (int t = t0; t < t0 + rows; ++t)  // dp's rows are computed up to the group's window rounded up to kLanes
+      softmax_backward_row<I>(dz + static_cast<long>(t) * Tn, p + static_cast<long>(t) * Tn,
+                              dp + static_cast<long>(t - t0) * Tp, t + 1, Tn, scale);
+    // the group's rows share each load of K; each dq row is summed whole here, so it is written, not added to
+    causal_weighted_query_rows<I>(dq, C3, dz, Tn, t0, rows, k, hs, C3, false);
   }
   // Pass 2, per key row s (over the queries t >= s that see it):
-  //   dv_s += sum_t p[t,s] g_t,   dk_s += scale sum_t dz[t,s] q_t
-  // kQueryRows key rows at a time share each load of dout and of q.
+  //   dv_s = sum_t p[t,s] g_t,   dk_s = scale sum_t dz[t,s] q_t
+  // kQueryRows key rows at a time share each load of dout and of q. Each row is summed whole in one call and
+  // written (the head's dq, dk, dv need no zeroing first).
   int s = 0;
   for (; s + kQueryRows <= Tn; s += kQueryRows) {
     T* out[kQueryRows];
@@ -104,17 +95,17 @@ BLOCKLAB_ALWAYS_INLINE void attention_backward_head_tiled(T* dq, T* dk, T* dv, T
       first[r] = s + r;
       end[r] = Tn;
     }
-    weighted_rows_multi<I>(out, w, Tn, dout, first, end, hs, C, true);
+    weighted_rows_multi<I>(out, w, Tn, dout, first, end, hs, C, false);
     for (int r = 0; r < kQueryRows; ++r) {
       out[r] = dk + (s + r) * C3;
       w[r] = dz + static_cast<long>(s + r) * Tn + s + r;
     }
-    weighted_rows_multi<I>(out, w, Tn, q, first, end, hs, C3, true);
+    weighted_rows_multi<I>(out, w, Tn, q, first, end, hs, C3, false);
   }
   for (; s < Tn; ++s) {
     const long first = static_cast<long>(s) * Tn + s;  // element (t = s, s)
-    weighted_rows<I>(dv + s * C3, p + first, Tn, dout + s * C, Tn - s, hs, C, true);
-    weighted_rows<I>(dk + s * C3, dz + first, Tn, q + s * C3, Tn - s, hs, C3, true);
+    weighted_rows<I>(dv + s * C3, p + first, Tn, dout + s * C, Tn - s, hs, C, false);
+    weighted_rows<I>(dk + s * C3, dz + first, Tn, q + s * C3, Tn - s, hs, C3, false);
   }
 }
 
@@ -243,15 +234,16 @@ void attention_backward(T* dqkv, T* scratch, const T* dout, const T* qkv, const 
       T* dbase = dqkv + offset;
       T* hsc = scratch + bh * static_cast<long>(head_scratch(Tn, hs));
       const T* g = dout + static_cast<long>(b) * Tn * C + h * hs;
-      for (int t = 0; t < Tn; ++t)  // the head's slices of dq, dk, dv: the passes below accumulate into them
-        for (int part = 0; part < 3; ++part) std::fill_n(dbase + t * C3 + part * C, hs, T(0));
       on_isa([&](auto isa) {
-        if (hs % kLanes == 0)
+        if (hs % kLanes == 0)  // writes every row of the head's dq, dk, dv
           attention_backward_head_tiled<isa.value>(dbase, dbase + C, dbase + 2 * C, hsc, g, base, base + C,
                                                    base + 2 * C, att + bh * Tn * Tn, Tn, hs, C3, C);
-        else
+        else {
+          for (int t = 0; t < Tn; ++t)  // the head's slices of dq, dk, dv: attention_backward_head adds into them
+            for (int part = 0; part < 3; ++part) std::fill_n(dbase + t * C3 + part * C, hs, T(0));
           attention_backward_head(dbase, dbase + C, dbase + 2 * C, hsc, hsc + static_cast<long>(Tn) * Tn, g, base,
                                   base + C, base + 2 * C, att + bh * Tn * Tn, Tn, hs, C3, C);
+        }
       });
     }
 }

@@ -74,11 +74,7 @@ BLOCKLAB_ALWAYS_INLINE void forward_head(T* o, long o_stride, T* p, T* slot, con
     T* row = p + static_cast<long>(t) * Tk;
     const int n = window(t, Tk, causal);
     scores<Tiled, I>(z, q + t * q_stride, kt, n, Tkp, D, scale);  // z[s] = scale q_t . k_s
-    const T maxval = lane_max(z, n);
-    for (int s = 0; s < n; ++s) row[s] = fast_exp(z[s] - maxval);
-    const T inv = T(1) / lane_sum(row, n);
-    for (int s = 0; s < n; ++s) row[s] *= inv;
-    for (int s = n; s < Tk; ++s) row[s] = 0;
+    attention_tiles::softmax_row<I>(row, Tk, z, n);                // z has room for Tkp >= n rounded up
     weighted_sum<Tiled, I>(o + t * o_stride, row, 1, v, n, D, v_stride, false);  // o_t = sum_s p[t,s] v_s
   }
 }

@@ -5,9 +5,12 @@
 // lanes is what the compiler turns into one vector instruction. All functions are forced inline into
 // the kernel entry point of the running level (on_isa, kernels/isa.h); the multi-row tiles take the level
 // as a template argument and size themselves to its registers.
+#include <limits>
 #include <type_traits>
 
+#include "kernels/fast_math.h"
 #include "kernels/isa.h"
+#include "kernels/lane_reduce.h"
 #include "kernels/simd.h"
 
 #if defined(__x86_64__)
@@ -49,6 +52,213 @@ __attribute__((target("avx2"))) inline void transpose_8x8(float* dst, long dst_s
   }
 }
 #endif
+
+// Softmax rows in registers. kReduceLanes lanes (lane_reduce.h) are NA = kReduceLanes / W vectors of the level's
+// W floats; block b of kReduceLanes positions adds position b + l to lane l, as lane_sum does, and the lanes are
+// then combined by lane_reduce's pairwise tree. A row is the same at every level: only the register width
+// differs. (The lane loops of lane_sum and lane_max, compiled for a row of any length, kept their 16 lanes on
+// the stack and ran up to 15 positions one at a time; they took a third of attention's forward at T = 63.)
+#if defined(__x86_64__)
+// lane_reduce's tree over the 16 lanes of one AVX-512 register or two AVX2 registers (lanes 0-7, 8-15), in its
+// order: lanes l + 8 into l, then l + 4, l + 2, l + 1. Max as lane_max takes it: b > a ? b : a, a the lower lane
+// (maxps(b, a) returns a when they are unordered or equal). Not forced inline (see transpose_8x8).
+__attribute__((target("avx2,fma"))) inline __m128 tree_last_four_sum(__m128 x) {
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));                   // lanes 0, 1 += lanes 2, 3
+  return _mm_add_ps(x, _mm_shuffle_ps(x, x, 0x1));          // lane 0 += lane 1
+}
+__attribute__((target("avx2,fma"))) inline __m128 tree_last_four_max(__m128 x) {
+  x = _mm_max_ps(_mm_movehl_ps(x, x), x);
+  return _mm_max_ps(_mm_shuffle_ps(x, x, 0x1), x);
+}
+__attribute__((target("avx2,fma"))) inline float tree_sum_avx2(__m256 lo, __m256 hi) {
+  const __m256 x = _mm256_add_ps(lo, hi);
+  return _mm_cvtss_f32(tree_last_four_sum(_mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1))));
+}
+__attribute__((target("avx2,fma"))) inline float tree_max_avx2(__m256 lo, __m256 hi) {
+  const __m256 x = _mm256_max_ps(hi, lo);
+  return _mm_cvtss_f32(tree_last_four_max(_mm_max_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x))));
+}
+// lanes 0-7 or 8-15 of x (the zero-masked extract with every lane on is the plain instruction: the plain
+// intrinsics, _mm512_castps512_ps256 included, pass GCC 12 an undefined operand that draws -Wmaybe-uninitialized)
+__attribute__((target("avx512f"))) inline __m256 half_of(__m512 x, int upper) {
+  return upper ? _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, _mm512_castps_pd(x), 1))
+               : _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, _mm512_castps_pd(x), 0));
+}
+__attribute__((target("avx512f"))) inline float tree_sum_avx512(__m512 x) {
+  return tree_sum_avx2(half_of(x, 0), half_of(x, 1));
+}
+__attribute__((target("avx512f"))) inline float tree_max_avx512(__m512 x) {
+  return tree_max_avx2(half_of(x, 0), half_of(x, 1));
+}
+// the first `count` lanes of x to p, or from p with the other lanes 0 (neither touches memory past them), count < 16
+__attribute__((target("avx512f"))) inline void store_first_avx512(float* p, __m512 x, int count) {
+  _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << count) - 1), x);
+}
+__attribute__((target("avx512f"))) inline __m512 load_first_avx512(const float* p, int count) {
+  return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << count) - 1), p);
+}
+#endif
+
+// Softmax rows in registers. kReduceLanes lanes (lane_reduce.h) are NA = kReduceLanes / W vectors of the level's
+// W floats; block b of kReduceLanes positions adds position b + l to lane l, as lane_sum does, and the lanes are
+// then combined by lane_reduce's pairwise tree (in registers at AVX2 and AVX-512). A row is the same at every
+// level: only the register width differs. (lane_sum and lane_max, compiled for a row of any length, kept their
+// 16 lanes on the stack and ran up to 15 positions one at a time: the softmax took 45% of attention's forward at
+// T = 63, cache-resident.)
+template <Isa I>
+struct SoftmaxLanes {
+  static constexpr int VB = kVectorBytes<I>;
+  using V = simd::Vec<float, VB>;
+  static constexpr int W = simd::kWidth<float, VB>, NA = kReduceLanes / W;
+  static_assert(NA * W == kReduceLanes);
+  // position index of each lane of the first vector, as floats
+  static BLOCKLAB_ALWAYS_INLINE V iota() {
+    V v{};
+#pragma GCC unroll 16
+    for (int l = 0; l < W; ++l) v[l] = static_cast<float>(l);
+    return v;
+  }
+  // the first `count` lanes of x to p, count < W
+  static BLOCKLAB_ALWAYS_INLINE void store_first(float* p, const V& x, int count) {
+#if defined(__x86_64__)
+    if constexpr (I == Isa::Avx512) {
+      store_first_avx512(p, reinterpret_cast<__m512>(x), count);
+      return;
+    }
+#endif
+    for (int l = 0; l < count; ++l) p[l] = x[l];
+  }
+  // p[0:count) in the first lanes, 0 in the others, count < W
+  static BLOCKLAB_ALWAYS_INLINE V load_first(const float* p, int count) {
+#if defined(__x86_64__)
+    if constexpr (I == Isa::Avx512) return reinterpret_cast<V>(load_first_avx512(p, count));
+#endif
+    V x{};
+    for (int l = 0; l < count; ++l) x[l] = p[l];
+    return x;
+  }
+  static BLOCKLAB_ALWAYS_INLINE float tree_sum(const V (&acc)[NA]) {
+#if defined(__x86_64__)
+    if constexpr (I == Isa::Avx512)
+      return tree_sum_avx512(reinterpret_cast<__m512>(acc[0]));
+    else if constexpr (I == Isa::Avx2)
+      return tree_sum_avx2(reinterpret_cast<__m256>(acc[0]), reinterpret_cast<__m256>(acc[1]));
+#endif
+    float lanes[kReduceLanes];
+    for (int j = 0; j < NA; ++j) simd::store<float, VB>(lanes + j * W, acc[j]);
+    for (int w = kReduceLanes / 2; w > 0; w /= 2)
+      for (int l = 0; l < w; ++l) lanes[l] += lanes[l + w];
+    return lanes[0];
+  }
+  static BLOCKLAB_ALWAYS_INLINE float tree_max(const V (&acc)[NA]) {
+#if defined(__x86_64__)
+    if constexpr (I == Isa::Avx512)
+      return tree_max_avx512(reinterpret_cast<__m512>(acc[0]));
+    else if constexpr (I == Isa::Avx2)
+      return tree_max_avx2(reinterpret_cast<__m256>(acc[0]), reinterpret_cast<__m256>(acc[1]));
+#endif
+    float lanes[kReduceLanes];
+    for (int j = 0; j < NA; ++j) simd::store<float, VB>(lanes + j * W, acc[j]);
+    for (int w = kReduceLanes / 2; w > 0; w /= 2)
+      for (int l = 0; l < w; ++l) lanes[l] = lanes[l + w] > lanes[l] ? lanes[l + w] : lanes[l];
+    return lanes[0];
+  }
+};
+
+// row[0:len) = softmax(z[0:n)) followed by zeros, 1 <= n <= len. z is scratch with room for n rounded up to
+// kReduceLanes; it is overwritten. The max, the exponentials and their lane sum run over whole vectors: the room
+// past n is -inf for the max and +0 in the sum. Double precision (the gradient checks) runs the plain lane loops.
+template <Isa I, typename T>
+BLOCKLAB_ALWAYS_INLINE void softmax_row(T* row, int len, T* z, int n) {
+  if constexpr (std::is_same_v<T, float>) {
+    using L = SoftmaxLanes<I>;
+    using V = typename L::V;
+    constexpr int W = L::W, NA = L::NA, VB = L::VB;
+    const int whole = (n + kReduceLanes - 1) / kReduceLanes * kReduceLanes;
+    const V iota = L::iota(), minus_inf = V{} - std::numeric_limits<float>::infinity();
+    const float count = static_cast<float>(n);
+    V acc[NA];
+#pragma GCC unroll 4
+    for (int j = 0; j < NA; ++j) acc[j] = minus_inf;
+    for (int b = 0; b < whole; b += kReduceLanes)
+#pragma GCC unroll 4
+      for (int j = 0; j < NA; ++j) {
+        V x = simd::load<float, VB>(z + b + j * W);
+        x = iota + static_cast<float>(b + j * W) < count ? x : minus_inf;  // past the window: no candidate
+        acc[j] = x > acc[j] ? x : acc[j];
+      }
+    const V maxval = V{} + L::tree_max(acc);
+#pragma GCC unroll 4
+    for (int j = 0; j < NA; ++j) acc[j] = V{};
+    for (int b = 0; b < whole; b += kReduceLanes)
+#pragma GCC unroll 4
+      for (int j = 0; j < NA; ++j) {
+        float* zb = z + b + j * W;
+        const V e = exp_approx<VB>(simd::load<float, VB>(zb) - maxval);
+        const V kept = iota + static_cast<float>(b + j * W) < count ? e : V{};  // past the window: +0
+        simd::store<float, VB>(zb, kept);
+        acc[j] += kept;
+      }
+    const V inv = V{} + 1.0f / L::tree_sum(acc);
+    // whole vectors of the row, then its last part; z is +0 from n to `whole`, and the row is 0 past it
+    int s = 0;
+    for (; s + W <= len; s += W)
+      simd::store<float, VB>(row + s, s < whole ? simd::load<float, VB>(z + s) * inv : V{});
+    if (s < len) L::store_first(row + s, s < whole ? simd::load<float, VB>(z + s) * inv : V{}, len - s);
+  } else {
+    const T maxval = lane_max(z, n);
+    for (int s = 0; s < n; ++s) row[s] = fast_exp(z[s] - maxval);
+    const T inv = T(1) / lane_sum(row, n);
+    for (int s = 0; s < n; ++s) row[s] *= inv;
+    for (int s = n; s < len; ++s) row[s] = 0;
+  }
+}
+
+// The softmax's backward for one row: dz[s] = p[s] (dp[s] - sum_s' p[s'] dp[s']) * scale for s < n, 1 <= n <= len;
+// p has len values, dp room for n rounded up to kReduceLanes (what lies past n is not read: it may be garbage).
+// The inner sum in lane_dot's order, over whole vectors up to the row's end.
+template <Isa I, typename T>
+BLOCKLAB_ALWAYS_INLINE void softmax_backward_row(T* dz, const T* p, const T* dp, int n, int len, T scale) {
+  if constexpr (std::is_same_v<T, float>) {
+    using L = SoftmaxLanes<I>;
+    using V = typename L::V;
+    constexpr int W = L::W, NA = L::NA, VB = L::VB;
+    const int whole = (n + kReduceLanes - 1) / kReduceLanes * kReduceLanes;
+    const int m = whole < len ? whole : len;  // p is read no further than its row
+    const V iota = L::iota();
+    const float count = static_cast<float>(n);
+    V acc[NA];
+#pragma GCC unroll 4
+    for (int j = 0; j < NA; ++j) acc[j] = V{};
+    int b = 0;
+    for (; b + kReduceLanes <= m; b += kReduceLanes)
+#pragma GCC unroll 4
+      for (int j = 0; j < NA; ++j) {
+        const V term = simd::load<float, VB>(p + b + j * W) * simd::load<float, VB>(dp + b + j * W);
+        acc[j] += iota + static_cast<float>(b + j * W) < count ? term : V{};
+      }
+    float inner;
+    if (b < n) {  // the row's last block runs past its end: its terms one at a time, each into its lane
+      float lanes[kReduceLanes];
+      for (int j = 0; j < NA; ++j) simd::store<float, VB>(lanes + j * W, acc[j]);
+      for (int l = 0; b + l < n; ++l) lanes[l] += p[b + l] * dp[b + l];
+      for (int w = kReduceLanes / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; ++l) lanes[l] += lanes[l + w];
+      inner = lanes[0];
+    } else {
+      inner = L::tree_sum(acc);
+    }
+    const V vinner = V{} + inner, vscale = V{} + scale;
+    int s = 0;
+    for (; s + W <= n; s += W)
+      simd::store<float, VB>(dz + s, simd::load<float, VB>(p + s) * (simd::load<float, VB>(dp + s) - vinner) * vscale);
+    if (s < n)  // p's last row may end here
+      L::store_first(dz + s, L::load_first(p + s, n - s) * (simd::load<float, VB>(dp + s) - vinner) * vscale, n - s);
+  } else {
+    const T inner = lane_dot(p, dp, n);
+    for (int s = 0; s < n; ++s) dz[s] = p[s] * (dp[s] - inner) * scale;
+  }
+}
 
 // xt (hs, Tp) = x^T for the T rows of one head (x rows C3 apart); padding columns zeroed. At AVX2 and AVX-512,
 // float blocks of 8 x 8 are moved by transpose_8x8 (the same values: a transpose only moves them).

@@ -1,0 +1,84 @@
+// Causal attention's forward and backward (kernels/attention.h) alone, on the shapes the benchmarks train:
+//   source  the source's model: batch 32, T 63, width 128, 4 heads of 32 (one layer's call; 24 per step)
+//   gpt2    GPT-2 124M as bench/compare_pytorch --model gpt2 runs it: batch 4, T 64, width 768, 12 heads of 64
+//   gpt2-256  the same at T 256
+// For each: the fastest of N calls (by the thread's CPU time with one thread, wall time with more), the
+// useful FLOPs (the causal half of q.k and p.v, forward; twice that backward) per second, and the time
+// per (batch, head) pair. Forward and backward alternate call by call on the same operands.
+// Run: build/bench_attention [THREADS [SHAPE]]   (default 1 thread, every shape)
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "bench_threads.h"
+#include "kernels/attention.h"
+#include "util/rng.h"
+#include "util/threads.h"
+
+using namespace blocklab;
+using namespace blocklab::kernels;
+
+namespace {
+
+struct Shape {
+  const char* name;
+  int B, T, C, H;
+};
+
+void run(const Shape& s, int threads, int calls) {
+  Rng rng(1);
+  const long btc = static_cast<long>(s.B) * s.T * s.C;
+  std::vector<float> qkv(3 * btc), out(btc), dout(btc), dqkv(3 * btc);
+  std::vector<float> att(static_cast<size_t>(s.B) * s.H * s.T * s.T);
+  std::vector<float> scratch(attention_scratch_size(s.B, s.T, s.C, s.H));
+  for (auto& x : qkv) x = static_cast<float>(rng.normal());
+  for (auto& x : dout) x = static_cast<float>(rng.normal());
+  auto forward = [&] { attention_forward(out.data(), att.data(), scratch.data(), qkv.data(), s.B, s.T, s.C, s.H); };
+  auto backward = [&] {
+    attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.C, s.H);
+  };
+  forward();
+  backward();
+  double best_f = 1e30, best_b = 1e30;
+  for (int call = 0; call < calls; ++call) {
+    double t0 = bench::now_seconds(threads);
+    forward();
+    double t1 = bench::now_seconds(threads);
+    backward();
+    double t2 = bench::now_seconds(threads);
+    best_f = std::min(best_f, t1 - t0);
+    best_b = std::min(best_b, t2 - t1);
+  }
+  // causal pairs (t, s <= t): T (T + 1) / 2 per (batch, head); 2 FLOPs per multiply-add over the head size
+  const double pairs = static_cast<double>(s.B) * s.H * s.T * (s.T + 1) / 2.0;
+  const double flops_f = 2.0 * 2.0 * pairs * (s.C / s.H);  // q.k and p.v
+  const double heads = static_cast<double>(s.B) * s.H;
+  std::printf("%-9s B %2d T %3d C %3d H %2d | forward %8.1f us %6.1f GFLOP/s %6.2f us/head | backward %8.1f us %6.1f "
+              "GFLOP/s %6.2f us/head\n",
+              s.name, s.B, s.T, s.C, s.H, 1e6 * best_f, flops_f / best_f * 1e-9, 1e6 * best_f / heads, 1e6 * best_b,
+              2 * flops_f / best_b * 1e-9, 1e6 * best_b / heads);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int threads = bench::threads_argument(argc, argv, "bench_attention");
+  if (threads == 0) return 2;
+  set_num_threads(threads);
+  std::printf("causal attention, float, %d thread(s); fastest of the calls, by %s\n", threads,
+              threads == 1 ? "the thread's CPU time" : "wall time");
+  const Shape shapes[] = {{"source", 32, 63, 128, 4}, {"small", 2, 63, 128, 4}, {"gpt2", 4, 64, 768, 12}, {"gpt2-256", 4, 256, 768, 12}};
+  const char* only = argc > 2 ? argv[2] : nullptr;
+  int ran = 0;
+  for (const Shape& s : shapes)
+    if (only == nullptr || std::strcmp(only, s.name) == 0) {
+      run(s, threads, s.T > 64 ? 20 : 100);
+      ++ran;
+    }
+  if (ran == 0) {
+    std::fprintf(stderr, "bench_attention: no shape named '%s' (source, gpt2, gpt2-256)\n", only);
+    return 2;
+  }
+  return 0;
+}
