@@ -680,12 +680,10 @@ StabilityMapResult run_stabilitymap(const StabilityMapOptions& options, const Lo
           "): " + std::to_string(plan_sweep(sweeps[i]).size()) + " runs ==");
     try {
       result.sweeps.push_back(run_sweep(sweeps[i], log, progress));
-    } catch (const SweepInterrupted&) {
+    } catch (const SweepInterrupted& interrupted) {
       // The map so far: every earlier sweep, this one's finished runs, and the rows finished elsewhere.
       try {
-        for (StabilityRun& r : stabilitymap_runs(name, merge_sweep(read_sweep_plan(sweeps[i].out), true, sweeps[i].title,
-                                                                   {}, options.lang)))
-          result.runs.push_back(std::move(r));
+        for (StabilityRun& r : stabilitymap_runs(name, interrupted.finished())) result.runs.push_back(std::move(r));
         write_in_plan_order();
         if (log) log("wrote the map of the " + std::to_string(result.runs.size()) + " run(s) finished so far: " + result.csv);
       } catch (const std::exception& e) {

@@ -451,7 +451,7 @@ SweepResult run_sweep(const SweepOptions& options, const Log& log, const SweepPr
   if (stopped_by != 0) {
     int unfinished = 0;
     for (bool d : done) unfinished += d ? 0 : 1;
-    throw SweepInterrupted(stopped_by, unfinished);
+    throw SweepInterrupted(stopped_by, unfinished, std::move(result));
   }
   if (!result.failed.empty()) {
     std::string list;

@@ -18,6 +18,7 @@
 //   OUT/summary.csv       one row per finished run: final/min loss, first step below 0.01, outcome
 //   OUT/loss.{png,svg,gp} one panel per grid cell, seeds as thin lines, a dashed line at ln V
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -105,17 +106,21 @@ struct SweepResult {
 };
 
 // Thrown after SIGINT/SIGTERM: the workers were asked to stop, wrote their checkpoints and exited;
-// summary.csv and the figure cover the runs finished so far. A re-run continues the sweep.
+// summary.csv and the figure cover the runs finished so far, and finished() holds them (the sweep's result as
+// far as it got: callers that build on a sweep need not merge it again). A re-run continues the sweep.
 class SweepInterrupted : public std::runtime_error {
  public:
-  SweepInterrupted(int signal, int unfinished)
+  SweepInterrupted(int signal, int unfinished, SweepResult finished)
       : std::runtime_error("sweep interrupted by signal " + std::to_string(signal) + "; " + std::to_string(unfinished) +
                            " run(s) unfinished (re-run the same command to continue)"),
-        signal_(signal) {}
+        signal_(signal),
+        finished_(std::make_shared<const SweepResult>(std::move(finished))) {}
   int signal() const { return signal_; }
+  const SweepResult& finished() const { return *finished_; }
 
  private:
   int signal_;
+  std::shared_ptr<const SweepResult> finished_;  // shared: an exception is copied as it propagates
 };
 
 // Every run of the sweep, resolved and validated (Error on the first bad value), in grid order.
