@@ -14,6 +14,7 @@
 #include "kernels/linear.h"
 #include "kernels/linear_gelu.h"
 #include "kernels/norm.h"
+#include "kernels/sgemm.h"
 #include "util/threads.h"
 
 using namespace blocklab;
@@ -423,6 +424,55 @@ TEST(FastMath, FloatGeluTanhMatchesDouble) {
 // 2 threads, with a width that leaves partial register tiles: the products and weight gradients agree bit
 // for bit, the GELU terms to rounding (an element at a block's edge may take the compiler's scalar
 // remainder loop instead of its vector loop); and the fused results do not depend on the thread count.
+// The forward may keep GELU's derivative in `pre` for the backward (GeluSaved::Derivative): act, and then the
+// backward's dpre, dweight and dbias, are bit for bit those of the path that keeps the pre-activation; and the
+// derivative the forward saved is the fused backward's gelu'(pre) (dout = 1 through an identity weight).
+TEST(LinearGelu, DerivativeKeptInTheForwardGivesTheSameBackward) {
+  const int N = 67, C = 24, OC = 100;
+  Rng rng(18);
+  auto floats = [&](size_t n) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = static_cast<float>(rng.normal());
+    return v;
+  };
+  const auto inp = floats(N * C), w1 = floats(OC * C), b1 = floats(OC), w2 = floats(C * OC), dout = floats(N * C);
+  for (GeluForm form : {GeluForm::Erf, GeluForm::Tanh}) {
+    SCOPED_TRACE(form == GeluForm::Erf ? "erf GELU" : "tanh GELU");
+    std::vector<float> pre(N * OC), act(N * OC), kept(N * OC), act_kept(N * OC);
+    ASSERT_EQ(linear_gelu_forward(act.data(), pre.data(), inp.data(), w1.data(), b1.data(), N, C, OC,
+                                  GemmPrecision::Fp32, form),
+              GeluSaved::PreActivation);
+    const GeluSaved saved = linear_gelu_forward(act_kept.data(), kept.data(), inp.data(), w1.data(), b1.data(), N, C,
+                                                OC, GemmPrecision::Fp32, form, /*want_derivative=*/true);
+    if (sgemm_isa() == SgemmIsa::None) {  // BLOCKLAB_GEMM=blas: no fused epilogue, nothing kept
+      EXPECT_EQ(saved, GeluSaved::PreActivation);
+      EXPECT_EQ(kept, pre);
+    } else {
+      ASSERT_EQ(saved, GeluSaved::Derivative);
+      EXPECT_NE(kept, pre);
+    }
+    EXPECT_EQ(act_kept, act);
+    std::vector<float> dpre(N * OC), dw(C * OC, 0.f), db(C, 0.f), dpre_kept(N * OC), dw_kept(C * OC, 0.f),
+        db_kept(C, 0.f);
+    gelu_linear_backward(dpre.data(), dw.data(), db.data(), dout.data(), pre.data(), act.data(), w2.data(), N, OC, C,
+                         GemmPrecision::Fp32, form);
+    gelu_linear_backward(dpre_kept.data(), dw_kept.data(), db_kept.data(), dout.data(), kept.data(), act_kept.data(),
+                         w2.data(), N, OC, C, GemmPrecision::Fp32, form, saved);
+    EXPECT_EQ(dpre_kept, dpre);
+    EXPECT_EQ(dw_kept, dw);
+    EXPECT_EQ(db_kept, db);
+    if (saved == GeluSaved::Derivative) {
+      // with dout = the identity's rows (OC = C' = OC: a square weight of ones on the diagonal) dpre = gelu'(pre)
+      std::vector<float> eye(static_cast<size_t>(OC) * OC, 0.f), ones(static_cast<size_t>(N) * OC, 1.f),
+          derivative(N * OC), dw_eye(static_cast<size_t>(OC) * OC, 0.f), db_eye(OC, 0.f);
+      for (int i = 0; i < OC; ++i) eye[static_cast<size_t>(i) * OC + i] = 1.f;
+      gelu_linear_backward(derivative.data(), dw_eye.data(), db_eye.data(), ones.data(), pre.data(), act.data(),
+                           eye.data(), N, OC, OC, GemmPrecision::Fp32, form);
+      EXPECT_EQ(kept, derivative);
+    }
+  }
+}
+
 TEST(LinearGelu, FusedMatchesUnfused) {
   const int N = 67, C = 24, OC = 100;
   Rng rng(17);

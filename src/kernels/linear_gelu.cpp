@@ -60,42 +60,72 @@ void gelu_derivative_times_block(void* context, int i0, int rows, int j0, int co
                  [](float dact, float pre) { return dact * gelu_derivative_of<kForm>(pre); });
   });
 }
+
+// forward, keeping the derivative: out = gelu(pre), then pre = gelu'(pre) in place (one evaluation of erf and of
+// the exponential serves both: the two inlined forms share them)
+template <GeluForm kForm>
+void gelu_and_derivative_block(void* context, int i0, int rows, int j0, int cols) {
+  on_isa([&](auto) {
+    const GeluBlock& b = *static_cast<const GeluBlock*>(context);
+    for (int i = i0; i < i0 + rows; ++i) {
+      float* pre = const_cast<float*>(b.pre) + static_cast<long>(i) * b.ld + j0;
+      float* out = b.out + static_cast<long>(i) * b.ld + j0;
+      for (int j = 0; j < cols; ++j) {
+        const float x = pre[j];
+        out[j] = gelu_of<kForm>(x);
+        pre[j] = gelu_derivative_of<kForm>(x);
+      }
+    }
+  });
+}
+
+// backward with the derivative saved: out = dact * gelu'
+void times_saved_derivative_block(void* context, int i0, int rows, int j0, int cols) {
+  on_isa([&](auto) {
+    update_block(*static_cast<const GeluBlock*>(context), i0, rows, j0, cols,
+                 [](float dact, float derivative) { return dact * derivative; });
+  });
+}
 }  // namespace
 
 template <typename T>
-void linear_gelu_forward(T* act, T* pre, const T* inp, const T* weight, const T* bias, int N, int C, int OC,
-                         GemmPrecision precision, GeluForm form) {
+GeluSaved linear_gelu_forward(T* act, T* pre, const T* inp, const T* weight, const T* bias, int N, int C, int OC,
+                              GemmPrecision precision, GeluForm form, bool want_derivative) {
   if constexpr (std::is_same_v<T, float>) {
     BLOCKLAB_PROFILE("linear_gelu_forward");
     GeluBlock block{act, pre, OC};
+    const bool erf = form == GeluForm::Erf;
+    void (*epilogue)(void*, int, int, int, int) =
+        want_derivative ? (erf ? gelu_and_derivative_block<GeluForm::Erf> : gelu_and_derivative_block<GeluForm::Tanh>)
+                        : (erf ? gelu_of_block<GeluForm::Erf> : gelu_of_block<GeluForm::Tanh>);
     if (sgemm_in(precision, false, true, N, OC, C, inp, C, weight, C, 0.f, pre, OC,
-                 {.bias = bias,
-                  .on_block_done = form == GeluForm::Erf ? gelu_of_block<GeluForm::Erf> : gelu_of_block<GeluForm::Tanh>,
-                  .context = &block}))
-      return;
+                 {.bias = bias, .on_block_done = epilogue, .context = &block}))
+      return want_derivative ? GeluSaved::Derivative : GeluSaved::PreActivation;
   }
   linear_forward(pre, inp, weight, bias, N, C, OC, precision);
   if (form == GeluForm::Erf)
     gelu_forward(act, pre, static_cast<long>(N) * OC);
   else
     gelu_tanh_forward(act, pre, static_cast<long>(N) * OC);
+  return GeluSaved::PreActivation;
 }
 
 template <typename T>
 void gelu_linear_backward(T* dpre, T* dweight, T* dbias, const T* dout, const T* pre, const T* act, const T* weight,
-                          int N, int C, int OC, GemmPrecision precision, GeluForm form) {
+                          int N, int C, int OC, GemmPrecision precision, GeluForm form, GeluSaved saved) {
+  const bool derivative_saved = saved == GeluSaved::Derivative;
   if constexpr (std::is_same_v<T, float>) {
     bool fused = false;
     {
       BLOCKLAB_PROFILE("gelu_linear_backward");
       // dpre = (dout (N,OC) @ weight (OC,C)) * gelu'(pre), the product turned into dpre block by block
       GeluBlock block{dpre, pre, C};
+      void (*epilogue)(void*, int, int, int, int) =
+          derivative_saved ? times_saved_derivative_block
+                           : (form == GeluForm::Erf ? gelu_derivative_times_block<GeluForm::Erf>
+                                                    : gelu_derivative_times_block<GeluForm::Tanh>);
       fused = sgemm_in(precision, false, false, N, C, OC, dout, OC, weight, C, 0.f, dpre, C,
-                       {.on_block_done = form == GeluForm::Erf ? gelu_derivative_times_block<GeluForm::Erf>
-                                                               : gelu_derivative_times_block<GeluForm::Tanh>,
-                        .context = &block,
-                        .block_input = pre,
-                        .block_ld = C});
+                       {.on_block_done = epilogue, .context = &block, .block_input = pre, .block_ld = C});
     }
     if (fused) {
       // the weight and bias terms
@@ -105,6 +135,12 @@ void gelu_linear_backward(T* dpre, T* dweight, T* dbias, const T* dout, const T*
   }
   linear_backward<T>(dpre, dweight, dbias, dout, act, weight, N, C, OC, GradWrite::Overwrite, precision);
   const long n = static_cast<long>(N) * C;
+  if (derivative_saved) {
+    BLOCKLAB_PROFILE("gelu_backward");
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < n; ++i) dpre[i] = dpre[i] * pre[i];
+    return;
+  }
   if (form == GeluForm::Tanh) {
     gelu_tanh_backward(dpre, static_cast<const T*>(dpre), pre, n);
     return;
@@ -114,13 +150,13 @@ void gelu_linear_backward(T* dpre, T* dweight, T* dbias, const T* dout, const T*
   for (long i = 0; i < n; ++i) dpre[i] = dpre[i] * gelu_derivative(pre[i]);
 }
 
-template void linear_gelu_forward<float>(float*, float*, const float*, const float*, const float*, int, int, int,
-                                         GemmPrecision, GeluForm);
-template void linear_gelu_forward<double>(double*, double*, const double*, const double*, const double*, int, int,
-                                          int, GemmPrecision, GeluForm);
+template GeluSaved linear_gelu_forward<float>(float*, float*, const float*, const float*, const float*, int, int, int,
+                                              GemmPrecision, GeluForm, bool);
+template GeluSaved linear_gelu_forward<double>(double*, double*, const double*, const double*, const double*, int, int,
+                                               int, GemmPrecision, GeluForm, bool);
 template void gelu_linear_backward<float>(float*, float*, float*, const float*, const float*, const float*,
-                                          const float*, int, int, int, GemmPrecision, GeluForm);
+                                          const float*, int, int, int, GemmPrecision, GeluForm, GeluSaved);
 template void gelu_linear_backward<double>(double*, double*, double*, const double*, const double*, const double*,
-                                           const double*, int, int, int, GemmPrecision, GeluForm);
+                                           const double*, int, int, int, GemmPrecision, GeluForm, GeluSaved);
 
 }  // namespace blocklab::kernels

@@ -14,16 +14,29 @@ namespace blocklab::kernels {
 
 enum class GeluForm { Erf, Tanh };
 
+// What linear_gelu_forward leaves in `pre` for the backward.
+enum class GeluSaved {
+  PreActivation,  // pre = the product inp W^T + b
+  Derivative,     // pre = gelu'(product): the backward multiplies by it instead of evaluating GELU's derivative
+};
+
 // inp (N,C), weight (OC,C), bias (OC) -> pre (N,OC) and act = gelu(pre) (N,OC), both overwritten.
+// With want_derivative, the fused float path (blocklab's own GEMMs) computes gelu' beside gelu from the same
+// erf and exponential, and stores it over the product: the backward then skips GELU's most expensive part.
+// Returns what `pre` holds; without want_derivative, or where the GEMM is not fused, the product.
 template <typename T>
-void linear_gelu_forward(T* act, T* pre, const T* inp, const T* weight, const T* bias, int N, int C, int OC,
-                         GemmPrecision precision = GemmPrecision::Fp32, GeluForm form = GeluForm::Erf);
+GeluSaved linear_gelu_forward(T* act, T* pre, const T* inp, const T* weight, const T* bias, int N, int C, int OC,
+                              GemmPrecision precision = GemmPrecision::Fp32, GeluForm form = GeluForm::Erf,
+                              bool want_derivative = false);
 
 // Backward of out = gelu(pre) @ weight^T + bias (the second MLP layer applied to the GELU output), with
 // weight (OC,C), pre and act = gelu(pre) (N,C) from the forward, dout (N,OC):
 //   dpre (N,C) = (dout @ weight) * gelu'(pre), overwritten;  dweight += dout^T @ act;  dbias += sum_n dout.
+// saved: what linear_gelu_forward returned (Derivative: `pre` holds gelu'(pre)). Either way dpre is the same,
+// bit for bit, on the fused path.
 template <typename T>
 void gelu_linear_backward(T* dpre, T* dweight, T* dbias, const T* dout, const T* pre, const T* act, const T* weight,
-                          int N, int C, int OC, GemmPrecision precision = GemmPrecision::Fp32, GeluForm form = GeluForm::Erf);
+                          int N, int C, int OC, GemmPrecision precision = GemmPrecision::Fp32, GeluForm form = GeluForm::Erf,
+                          GeluSaved saved = GeluSaved::PreActivation);
 
 }  // namespace blocklab::kernels

@@ -430,6 +430,7 @@ void mlp_forward_sublayer(MlpActs<T>& a, const T* inp, const MlpTensors<T>& w, c
   const ModelConfig& c = *in.config;
   const BlockDims& d = in.dims;
   const int N = static_cast<int>(d.N());
+  a.pre_saved = kernels::GeluSaved::PreActivation;  // unless the fused GELU below keeps its derivative there
   if (a.pre_raw != nullptr) {
     // The sphere stream: pre = s_uv * (inp W1^T + b1), s_uv = stored * sqrt(C) per fc1 output; then the activation
     apply_linear(a.pre_raw, inp, w.fc1, N, d.C, d.I_in, in);
@@ -452,8 +453,8 @@ void mlp_forward_sublayer(MlpActs<T>& a, const T* inp, const MlpTensors<T>& w, c
     case MlpKind::Gelu:
     case MlpKind::GeluTanh:  // act = gelu(inp W1^T + b1), fused when the weight is in the arena
       if (w.fc1.source == nullptr) {
-        linear_gelu_forward(a.act, a.pre, inp, w.fc1.weight, static_cast<const T*>(w.fc1.bias), N, d.C, d.I,
-                            gemm_precision(c), gelu_form(c.mlp));
+        a.pre_saved = linear_gelu_forward(a.act, a.pre, inp, w.fc1.weight, static_cast<const T*>(w.fc1.bias), N, d.C,
+                                          d.I, gemm_precision(c), gelu_form(c.mlp), /*want_derivative=*/true);
       } else {
         apply_linear(a.pre, inp, w.fc1, N, d.C, d.I, in);
         if (c.mlp == MlpKind::Gelu)
@@ -482,7 +483,7 @@ void mlp_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, const M
   if (c.mlp == MlpKind::Gelu || c.mlp == MlpKind::GeluTanh) {
     // d_pre from fc2 and GELU' in one pass
     gelu_linear_backward(s.d_pre, g.fc2.weight, g.fc2.bias, dout, a.pre, a.act, w.fc2.weight, N, d.I, d.C, precision,
-                         gelu_form(c.mlp));
+                         gelu_form(c.mlp), a.pre_saved);
   } else {
     linear_backward(s.d_act, g.fc2.weight, g.fc2.bias, dout, a.act, w.fc2.weight, N, d.I, d.C, GradWrite::Overwrite,
                     precision);

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "kernels/bf16_gemm.h"
+#include "kernels/linear_gelu.h"
 #include "model/config.h"
 #include "model/parameters.h"
 
@@ -102,7 +103,10 @@ struct AttentionActs {
 template <typename T>
 struct MlpActs {
   NormActs<T> in;      // [in norm] (scaled by c in place for LNS)
-  T* pre = nullptr;    // (N, I_in) fc1 output (gated: [value | gate]); [sphere] times s_uv
+  T* pre = nullptr;    // (N, I_in) fc1 output (gated: [value | gate]); [sphere] times s_uv; see pre_saved
+  // [GELU, fused forward] what `pre` holds after the forward: the fc1 output, or GELU's derivative at it (the
+  // backward's epilogue then multiplies by it; kernels/linear_gelu.h)
+  kernels::GeluSaved pre_saved = kernels::GeluSaved::PreActivation;
   T* pre_raw = nullptr;  // [sphere] (N, I_in) fc1 output before s_uv
   T* act = nullptr;    // (N, I) activation output, fc2's input
   T* out = nullptr;    // (N,C) F(x)
