@@ -7,6 +7,8 @@
 //                                (gelu_linear_backward against linear_backward: the same weight-gradient
 //                                products in both, so their difference is the epilogue's)
 //   row sums        fc2 dW       128x512x2016 TN: the bias gradient's sums of dout, taken while A is packed
+//   GELU and gelu'  fc1 forward  as GELU, also storing gelu'(pre) over pre for the backward (GeluSaved::Derivative)
+//   times kept gelu' fc2 dX      as GELU derivative, multiplying by that stored derivative instead
 // Plain and fused calls alternate, the same operands every call (cache-resident, as bench's GEMM peak);
 // the fastest of 100 calls each, by the thread's CPU time with one thread (a busy machine's waits for a core
 // left out), by wall time with more. All ratios are from this one run.
@@ -109,6 +111,30 @@ int main(int argc, char** argv) {
          [&] { gelu_backward(dpre.data(), dpre.data(), pre.data(), static_cast<long>(N) * H); }},
         calls, threads);
     row("GELU derivative", "2016x512x128 NN", t[1], t[2], t[0], t[3]);
+  }
+  {  // GELU forward keeping gelu' for the backward (GeluSaved::Derivative), into buffers of its own
+    std::vector<float> kept(pre.size()), act_kept(pre.size());
+    const auto t = fastest(
+        {[&] { linear_forward(kept.data(), inp.data(), w1.data(), b1.data(), N, C, H); },
+         [&] {
+           linear_gelu_forward(act_kept.data(), kept.data(), inp.data(), w1.data(), b1.data(), N, C, H,
+                               GemmPrecision::Fp32, GeluForm::Erf, /*want_derivative=*/true);
+         }},
+        calls, threads);
+    row("GELU and gelu'", "2016x512x128 NT", t[0], t[1], t[0], 0);
+    // and the backward that multiplies by the kept derivative
+    const auto b = fastest(
+        {[&] { sgemm(false, false, N, H, C, dout.data(), C, w2.data(), H, 0.f, dpre.data(), H); },
+         [&] {
+           linear_backward(dpre.data(), dw2.data(), db2.data(), dout.data(), act.data(), w2.data(), N, H, C,
+                           GradWrite::Overwrite);
+         },
+         [&] {
+           gelu_linear_backward(dpre.data(), dw2.data(), db2.data(), dout.data(), kept.data(), act.data(), w2.data(),
+                                N, H, C, GemmPrecision::Fp32, GeluForm::Erf, GeluSaved::Derivative);
+         }},
+        calls, threads);
+    row("times kept gelu'", "2016x512x128 NN", b[1], b[2], b[0], 0);
   }
   {  // the bias gradient's row sums in the weight-gradient product
     const auto t = fastest(
