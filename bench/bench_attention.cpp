@@ -1,5 +1,6 @@
 // Causal attention's forward and backward (kernels/attention.h) alone, on the shapes the benchmarks train:
 //   source  the source's model: batch 32, T 63, width 128, 4 heads of 32 (one layer's call; 24 per step)
+//   small   the same heads at batch 2: every operand stays in L2, so what is left is the kernel's own work
 //   gpt2    GPT-2 124M as bench/compare_pytorch --model gpt2 runs it: batch 4, T 64, width 768, 12 heads of 64
 //   gpt2-256  the same at T 256
 // For each: the fastest of N calls (by the thread's CPU time with one thread, wall time with more), the
