@@ -53,11 +53,6 @@ __attribute__((target("avx2"))) inline void transpose_8x8(float* dst, long dst_s
 }
 #endif
 
-// Softmax rows in registers. kReduceLanes lanes (lane_reduce.h) are NA = kReduceLanes / W vectors of the level's
-// W floats; block b of kReduceLanes positions adds position b + l to lane l, as lane_sum does, and the lanes are
-// then combined by lane_reduce's pairwise tree. A row is the same at every level: only the register width
-// differs. (The lane loops of lane_sum and lane_max, compiled for a row of any length, kept their 16 lanes on
-// the stack and ran up to 15 positions one at a time; they took a third of attention's forward at T = 63.)
 #if defined(__x86_64__)
 // lane_reduce's tree over the 16 lanes of one AVX-512 register or two AVX2 registers (lanes 0-7, 8-15), in its
 // order: lanes l + 8 into l, then l + 4, l + 2, l + 1. Max as lane_max takes it: b > a ? b : a, a the lower lane
