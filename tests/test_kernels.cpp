@@ -210,6 +210,30 @@ TEST(Attention, FloatTiledPathMatchesDouble) {
   for (size_t i = 0; i < dqkv.size(); ++i) EXPECT_NEAR(dqkvf[i], dqkv[i], 1e-4 * std::max(1.0, std::abs(dqkv[i])));
 }
 
+// The float softmax rows run over whole vectors and mask a row's end: every T from 1 (a single position) through
+// the lengths around one vector (16) and one tile (64), against double, forward and backward.
+TEST(Attention, FloatRowsOfEveryLengthMatchDouble) {
+  for (int Tn : {1, 2, 5, 15, 16, 17, 31, 33, 48, 63, 64, 65, 80}) {
+    SCOPED_TRACE("T " + std::to_string(Tn));
+    Rng rng(static_cast<uint64_t>(100 + Tn));
+    const int B = 1, C = 32, H = 2;  // head size 16: the tiled path
+    auto qkv = random_vector(rng, B * Tn * 3 * C, 2.0);
+    auto dout = random_vector(rng, B * Tn * C, 1.0);
+    std::vector<float> qkvf(qkv.begin(), qkv.end()), doutf(dout.begin(), dout.end()), outf(B * Tn * C),
+        attf(B * H * Tn * Tn), scratchf(attention_scratch_size(B, Tn, C, H)), dqkvf(qkv.size(), 7.f);
+    std::vector<double> out(B * Tn * C), att(B * H * Tn * Tn), scratch(attention_scratch_size(B, Tn, C, H)),
+        dqkv(qkv.size(), 0.0);
+    attention_forward(out.data(), att.data(), scratch.data(), qkv.data(), B, Tn, C, H);
+    attention_forward(outf.data(), attf.data(), scratchf.data(), qkvf.data(), B, Tn, C, H);
+    for (size_t i = 0; i < att.size(); ++i) ASSERT_NEAR(attf[i], att[i], 2e-6) << "att " << i;  // zeros included
+    for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(outf[i], out[i], 2e-5 * std::max(1.0, std::abs(out[i])));
+    attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), B, Tn, C, H);
+    attention_backward(dqkvf.data(), scratchf.data(), doutf.data(), qkvf.data(), attf.data(), B, Tn, C, H);
+    for (size_t i = 0; i < dqkv.size(); ++i)  // dqkvf was 7 everywhere: every element written, none added to
+      ASSERT_NEAR(dqkvf[i], dqkv[i], 1e-4 * std::max(1.0, std::abs(dqkv[i]))) << "dqkv " << i;
+  }
+}
+
 TEST_P(KernelGrad, AttentionIsCausal) {
   const int B = 1, Tn = 6, C = 4, H = 2;
   auto qkv = random_vector(rng, B * Tn * 3 * C, scale());
