@@ -132,6 +132,16 @@ struct SoftmaxLanes {
     for (int l = 0; l < count; ++l) x[l] = p[l];
     return x;
   }
+  // lane_reduce's tree over the lanes in memory, for the levels without shuffles here (lanes[l] = combine(lanes[l],
+  // lanes[l + w]))
+  template <typename Combine>
+  static BLOCKLAB_ALWAYS_INLINE float tree_in_memory(const V (&acc)[NA], Combine combine) {
+    float lanes[kReduceLanes];
+    for (int j = 0; j < NA; ++j) simd::store<float, VB>(lanes + j * W, acc[j]);
+    for (int w = kReduceLanes / 2; w > 0; w /= 2)
+      for (int l = 0; l < w; ++l) lanes[l] = combine(lanes[l], lanes[l + w]);
+    return lanes[0];
+  }
   static BLOCKLAB_ALWAYS_INLINE float tree_sum(const V (&acc)[NA]) {
 #if defined(__x86_64__)
     if constexpr (I == Isa::Avx512)
@@ -139,11 +149,7 @@ struct SoftmaxLanes {
     else if constexpr (I == Isa::Avx2)
       return tree_sum_avx2(reinterpret_cast<__m256>(acc[0]), reinterpret_cast<__m256>(acc[1]));
 #endif
-    float lanes[kReduceLanes];
-    for (int j = 0; j < NA; ++j) simd::store<float, VB>(lanes + j * W, acc[j]);
-    for (int w = kReduceLanes / 2; w > 0; w /= 2)
-      for (int l = 0; l < w; ++l) lanes[l] += lanes[l + w];
-    return lanes[0];
+    return tree_in_memory(acc, [](float a, float b) { return a + b; });
   }
   static BLOCKLAB_ALWAYS_INLINE float tree_max(const V (&acc)[NA]) {
 #if defined(__x86_64__)
@@ -152,11 +158,7 @@ struct SoftmaxLanes {
     else if constexpr (I == Isa::Avx2)
       return tree_max_avx2(reinterpret_cast<__m256>(acc[0]), reinterpret_cast<__m256>(acc[1]));
 #endif
-    float lanes[kReduceLanes];
-    for (int j = 0; j < NA; ++j) simd::store<float, VB>(lanes + j * W, acc[j]);
-    for (int w = kReduceLanes / 2; w > 0; w /= 2)
-      for (int l = 0; l < w; ++l) lanes[l] = lanes[l + w] > lanes[l] ? lanes[l + w] : lanes[l];
-    return lanes[0];
+    return tree_in_memory(acc, [](float a, float b) { return b > a ? b : a; });
   }
 };
 
@@ -189,7 +191,7 @@ BLOCKLAB_ALWAYS_INLINE void softmax_row(T* row, int len, T* z, int n) {
 #pragma GCC unroll 4
       for (int j = 0; j < NA; ++j) {
         float* zb = z + b + j * W;
-        const V e = exp_approx<VB>(simd::load<float, VB>(zb) - maxval);
+        const V e = exp_approx_of(simd::load<float, VB>(zb) - maxval);
         const V kept = iota + static_cast<float>(b + j * W) < count ? e : V{};  // past the window: +0
         simd::store<float, VB>(zb, kept);
         acc[j] += kept;

@@ -9,61 +9,43 @@
 
 #include "kernels/isa.h"
 #include "kernels/simd.h"
-#include "util/bit_cast.h"
 
 namespace blocklab::kernels {
 
-// exp(x) for x <= ~88; relative error ~2 ulp. Inputs below -87.3 return ~0 (2^-126 scale).
-BLOCKLAB_ALWAYS_INLINE float exp_approx(float x) {
-  x = x < -87.3f ? -87.3f : x;
-  x = x > 88.0f ? 88.0f : x;
-  // n = round(x / ln 2) by the 1.5 * 2^23 trick (no rounding-mode dependence, vectorises)
+// exp(x) for x <= ~88; relative error ~2 ulp. Inputs below -87.3 return ~0 (2^-126 scale). F is float, or a
+// vector of floats (kernels/simd.h) for kernels that keep their values in registers: the same operations, lane
+// by lane.
+template <typename F>
+BLOCKLAB_ALWAYS_INLINE F exp_approx_of(F x) {
+  using Int = std::conditional_t<std::is_same_v<F, float>, int32_t, simd::Vec<int32_t, static_cast<int>(sizeof(F))>>;
+  x = x < -87.3f ? F{} - 87.3f : x;
+  x = x > 88.0f ? F{} + 88.0f : x;
+  // n = round(x / ln 2) by the 1.5 * 2^23 trick (no rounding-mode dependence, vectorises): 1.5 * 2^23 + n holds
+  // n in its low bits
   const float shifter = 12582912.0f;
-  const float n = (x * 1.44269504088896341f + shifter) - shifter;
+  const F shifted = x * 1.44269504088896341f + shifter;
+  const F n = shifted - shifter;
   // r = x - n ln 2 in two parts (Cody-Waite)
-  float r = x - n * 0.693359375f;
+  F r = x - n * 0.693359375f;
   r = r + n * 2.12194440e-4f;
   // Cephes expf polynomial on |r| <= ln2/2
-  float p = 1.9875691500e-4f;
+  F p = F{} + 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  return p * bit_cast<float>(bits);
-}
-
-// exp_approx in every lane of a vector of floats (kernels/simd.h): the same operations in the same order, for
-// kernels that keep their values in vector registers rather than in loops the compiler vectorises.
-template <int Bytes>
-BLOCKLAB_ALWAYS_INLINE simd::Vec<float, Bytes> exp_approx(simd::Vec<float, Bytes> x) {
-  using V = simd::Vec<float, Bytes>;
-  using VI = simd::Vec<int32_t, Bytes>;
-  x = x < -87.3f ? V{} - 87.3f : x;
-  x = x > 88.0f ? V{} + 88.0f : x;
-  const float shifter = 12582912.0f;
-  const V shifted = x * 1.44269504088896341f + shifter;  // 1.5 * 2^23 + n: n sits in the low bits
-  const V n = shifted - shifter;
-  V r = x - n * 0.693359375f;
-  r = r + n * 2.12194440e-4f;
-  V p = V{} + 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  // n as an integer: the bits of 1.5 * 2^23 + n less those of 1.5 * 2^23 (exact for |n| < 2^22), as the scalar
-  // form's conversion of n gives
-  VI bits;
+  // 2^n: n is the bits of 1.5 * 2^23 + n less those of 1.5 * 2^23 (exact for |n| < 2^22)
+  Int bits;
   std::memcpy(&bits, &shifted, sizeof bits);
   bits = (bits - 0x4B400000 + 127) << 23;
-  V scale;
+  F scale;
   std::memcpy(&scale, &bits, sizeof scale);
   return p * scale;
 }
+
+BLOCKLAB_ALWAYS_INLINE float exp_approx(float x) { return exp_approx_of(x); }
 
 // erf(x) by Abramowitz & Stegun 7.1.26: |error| <= 1.5e-7. Also gives the exp(-x^2) it computes on the way
 // (GELU's derivative needs it again).
