@@ -304,7 +304,8 @@ TEST(StabilityMap, CsvRowsReadBackAsWritten) {
 }
 
 // A map interrupted in its second sweep writes the rows finished so far; carried to another directory with
-// --finished, those runs are not trained again, the rest are, and the rows read back are the rows written.
+// --finished, those runs are not trained again, the rest are, and the rows read back are the rows written. A run
+// finished both in the output directory and in --finished is one row.
 TEST(StabilityMap, InterruptedMapCarriesItsRowsToAnotherDirectory) {
   const fs::path root = bt::fresh_dir("stabilitymap_carry");
   const std::vector<std::string> flags = {"--layers", "2", "--width", "48", "--heads", "2", "--vocab", "8",
@@ -352,6 +353,17 @@ TEST(StabilityMap, InterruptedMapCarriesItsRowsToAnotherDirectory) {
   ASSERT_EQ(full.size(), 3u);
   EXPECT_EQ(full[1], partial[1]);  // the carried row, as it was written
   EXPECT_EQ(full[2][1], "radam");
+
+  // Continued in the first directory, which finished adam's run itself, with --finished carrying that run too:
+  // one row for it (the carried one), and the interrupted radam run finished.
+  const bt::CliResult again =
+      bt::run_cli("stabilitymap" + flag_text + " --finished " + carried.string() + " --out " + first);
+  ASSERT_EQ(again.status, 0) << again.out << again.err;
+  EXPECT_NE(again.out.find("1 run(s) finished both in"), std::string::npos) << again.out;
+  const auto once = csv_rows(fs::path(first) / "stabilitymap.csv");
+  ASSERT_EQ(once.size(), 3u) << again.out;
+  EXPECT_EQ(once[1], partial[1]);
+  EXPECT_EQ(once[2][1], "radam");
 
   // Other per-run settings, or a directory without a map, are refused before anything is written.
   std::string other = flag_text;

@@ -653,6 +653,26 @@ StabilityMapResult run_stabilitymap(const StabilityMapOptions& options, const Lo
                               : std::string()));
   StabilityMapResult result;
   result.runs = finished.runs;
+  // A sweep's result holds every run finished in its directory, also those it skipped as finished elsewhere (an
+  // OUT that trained them in an earlier piece, when --finished now carries them too): each run is one row, the
+  // carried one.
+  std::set<std::string> carried;
+  for (const StabilityRun& r : finished.runs) carried.insert(run_key(r));
+  int both = 0;
+  const auto add_rows = [&](const std::string& optimizer, const SweepResult& sweep) {
+    for (StabilityRun& r : stabilitymap_runs(optimizer, sweep)) {
+      if (carried.count(run_key(r)) != 0) {
+        ++both;
+        continue;
+      }
+      result.runs.push_back(std::move(r));
+    }
+  };
+  const auto log_both = [&] {
+    if (log && both > 0)
+      log(std::to_string(both) + " run(s) finished both in " + options.out + " and in " + options.finished +
+          ": the rows from " + options.finished + " are kept");
+  };
   // Plan order (optimizer, placement, warm-up, lr, seed) whichever way the rows came: the CSV reads the same
   // wherever each run was trained.
   const auto write_in_plan_order = [&] {
@@ -683,7 +703,8 @@ StabilityMapResult run_stabilitymap(const StabilityMapOptions& options, const Lo
     } catch (const SweepInterrupted& interrupted) {
       // The map so far: every earlier sweep, this one's finished runs, and the rows finished elsewhere.
       try {
-        for (StabilityRun& r : stabilitymap_runs(name, interrupted.finished())) result.runs.push_back(std::move(r));
+        add_rows(name, interrupted.finished());
+        log_both();
         write_in_plan_order();
         if (log) log("wrote the map of the " + std::to_string(result.runs.size()) + " run(s) finished so far: " + result.csv);
       } catch (const std::exception& e) {
@@ -691,8 +712,9 @@ StabilityMapResult run_stabilitymap(const StabilityMapOptions& options, const Lo
       }
       throw;
     }
-    for (StabilityRun& r : stabilitymap_runs(name, result.sweeps.back())) result.runs.push_back(std::move(r));
+    add_rows(name, result.sweeps.back());
   }
+  log_both();
   write_in_plan_order();
   if (log)
     log(result.figure.drawn ? "wrote " + result.csv + ", " + result.markdown + " and stabilitymap*.{png,svg}"
