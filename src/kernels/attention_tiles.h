@@ -54,43 +54,49 @@ __attribute__((target("avx2"))) inline void transpose_8x8(float* dst, long dst_s
 #endif
 
 #if defined(__x86_64__)
-// lane_reduce's tree over the 16 lanes of one AVX-512 register or two AVX2 registers (lanes 0-7, 8-15), in its
+// lane_reduce's tree over 16 float lanes (one AVX-512 register, or two AVX2 registers: lanes 0-7, 8-15), in its
 // order: lanes l + 8 into l, then l + 4, l + 2, l + 1. Max as lane_max takes it: b > a ? b : a, a the lower lane
-// (maxps(b, a) returns a when they are unordered or equal). Not forced inline (see transpose_8x8).
-__attribute__((target("avx2,fma"))) inline __m128 tree_last_four_sum(__m128 x) {
-  x = _mm_add_ps(x, _mm_movehl_ps(x, x));                   // lanes 0, 1 += lanes 2, 3
-  return _mm_add_ps(x, _mm_shuffle_ps(x, x, 0x1));          // lane 0 += lane 1
+// (maxps(b, a) returns a when they are unordered or equal). Not forced inline (see transpose_8x8); the entry
+// points take the lanes by address, as a function compiled without AVX may not pass AVX registers (Clang refuses,
+// GCC warns of the ABI), and the level's flattened entry point inlines them, the lanes staying in registers.
+__attribute__((target("avx2,fma"))) inline float tree_sum_halves(__m256 lo, __m256 hi) {
+  const __m256 x = _mm256_add_ps(lo, hi);                                                     // l += l + 8
+  __m128 y = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));              // l += l + 4
+  y = _mm_add_ps(y, _mm_movehl_ps(y, y));                                                     // l += l + 2
+  return _mm_cvtss_f32(_mm_add_ps(y, _mm_shuffle_ps(y, y, 0x1)));                              // l += l + 1
 }
-__attribute__((target("avx2,fma"))) inline __m128 tree_last_four_max(__m128 x) {
-  x = _mm_max_ps(_mm_movehl_ps(x, x), x);
-  return _mm_max_ps(_mm_shuffle_ps(x, x, 0x1), x);
-}
-__attribute__((target("avx2,fma"))) inline float tree_sum_avx2(__m256 lo, __m256 hi) {
-  const __m256 x = _mm256_add_ps(lo, hi);
-  return _mm_cvtss_f32(tree_last_four_sum(_mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1))));
-}
-__attribute__((target("avx2,fma"))) inline float tree_max_avx2(__m256 lo, __m256 hi) {
+__attribute__((target("avx2,fma"))) inline float tree_max_halves(__m256 lo, __m256 hi) {
   const __m256 x = _mm256_max_ps(hi, lo);
-  return _mm_cvtss_f32(tree_last_four_max(_mm_max_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x))));
+  __m128 y = _mm_max_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+  y = _mm_max_ps(_mm_movehl_ps(y, y), y);
+  return _mm_cvtss_f32(_mm_max_ps(_mm_shuffle_ps(y, y, 0x1), y));
 }
-// lanes 0-7 or 8-15 of x (the zero-masked extract with every lane on is the plain instruction: the plain
-// intrinsics, _mm512_castps512_ps256 included, pass GCC 12 an undefined operand that draws -Wmaybe-uninitialized)
-__attribute__((target("avx512f"))) inline __m256 half_of(__m512 x, int upper) {
-  return upper ? _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, _mm512_castps_pd(x), 1))
-               : _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, _mm512_castps_pd(x), 0));
+__attribute__((target("avx2,fma"))) inline float tree_sum_avx2(const float* lanes) {
+  return tree_sum_halves(_mm256_loadu_ps(lanes), _mm256_loadu_ps(lanes + 8));
 }
-__attribute__((target("avx512f"))) inline float tree_sum_avx512(__m512 x) {
-  return tree_sum_avx2(half_of(x, 0), half_of(x, 1));
+__attribute__((target("avx2,fma"))) inline float tree_max_avx2(const float* lanes) {
+  return tree_max_halves(_mm256_loadu_ps(lanes), _mm256_loadu_ps(lanes + 8));
 }
-__attribute__((target("avx512f"))) inline float tree_max_avx512(__m512 x) {
-  return tree_max_avx2(half_of(x, 0), half_of(x, 1));
+// At AVX-512 the lanes are one register: its halves (the zero-masked extract with every lane on is the plain
+// instruction; the plain intrinsics, _mm512_castps512_ps256 included, pass GCC 12 an undefined operand that draws
+// -Wmaybe-uninitialized).
+__attribute__((target("avx512f"))) inline float tree_sum_avx512(const float* lanes) {
+  const __m512d x = _mm512_castps_pd(_mm512_loadu_ps(lanes));
+  return tree_sum_halves(_mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, x, 0)),
+                         _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, x, 1)));
 }
-// the first `count` lanes of x to p, or from p with the other lanes 0 (neither touches memory past them), count < 16
-__attribute__((target("avx512f"))) inline void store_first_avx512(float* p, __m512 x, int count) {
-  _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << count) - 1), x);
+__attribute__((target("avx512f"))) inline float tree_max_avx512(const float* lanes) {
+  const __m512d x = _mm512_castps_pd(_mm512_loadu_ps(lanes));
+  return tree_max_halves(_mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, x, 0)),
+                         _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, x, 1)));
 }
-__attribute__((target("avx512f"))) inline __m512 load_first_avx512(const float* p, int count) {
-  return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << count) - 1), p);
+// the first `count` of the 16 values at x to p, or p's first `count` to x with the other lanes 0 (neither touches
+// memory past them), count < 16
+__attribute__((target("avx512f"))) inline void store_first_avx512(float* p, const float* x, int count) {
+  _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << count) - 1), _mm512_loadu_ps(x));
+}
+__attribute__((target("avx512f"))) inline void load_first_avx512(float* x, const float* p, int count) {
+  _mm512_storeu_ps(x, _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << count) - 1), p));
 }
 #endif
 
@@ -117,7 +123,7 @@ struct SoftmaxLanes {
   static BLOCKLAB_ALWAYS_INLINE void store_first(float* p, const V& x, int count) {
 #if defined(__x86_64__)
     if constexpr (I == Isa::Avx512) {
-      store_first_avx512(p, reinterpret_cast<__m512>(x), count);
+      store_first_avx512(p, reinterpret_cast<const float*>(&x), count);
       return;
     }
 #endif
@@ -125,10 +131,13 @@ struct SoftmaxLanes {
   }
   // p[0:count) in the first lanes, 0 in the others, count < W
   static BLOCKLAB_ALWAYS_INLINE V load_first(const float* p, int count) {
-#if defined(__x86_64__)
-    if constexpr (I == Isa::Avx512) return reinterpret_cast<V>(load_first_avx512(p, count));
-#endif
     V x{};
+#if defined(__x86_64__)
+    if constexpr (I == Isa::Avx512) {
+      load_first_avx512(reinterpret_cast<float*>(&x), p, count);
+      return x;
+    }
+#endif
     for (int l = 0; l < count; ++l) x[l] = p[l];
     return x;
   }
@@ -145,18 +154,18 @@ struct SoftmaxLanes {
   static BLOCKLAB_ALWAYS_INLINE float tree_sum(const V (&acc)[NA]) {
 #if defined(__x86_64__)
     if constexpr (I == Isa::Avx512)
-      return tree_sum_avx512(reinterpret_cast<__m512>(acc[0]));
+      return tree_sum_avx512(reinterpret_cast<const float*>(&acc[0]));
     else if constexpr (I == Isa::Avx2)
-      return tree_sum_avx2(reinterpret_cast<__m256>(acc[0]), reinterpret_cast<__m256>(acc[1]));
+      return tree_sum_avx2(reinterpret_cast<const float*>(&acc[0]));  // acc[0], acc[1]: lanes 0-7, 8-15
 #endif
     return tree_in_memory(acc, [](float a, float b) { return a + b; });
   }
   static BLOCKLAB_ALWAYS_INLINE float tree_max(const V (&acc)[NA]) {
 #if defined(__x86_64__)
     if constexpr (I == Isa::Avx512)
-      return tree_max_avx512(reinterpret_cast<__m512>(acc[0]));
+      return tree_max_avx512(reinterpret_cast<const float*>(&acc[0]));
     else if constexpr (I == Isa::Avx2)
-      return tree_max_avx2(reinterpret_cast<__m256>(acc[0]), reinterpret_cast<__m256>(acc[1]));
+      return tree_max_avx2(reinterpret_cast<const float*>(&acc[0]));
 #endif
     return tree_in_memory(acc, [](float a, float b) { return b > a ? b : a; });
   }
