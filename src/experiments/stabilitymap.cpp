@@ -224,6 +224,12 @@ std::vector<StabilityRun> parse_stabilitymap_csv(const std::string& text, const 
   return runs;
 }
 
+std::set<std::string> FinishedRuns::keys() const {
+  std::set<std::string> keys;
+  for (const StabilityRun& r : runs) keys.insert(run_key(r));
+  return keys;
+}
+
 FinishedRuns read_finished_runs(const StabilityMapOptions& options) {
   FinishedRuns finished;
   if (options.finished.empty()) return finished;
@@ -297,8 +303,7 @@ std::vector<SweepOptions> plan_stabilitymap(const StabilityMapOptions& options, 
   for (NormPlacement p : options.placements) placements += (placements.empty() ? "" : ",") + to_string(p);
   for (int w : options.warmups) warmup_list += (warmup_list.empty() ? "" : ",") + std::to_string(w);
   for (double lr : options.lrs) lr_list += (lr_list.empty() ? "" : ",") + lr_text(lr);
-  auto finished = std::make_shared<std::set<std::string>>();  // the keys of the runs finished elsewhere
-  for (const StabilityRun& r : finished_runs.runs) finished->insert(run_key(r));
+  const auto finished = std::make_shared<const std::set<std::string>>(finished_runs.keys());  // finished elsewhere
   std::vector<SweepOptions> sweeps;
   for (const OptimizerEntry& e : options.optimizers) {
     SweepOptions s;
@@ -656,8 +661,7 @@ StabilityMapResult run_stabilitymap(const StabilityMapOptions& options, const Lo
   // A sweep's result holds every run finished in its directory, also those it skipped as finished elsewhere (an
   // OUT that trained them in an earlier piece, when --finished now carries them too): each run is one row, the
   // carried one.
-  std::set<std::string> carried;
-  for (const StabilityRun& r : finished.runs) carried.insert(run_key(r));
+  const std::set<std::string> carried = finished.keys();
   int both = 0;
   const auto add_rows = [&](const std::string& optimizer, const SweepResult& sweep) {
     for (StabilityRun& r : stabilitymap_runs(optimizer, sweep)) {

@@ -21,6 +21,7 @@
 // "+v0" for GI-Adam's second moment started from the first gradient (adam_v0 = grad; adam, adamw and radam
 // only): "adam", "adam+v0", "radam+v0".
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,7 @@ std::vector<StabilityRun> parse_stabilitymap_csv(const std::string& text, const 
 struct FinishedRuns {
   std::vector<StabilityRun> runs;  // inside this map's lists, reused = true
   int outside = 0;                 // rows of other placements, optimizers, warm-ups, lrs or seeds: not used
+  std::set<std::string> keys() const;  // one per run: placement, optimizer, warm-up, lr and seed
 };
 // options.finished's rows (none when it is ""). Throws Error when the directory holds no stability map, its
 // per-run settings differ from this map's (naming the first setting that does), or a run appears twice.
