@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
+#include <string>
 #include <vector>
 
 #include "bench_threads.h"
@@ -66,20 +68,22 @@ void run(const Shape& s, int threads, int calls) {
 int main(int argc, char** argv) {
   const int threads = bench::threads_argument(argc, argv, "bench_attention");
   if (threads == 0) return 2;
+  const Shape shapes[] = {{"source", 32, 63, 128, 4},
+                          {"small", 2, 63, 128, 4},
+                          {"gpt2", 4, 64, 768, 12},
+                          {"gpt2-256", 4, 256, 768, 12}};
+  const char* only = argc > 2 ? argv[2] : nullptr;
+  if (only != nullptr &&
+      std::none_of(std::begin(shapes), std::end(shapes), [&](const Shape& s) { return std::strcmp(only, s.name) == 0; })) {
+    std::string names;
+    for (const Shape& s : shapes) names += (names.empty() ? "" : ", ") + std::string(s.name);
+    std::fprintf(stderr, "bench_attention: no shape named '%s' (%s)\n", only, names.c_str());
+    return 2;
+  }
   set_num_threads(threads);
   std::printf("causal attention, float, %d thread(s); fastest of the calls, by %s\n", threads,
               threads == 1 ? "the thread's CPU time" : "wall time");
-  const Shape shapes[] = {{"source", 32, 63, 128, 4}, {"small", 2, 63, 128, 4}, {"gpt2", 4, 64, 768, 12}, {"gpt2-256", 4, 256, 768, 12}};
-  const char* only = argc > 2 ? argv[2] : nullptr;
-  int ran = 0;
   for (const Shape& s : shapes)
-    if (only == nullptr || std::strcmp(only, s.name) == 0) {
-      run(s, threads, s.T > 64 ? 20 : 100);
-      ++ran;
-    }
-  if (ran == 0) {
-    std::fprintf(stderr, "bench_attention: no shape named '%s' (source, gpt2, gpt2-256)\n", only);
-    return 2;
-  }
+    if (only == nullptr || std::strcmp(only, s.name) == 0) run(s, threads, s.T > 64 ? 20 : 100);
   return 0;
 }
