@@ -45,6 +45,8 @@ static_assert(kKc % 32 == 0 && kMc % kMr == 0);
 //   A, transposed:     MR-row panels, Ap[p][kp][r] (an MR-word column of pairs per kp), as sgemm's packed A.
 //   B:                 NR-column panels, Bp[q][kp][j].
 
+inline void prefetch(const float* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
+
 // (lo[t], hi[t]) for t = 0..15 as 32-bit words.
 BLOCKLAB_BF16_TARGET inline __m512i interleave_rows(__m512 lo, __m512 hi) {
   alignas(64) static const uint16_t order[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
@@ -77,65 +79,112 @@ BLOCKLAB_BF16_TARGET void pack_a_rows(uint32_t* Ab, const float* A, int lda, int
 
 // Transposed (A stored (K, M), op(A)[i][k] = A[k][i]): Ap[p][kp][r]. With row_sums, also
 // row_sums[i - i0] += op(A)[i][k] in k order, in float (the caller keeps the sums across K-chunks).
+// A pair of A's rows at a time across all the block's panels: each row's stretch of the block is read in one
+// pass (panel by panel, each row gave 48 bytes to a panel and the next panel's came a whole walk later).
 BLOCKLAB_BF16_TARGET void pack_a_panels(uint32_t* Ap, const float* A, int lda, int i0, int rows, int k0, int kc,
                                         float* row_sums) {
-  const int kpc = (kc + 1) / 2;
-  for (int p = 0; p * kMr < rows; ++p) {
-    const int r_end = std::min(kMr, rows - p * kMr);
-    const __mmask16 mask = static_cast<__mmask16>((1u << r_end) - 1);
-    uint32_t* dst = Ap + static_cast<long>(p) * kMr * kpc;
-    const float* col = A + i0 + p * kMr;
-    __m512 sums = row_sums == nullptr ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask, row_sums + p * kMr);
-    for (int kp = 0; kp < kpc; ++kp) {
-      const int k = k0 + 2 * kp;
-      const __m512 x0 = _mm512_maskz_loadu_ps(mask, col + static_cast<long>(k) * lda);
-      const bool second = 2 * kp + 1 < kc;
-      const __m512 x1 = second ? _mm512_maskz_loadu_ps(mask, col + static_cast<long>(k + 1) * lda) : _mm512_setzero_ps();
-      if (row_sums != nullptr) {
-        sums = _mm512_add_ps(sums, x0);
-        if (second) sums = _mm512_add_ps(sums, x1);
-      }
-      _mm512_mask_storeu_epi32(dst + static_cast<long>(kp) * kMr, static_cast<__mmask16>((1u << kMr) - 1),
-                               interleave_rows(x0, x1));
-    }
-    if (row_sums != nullptr) _mm512_mask_storeu_ps(row_sums + p * kMr, mask, sums);
+  constexpr int kPanels = kMc / kMr;
+  const int kpc = (kc + 1) / 2, panels = (rows + kMr - 1) / kMr;
+  __mmask16 mask[kPanels];
+  __m512 sums[kPanels];
+  for (int p = 0; p < panels; ++p) {
+    mask[p] = static_cast<__mmask16>((1u << std::min(kMr, rows - p * kMr)) - 1);
+    sums[p] = row_sums == nullptr ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask[p], row_sums + p * kMr);
   }
+  const __mmask16 panel_words = static_cast<__mmask16>((1u << kMr) - 1);
+  for (int kp = 0; kp < kpc; ++kp) {
+    const int k = k0 + 2 * kp;
+    const bool second = 2 * kp + 1 < kc;
+    const float* row0 = A + static_cast<long>(k) * lda + i0;
+    const float* row1 = row0 + lda;
+    for (int p = 0; p < panels; ++p) {
+      const __m512 x0 = _mm512_maskz_loadu_ps(mask[p], row0 + p * kMr);
+      const __m512 x1 = second ? _mm512_maskz_loadu_ps(mask[p], row1 + p * kMr) : _mm512_setzero_ps();
+      if (row_sums != nullptr) {
+        sums[p] = _mm512_add_ps(sums[p], x0);
+        if (second) sums[p] = _mm512_add_ps(sums[p], x1);
+      }
+      _mm512_mask_storeu_epi32(Ap + (static_cast<long>(p) * kpc + kp) * kMr, panel_words, interleave_rows(x0, x1));
+    }
+  }
+  if (row_sums != nullptr)
+    for (int p = 0; p < panels; ++p) _mm512_mask_storeu_ps(row_sums + p * kMr, mask[p], sums[p]);
 }
 
-// Bp[kp][j] = (op(B)[k0+2kp][j0+j], op(B)[k0+2kp+1][j0+j]) for one NR-column panel, zero beyond cols.
-BLOCKLAB_BF16_TARGET void pack_b_panel(uint32_t* dst, const float* B, int ldb, bool trans, int j0, int cols, int k0,
-                                       int kc) {
+// B not transposed (stored (K, N)): the panels of columns j0 .. j0 + cols (panel_words apart, the last one
+// zero beyond cols), a pair of B's rows at a time across all of them. Each pair of rows is read as two
+// contiguous stretches, which memory streams; panel by panel, a panel's 128 bytes of each row were 2 lines of
+// a different page per row, and the walk was slower than the arithmetic even from L3.
+BLOCKLAB_BF16_TARGET void pack_b_plain_rows(uint32_t* dst, long panel_words, const float* B, int ldb, int j0, int cols,
+                                            int k0, int kc) {
   const int kpc = (kc + 1) / 2;
-  if (trans) {
-    // B stored (N, K): the pairs of column j are consecutive in row j of B. 16 columns by 16 pairs at a time:
-    // each column's 32 floats become 16 pairs in a register, and a 16 x 16 transpose turns the columns into rows
-    // of dst (16 loads, 64 shuffles and 16 stores per 256 pairs, where a scalar scatter takes a store per pair).
-    for (int jj = 0; jj < kNr; jj += 16) {
-      const int n = std::clamp(cols - jj, 0, 16);
-      for (int k = 0; k < kc; k += 32) {
-        __m512 r[16];
-        for (int j = 0; j < 16; ++j)
-          r[j] = j < n ? _mm512_castsi512_ps(pairs_of(B + static_cast<long>(j0 + jj + j) * ldb + k0 + k, kc - k))
-                       : _mm512_setzero_ps();
-        transpose16(r);
-        const int pairs = std::min(16, kpc - k / 2);
-        for (int t = 0; t < pairs; ++t) _mm512_storeu_ps(reinterpret_cast<float*>(dst + (k / 2 + t) * kNr + jj), r[t]);
-      }
-    }
-    return;
-  }
-  const __mmask16 m0 = static_cast<__mmask16>(cols >= 16 ? 0xFFFF : (1u << cols) - 1);
-  const __mmask16 m1 = static_cast<__mmask16>(cols <= 16 ? 0 : cols >= 32 ? 0xFFFF : (1u << (cols - 16)) - 1);
+  const __m512 z = _mm512_setzero_ps();
   for (int kp = 0; kp < kpc; ++kp) {
     const float* r0 = B + static_cast<long>(k0 + 2 * kp) * ldb + j0;
     const bool second = 2 * kp + 1 < kc;
     const float* r1 = r0 + ldb;
     uint32_t* d = dst + kp * kNr;
-    const __m512 z = _mm512_setzero_ps();
-    _mm512_storeu_si512(d, interleave_rows(_mm512_maskz_loadu_ps(m0, r0), second ? _mm512_maskz_loadu_ps(m0, r1) : z));
-    _mm512_storeu_si512(d + 16,
-                        interleave_rows(_mm512_maskz_loadu_ps(m1, r0 + 16), second ? _mm512_maskz_loadu_ps(m1, r1 + 16) : z));
+    int j = 0;
+    for (; j + kNr <= cols; j += kNr, d += panel_words) {
+      _mm512_storeu_si512(d, interleave_rows(_mm512_loadu_ps(r0 + j), second ? _mm512_loadu_ps(r1 + j) : z));
+      _mm512_storeu_si512(d + 16,
+                          interleave_rows(_mm512_loadu_ps(r0 + j + 16), second ? _mm512_loadu_ps(r1 + j + 16) : z));
+    }
+    if (j < cols) {  // the last panel, zero beyond cols
+      const int left = cols - j;
+      const __mmask16 m0 = static_cast<__mmask16>(left >= 16 ? 0xFFFF : (1u << left) - 1);
+      const __mmask16 m1 = static_cast<__mmask16>(left <= 16 ? 0 : (1u << (left - 16)) - 1);
+      _mm512_storeu_si512(d, interleave_rows(_mm512_maskz_loadu_ps(m0, r0 + j),
+                                             second ? _mm512_maskz_loadu_ps(m0, r1 + j) : z));
+      _mm512_storeu_si512(d + 16, interleave_rows(_mm512_maskz_loadu_ps(m1, r0 + j + 16),
+                                                  second ? _mm512_maskz_loadu_ps(m1, r1 + j + 16) : z));
+    }
   }
+}
+
+// B transposed (stored (N, K)): Bp[kp][j] = (B[j0+j][k0+2kp], B[j0+j][k0+2kp+1]) for one NR-column panel, zero
+// beyond cols.
+BLOCKLAB_BF16_TARGET void pack_b_panel_transposed(uint32_t* dst, const float* B, int ldb, int j0, int cols, int k0,
+                                                  int kc) {
+  const int kpc = (kc + 1) / 2;
+  // B stored (N, K): the pairs of column j are consecutive in row j of B. 16 columns by 16 pairs at a time:
+  // each column's 32 floats become 16 pairs in a register, and a 16 x 16 transpose turns the columns into rows
+  // of dst (16 loads, 64 shuffles and 16 stores per 256 pairs, where a scalar scatter takes a store per pair).
+  for (int jj = 0; jj < kNr; jj += 16) {
+    const int n = std::clamp(cols - jj, 0, 16);
+    for (int k = 0; k < kc; k += 32) {
+      __m512 r[16];
+      const float* src = B + static_cast<long>(j0 + jj) * ldb + k0 + k;
+      if (n == 16 && kc - k >= 32) {
+        // whole rows: their next 64 floats are asked for now (the rows are ldb apart, and a
+        // transposing walk keeps too few misses in flight for memory to keep up on its own)
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; ++j) {
+          prefetch(src + static_cast<long>(j) * ldb + 64);
+          prefetch(src + static_cast<long>(j) * ldb + 80);
+          r[j] = _mm512_castsi512_ps(pairs_of(src + static_cast<long>(j) * ldb, 32));
+        }
+      } else {
+        for (int j = 0; j < 16; ++j)
+          r[j] = j < n ? _mm512_castsi512_ps(pairs_of(src + static_cast<long>(j) * ldb, kc - k)) : _mm512_setzero_ps();
+      }
+      transpose16(r);
+      const int pairs = std::min(16, kpc - k / 2);
+      for (int t = 0; t < pairs; ++t) _mm512_storeu_ps(reinterpret_cast<float*>(dst + (k / 2 + t) * kNr + jj), r[t]);
+    }
+  }
+}
+
+// Columns j0 .. j0 + cols of op(B) over k0 .. k0 + kc as consecutive NR-column panels (the last zero beyond cols).
+BLOCKLAB_BF16_TARGET void pack_b_block(uint32_t* Bp, const float* B, int ldb, bool trans, int j0, int cols, int k0,
+                                       int kc) {
+  const long panel_words = static_cast<long>(kNr) * ((kc + 1) / 2);
+  if (!trans) {
+    pack_b_plain_rows(Bp, panel_words, B, ldb, j0, cols, k0, kc);
+    return;
+  }
+  for (int j = 0; j < cols; j += kNr, Bp += panel_words)
+    pack_b_panel_transposed(Bp, B, ldb, j0 + j, std::min(kNr, cols - j), k0, kc);
 }
 
 // C[0:mr, 0:nr] = (accumulate ? C : 0) + A (MR x 2kpc) @ B (2kpc x NR), then + bias[0:nr] when bias is not
@@ -207,7 +256,11 @@ using neon_bf16::kKc;
 using neon_bf16::kPairsPerChunk;
 using neon_bf16::pack_a_panels;
 using neon_bf16::pack_a_rows;
-using neon_bf16::pack_b_panel;
+void pack_b_block(uint32_t* Bp, const float* B, int ldb, bool trans, int j0, int cols, int k0, int kc) {
+  const long panel_words = static_cast<long>(kNr) * ((kc + 1) / 2);
+  for (int j = 0; j < cols; j += kNr, Bp += panel_words)
+    neon_bf16::pack_b_panel(Bp, B, ldb, trans, j0 + j, std::min(kNr, cols - j), k0, kc);
+}
 constexpr int kDotChains = neon_bf16::kDotChains;
 long dot_loop(long steps, float* sink) { return neon_bf16::dot_loop(steps, sink); }
 constexpr const char* kDotInstruction = "bfdot";
@@ -237,6 +290,7 @@ uint32_t* aligned_words(std::vector<uint32_t>& v, size_t words) {
 // block's B through L3 or memory at the wide products: the MLP's 3072 columns, the head's 50257.) Each C
 // element still sums its K-chunks in order: the blocking does not change a bit.
 constexpr long kL2BlockBytes = 512 * 1024;
+
 constexpr int kBlockPanels =
     static_cast<int>(std::max(1L, kL2BlockBytes / (static_cast<long>(kNr) * kPairsPerChunk * 4)));
 void run(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb, float beta,
@@ -263,9 +317,7 @@ void run(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int ld
           const int kc = std::min(kKc, K - k0), kpc = (kc + 1) / 2;
           const bool accumulate = k0 > 0 || beta != 0.f;
           const bool last_chunk = k0 + kc == K;
-          for (int q = qa; q < qb; ++q)
-            pack_b_panel(Bp + static_cast<long>(q - qa) * kNr * kpc, B, ldb, trans_b, q * kNr,
-                         std::min(kNr, N - q * kNr), k0, kc);
+          pack_b_block(Bp, B, ldb, trans_b, qa * kNr, std::min(qb * kNr, N) - qa * kNr, k0, kc);
           for (int i0 = i_begin; i0 < i_end; i0 += kMc) {
             const int rows = std::min(kMc, i_end - i0);
             if (trans_a)  // the row sums on the first column block only
