@@ -25,6 +25,16 @@ size_t head_scratch(int Tn, int hs) {
   return static_cast<size_t>(Tn) * Tn + static_cast<size_t>(hs) * padded(Tn) +
          static_cast<size_t>(attention_tiles::kQueryRows) * (padded(Tn) + hs);
 }
+
+// Which (batch, head)'s part of the scratch a thread works in: that of the first head it takes, for all of its
+// heads. Each head overwrites what it reads of its part before reading it, so the numbers are those of a part
+// per head; but one part per thread stays in L1 and L2 from head to head, where a fresh part per head was
+// written to lines fetched from memory first (the backward's dz, T x T floats, most of all). The first head's
+// index is unique to its thread, nested or not: no two threads share a part.
+long scratch_slot(long& slot, long bh) {
+  if (slot < 0) slot = bh;
+  return slot;
+}
 }  // namespace
 
 size_t attention_scratch_size(int B, int Tn, int C, int H) {
@@ -38,9 +48,10 @@ using namespace attention_tiles;
 // Rows t0 .. t1 - 1 of the next head's q, k and v (and of its dout, when given), asked for while this head
 // computes: a head's rows are C3 apart and each gives it only hs floats, which the hardware prefetchers
 // find late; waiting on them was a tenth of the forward at the source model's shape. Changes no result.
+// With next_p (the forward), also rows t0 .. t1 - 1 of the next head's probabilities, for writing.
 template <typename T>
-BLOCKLAB_ALWAYS_INLINE void prefetch_next_head(const T* next, const T* next_dout, int t0, int t1, int hs, long C3,
-                                               long C) {
+BLOCKLAB_ALWAYS_INLINE void prefetch_next_head(const T* next, const T* next_dout, T* next_p, int t0, int t1, int hs,
+                                               int Tn, long C3, long C) {
   if (next == nullptr) return;
   constexpr int kLine = 64 / sizeof(T);
   for (int t = t0; t < t1; ++t)
@@ -48,6 +59,9 @@ BLOCKLAB_ALWAYS_INLINE void prefetch_next_head(const T* next, const T* next_dout
       for (int part = 0; part < 3; ++part) __builtin_prefetch(next + t * C3 + part * C + i);
       if (next_dout != nullptr) __builtin_prefetch(next_dout + t * C + i);
     }
+  if (next_p != nullptr)
+    for (long e = static_cast<long>(t0) * Tn; e < static_cast<long>(t1) * Tn; e += kLine)
+      __builtin_prefetch(next_p + e, 1);
 }
 
 template <Isa I, typename T>
@@ -61,7 +75,8 @@ BLOCKLAB_ALWAYS_INLINE void attention_forward_head_tiled(T* o, T* p, T* scratch,
   const T scale = T(1) / std::sqrt(static_cast<T>(hs));
   for (int t0 = 0; t0 < Tn; t0 += kQueryRows) {  // query rows in groups that share each load of K
     const int rows = std::min(kQueryRows, Tn - t0);
-    prefetch_next_head<T>(next, nullptr, t0, t0 + rows, hs, C3, C);
+    prefetch_next_head<T>(next, nullptr, next == nullptr ? nullptr : p + static_cast<long>(Tn) * Tn, t0, t0 + rows, hs,
+                          Tn, C3, C);
     rows_times_transposed<I>(z, Tp, q + t0 * C3, C3, rows, kt, t0 + rows, Tp, hs, scale, scaled);  // z_t[s] = scale q_t . k_s
     for (int t = t0; t < t0 + rows; ++t) {
       // causal window s = 0..t; z's rows have room for Tp >= t + 1 rounded up to kReduceLanes
@@ -89,7 +104,7 @@ BLOCKLAB_ALWAYS_INLINE void attention_backward_head_tiled(T* dq, T* dk, T* dv, T
   //   forward z = scale q_t . k_s      =>  dq_t += scale sum_s dz[t,s] k_s
   for (int t0 = 0; t0 < Tn; t0 += kQueryRows) {  // query rows in groups that share each load of V
     const int rows = std::min(kQueryRows, Tn - t0);
-    prefetch_next_head<T>(next, next_dout, t0, t0 + rows, hs, C3, C);
+    prefetch_next_head<T>(next, next_dout, nullptr, t0, t0 + rows, hs, Tn, C3, C);
     rows_times_transposed<I>(dp, Tp, dout + t0 * C, C, rows, vt, t0 + rows, Tp, hs, T(1), rows_copy);
     for (int t = t0; t < t0 + rows; ++t)  // dp's rows are computed up to the group's window rounded up to kLanes
       softmax_backward_row<I>(dz + static_cast<long>(t) * Tn, p + static_cast<long>(t) * Tn,
@@ -219,12 +234,15 @@ void attention_forward(T* out, T* att, T* scratch, const T* qkv, int B, int Tn, 
   BLOCKLAB_PROFILE("attention_forward");
   const int hs = C / H;
   const long C3 = 3L * C;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel
+  {
+  long slot = -1;  // the scratch of the thread's first head serves all of its heads (see scratch_slot)
+#pragma omp for collapse(2) schedule(static)
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < H; ++h) {
       const long bh = static_cast<long>(b) * H + h;
       const T* base = qkv + static_cast<long>(b) * Tn * C3 + h * hs;
-      T* head_scratch_ptr = scratch + bh * static_cast<long>(head_scratch(Tn, hs));
+      T* head_scratch_ptr = scratch + scratch_slot(slot, bh) * static_cast<long>(head_scratch(Tn, hs));
       T* o = out + static_cast<long>(b) * Tn * C + h * hs;
       // the head this thread most likely takes next (static schedule: the following pair)
       const T* next = bh + 1 < static_cast<long>(B) * H ? (h + 1 < H ? base + hs : base + Tn * C3 - h * hs) : nullptr;
@@ -236,6 +254,7 @@ void attention_forward(T* out, T* att, T* scratch, const T* qkv, int B, int Tn, 
           attention_forward_head(o, att + bh * Tn * Tn, head_scratch_ptr, base, base + C, base + 2 * C, Tn, hs, C3, C);
       });
     }
+  }
 }
 
 template <typename T>
@@ -244,14 +263,17 @@ void attention_backward(T* dqkv, T* scratch, const T* dout, const T* qkv, const 
   BLOCKLAB_PROFILE("attention_backward");
   const int hs = C / H;
   const long C3 = 3L * C;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel
+  {
+  long slot = -1;  // the scratch of the thread's first head serves all of its heads (see scratch_slot)
+#pragma omp for collapse(2) schedule(static)
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < H; ++h) {
       const long bh = static_cast<long>(b) * H + h;
       const long offset = static_cast<long>(b) * Tn * C3 + h * hs;
       const T* base = qkv + offset;
       T* dbase = dqkv + offset;
-      T* hsc = scratch + bh * static_cast<long>(head_scratch(Tn, hs));
+      T* hsc = scratch + scratch_slot(slot, bh) * static_cast<long>(head_scratch(Tn, hs));
       const T* g = dout + static_cast<long>(b) * Tn * C + h * hs;
       // the head this thread most likely takes next (static schedule: the following pair)
       const bool last = bh + 1 == static_cast<long>(B) * H;
@@ -269,6 +291,7 @@ void attention_backward(T* dqkv, T* scratch, const T* dout, const T* qkv, const 
         }
       });
     }
+  }
 }
 
 template void attention_forward<float>(float*, float*, float*, const float*, int, int, int, int);
