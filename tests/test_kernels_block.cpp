@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -517,6 +518,59 @@ TEST(KernelBlock, AttentionDoesNotDependOnThreadCount) {
     EXPECT_EQ(one.dk, two.dk);
     EXPECT_EQ(one.dv, two.dv);
   }
+}
+
+// Both attention kernels let each thread work in the scratch part of the first head it takes, for all of its
+// heads: every head must overwrite what it reads there. Scratch filled with NaN (what an earlier head might
+// leave, at worst) gives the same bits as scratch filled with zeros, at one thread (one part for every head) and
+// at two, for the fused-qkv kernel and the grouped one, tiled (head size a multiple of 16) or not.
+TEST(KernelBlock, AttentionReadsNothingItsScratchHeldBefore) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const int hs : {32, 6}) {  // fused-qkv kernel: B 3, T 19, 4 heads
+      const int B = 3, Tn = 19, H = 4, C = H * hs;
+      Rng rng(21);
+      const auto qkv = cast<float>(random_vector(rng, static_cast<size_t>(B) * Tn * 3 * C, 1.0));
+      const auto dout = cast<float>(random_vector(rng, static_cast<size_t>(B) * Tn * C, 1.0));
+      std::vector<float> results[2][3];
+      for (int poisoned = 0; poisoned < 2; ++poisoned) {
+        std::vector<float> out(B * Tn * C), att(static_cast<size_t>(B) * H * Tn * Tn), dqkv(qkv.size(), 5.f);
+        std::vector<float> scratch(attention_scratch_size(B, Tn, C, H), poisoned ? nan : 0.f);
+        attention_forward(out.data(), att.data(), scratch.data(), qkv.data(), B, Tn, C, H);
+        std::fill(scratch.begin(), scratch.end(), poisoned ? nan : 0.f);
+        attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), B, Tn, C, H);
+        results[poisoned][0] = out, results[poisoned][1] = att, results[poisoned][2] = dqkv;
+      }
+      for (int i = 0; i < 3; ++i) EXPECT_EQ(results[0][i], results[1][i]) << "threads " << threads << " hs " << hs;
+    }
+    for (const AttnShape& shape : {AttnShape{3, 17, 17, 4, 2, 32, true, false, 0},
+                                   AttnShape{2, 9, 13, 6, 3, 6, false, false, 0}}) {  // grouped kernel
+      Rng rng(22);
+      AttnProblem<float> sizes(shape);
+      sizes.randomise(rng, 1.0);
+      const auto q = random_vector(rng, sizes.q.size(), 1.0), k = random_vector(rng, sizes.k.size(), 1.0),
+                 v = random_vector(rng, sizes.v.size(), 1.0), dout = random_vector(rng, sizes.out.size(), 1.0);
+      AttnResult<float> results[2];
+      for (int poisoned = 0; poisoned < 2; ++poisoned) {
+        AttnProblem<float> p(shape);
+        p.q = AttnProblem<float>::cast_vec(q);
+        p.k = AttnProblem<float>::cast_vec(k);
+        p.v = AttnProblem<float>::cast_vec(v);
+        std::fill(p.scratch.begin(), p.scratch.end(), poisoned ? nan : 0.f);
+        p.forward(p.attn_scale());
+        std::fill(p.scratch.begin(), p.scratch.end(), poisoned ? nan : 0.f);
+        p.backward(AttnProblem<float>::cast_vec(dout), p.attn_scale(), 0.f);
+        results[poisoned] = {p.out, p.att, p.dq, p.dk, p.dv};
+      }
+      EXPECT_EQ(results[0].out, results[1].out) << "threads " << threads;
+      EXPECT_EQ(results[0].att, results[1].att) << "threads " << threads;
+      EXPECT_EQ(results[0].dq, results[1].dq) << "threads " << threads;
+      EXPECT_EQ(results[0].dk, results[1].dk) << "threads " << threads;
+      EXPECT_EQ(results[0].dv, results[1].dv) << "threads " << threads;
+    }
+  }
+  set_num_threads(0);
 }
 
 TEST(KernelBlock, ElementwiseKernelsDoNotDependOnThreadCount) {
