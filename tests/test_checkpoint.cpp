@@ -494,3 +494,55 @@ TEST(ResumeFallback, NoneVerifiesIsAnErrorAndChangesNothing) {
   EXPECT_EQ(fs::file_size(dir / "checkpoints" / "step_0000004" / "model.safetensors"), 10u);
   EXPECT_EQ(read_text(dir / "metrics.csv"), metrics);
 }
+
+// A run's training time adds up over the processes that ran it: a resumed run takes the time of the steps before
+// its checkpoint from the summary.json its run left at that step (an interruption or the end writes one there),
+// and its own summary.json's "seconds" is the whole run's ("seconds_this_process" is what ms_per_step divides).
+// Without such a summary (a crash after a periodic checkpoint) the earlier time is not known: "seconds" counts
+// this process only, and "seconds_from_step" says so. Checkpoints stay free of wall time (their bytes repeat).
+TEST(Resume, TrainingTimeAddsUpOverTheProcesses) {
+  set_num_threads(1);
+  const fs::path dir = fresh_dir("ckpt_seconds");
+  RunConfig c = tiny();
+  c.out = (dir / "run").string();
+  c.steps = 12;
+  c.checkpoint_every = 6;
+  c.keep_checkpoints = 0;
+  const fs::path summary_file = fs::path(c.out) / "summary.json";
+  const RunSummary first = train_run(c, false);
+  EXPECT_EQ(first.seconds_before, 0);
+  EXPECT_GT(first.seconds, 0);
+  EXPECT_NEAR(nlohmann::json::parse(read_text(summary_file))["seconds"].get<double>(), first.seconds, 1e-9);
+
+  RunConfig more = c;
+  more.steps = 18;
+  const ResumePoint from = find_resume_point(more.out);
+  ASSERT_EQ(from.step, 12);
+  const RunSummary second = resume_run(more, from);
+  EXPECT_NEAR(second.seconds_before, first.seconds, 1e-9);
+  EXPECT_GT(second.seconds, 0);
+  const auto summary = nlohmann::json::parse(read_text(summary_file));
+  EXPECT_NEAR(summary["seconds"].get<double>(), first.seconds + second.seconds, 1e-9);
+  EXPECT_NEAR(summary["seconds_this_process"].get<double>(), second.seconds, 1e-9);
+  EXPECT_NEAR(summary["ms_per_step"].get<double>(), 1000.0 * second.seconds / 6, 1e-6);
+  EXPECT_FALSE(summary.contains("seconds_from_step"));
+
+  // and a third process on top of the second: the time of all three
+  RunConfig third_config = more;
+  third_config.steps = 20;
+  const RunSummary third = resume_run(third_config, find_resume_point(third_config.out));
+  EXPECT_NEAR(third.seconds_before, first.seconds + second.seconds, 1e-9);
+  EXPECT_NEAR(nlohmann::json::parse(read_text(summary_file))["seconds"].get<double>(),
+              first.seconds + second.seconds + third.seconds, 1e-9);
+
+  // no summary at the checkpoint's step (as after a crash): this process's time only, and said so
+  fs::remove(summary_file);
+  RunConfig last = third_config;
+  last.steps = 22;
+  const RunSummary fourth = resume_run(last, find_resume_point(last.out));
+  EXPECT_LT(fourth.seconds_before, 0);
+  const auto summary4 = nlohmann::json::parse(read_text(summary_file));
+  EXPECT_NEAR(summary4["seconds"].get<double>(), fourth.seconds, 1e-9);
+  EXPECT_EQ(summary4["seconds_from_step"], 20);
+  set_num_threads(0);
+}

@@ -69,10 +69,14 @@ void note_val_loss(RunSummary& s, int step, double val_loss) {
 void write_summary(const fs::path& dir, const RunSummary& summary, const char* status) {
   nlohmann::json j = {{"steps", summary.steps},         {"first_loss", summary.first_loss},
                       {"final_loss", summary.final_loss}, {"min_loss", summary.min_loss},
-                      {"min_loss_step", summary.min_loss_step}, {"seconds", summary.seconds},
+                      {"min_loss_step", summary.min_loss_step}, {"seconds", summary.total_seconds()},
                       {"ms_per_step", summary.ms_per_step()}, {"skipped_steps", summary.skipped_steps},
                       {"status", status}};
-  if (summary.start_step > 0) j["resumed_from_step"] = summary.start_step;
+  if (summary.start_step > 0) {
+    j["resumed_from_step"] = summary.start_step;
+    j["seconds_this_process"] = summary.seconds;  // what ms_per_step divides
+    if (summary.seconds_before < 0) j["seconds_from_step"] = summary.start_step;  // "seconds" misses the earlier steps
+  }
   if (summary.val_loss) {
     j["val_loss"] = *summary.val_loss;
     j["val_loss_step"] = summary.val_loss_step;
@@ -82,6 +86,22 @@ void write_summary(const fs::path& dir, const RunSummary& summary, const char* s
   if (summary.unigram_entropy) j["unigram_entropy"] = *summary.unigram_entropy;
   if (!summary.nonfinite_error.empty()) j["error"] = summary.nonfinite_error;
   io::write_file_atomic((dir / "summary.json").string(), j.dump(2) + "\n");
+}
+
+// The training time of steps 1 .. step from the summary.json a run left when it stopped at that step (an
+// interruption writes it beside the checkpoint; its "seconds" is the run's time over all processes so far);
+// -1 when there is none for that step (a crash after a periodic checkpoint, a run from before summaries
+// recorded the whole time): the time is then not known.
+double seconds_through(const fs::path& dir, int step) {
+  try {
+    const auto j = nlohmann::json::parse(io::read_file(dir / "summary.json"));
+    if (j.value("steps", -1) == step && !j.contains("seconds_from_step") && j.contains("seconds") &&
+        (j.value("resumed_from_step", 0) == 0 || j.contains("seconds_this_process")))
+      return j["seconds"].get<double>();
+  } catch (const nlohmann::json::exception&) {
+  } catch (const Error&) {
+  }
+  return -1;
 }
 
 std::string format_number(double v) {
@@ -456,6 +476,7 @@ RunSummary resume_run(RunConfig config, const ResumePoint& from, const StepObser
     if (!is_writer(exchange)) return;
     const fs::path dir(config.out);
     if (::access(dir.c_str(), W_OK | X_OK) != 0) throw Error(config.out + ": directory is not writable");
+    summary.seconds_before = seconds_through(dir, from.step);
     set_aside_damaged(from.skipped);
     const std::string metrics_path = (dir / "metrics.csv").string();
     io::keep_metrics_through(metrics_path, metric_columns(config), from.step);

@@ -42,8 +42,14 @@ struct RunSummary {
   std::optional<double> unigram_entropy;
   // Set when on_nonfinite = abort stopped the run: the step and the first non-finite gradient tensor.
   std::string nonfinite_error;
-  // seconds covers only the steps run by this process (start_step + 1 .. steps).
+  // seconds covers only the steps run by this process (start_step + 1 .. steps); seconds_before the steps
+  // 1 .. start_step, run by earlier processes, as the summary.json of the interruption that wrote the checkpoint
+  // resumed from recorded it (< 0: not known, e.g. after a crash).
+  double seconds_before = 0;
   double ms_per_step() const { return steps > start_step ? 1000.0 * seconds / (steps - start_step) : 0.0; }
+  // The run's training time so far, over every process that ran it (only this process's where seconds_before
+  // is unknown): summary.json's "seconds".
+  double total_seconds() const { return seconds + (seconds_before > 0 ? seconds_before : 0.0); }
 };
 
 // Thrown by train_run / resume_run after SIGINT or SIGTERM: the step in progress was finished and a
