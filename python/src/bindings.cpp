@@ -245,7 +245,11 @@ nb::dict summary_dict(const RunSummary& s) {
   d["final_loss"] = s.final_loss;
   d["min_loss"] = s.min_loss;
   d["min_loss_step"] = s.min_loss_step;
-  d["seconds"] = s.seconds;
+  d["seconds"] = s.total_seconds();  // as summary.json: every process that ran the run (see RunSummary)
+  if (s.start_step > 0) {
+    d["seconds_this_process"] = s.seconds;
+    if (s.seconds_before < 0) d["seconds_from_step"] = s.start_step;
+  }
   d["skipped_steps"] = s.skipped_steps;
   d["nonfinite_error"] = s.nonfinite_error;
   d["start_step"] = s.start_step;
