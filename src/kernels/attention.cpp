@@ -26,15 +26,6 @@ size_t head_scratch(int Tn, int hs) {
          static_cast<size_t>(attention_tiles::kQueryRows) * (padded(Tn) + hs);
 }
 
-// Which (batch, head)'s part of the scratch a thread works in: that of the first head it takes, for all of its
-// heads. Each head overwrites what it reads of its part before reading it, so the numbers are those of a part
-// per head; but one part per thread stays in L1 and L2 from head to head, where a fresh part per head was
-// written to lines fetched from memory first (the backward's dz, T x T floats, most of all). The first head's
-// index is unique to its thread, nested or not: no two threads share a part.
-long scratch_slot(long& slot, long bh) {
-  if (slot < 0) slot = bh;
-  return slot;
-}
 }  // namespace
 
 size_t attention_scratch_size(int B, int Tn, int C, int H) {
@@ -236,16 +227,16 @@ void attention_forward(T* out, T* att, T* scratch, const T* qkv, int B, int Tn, 
   const long C3 = 3L * C;
 #pragma omp parallel
   {
-  long slot = -1;  // the scratch of the thread's first head serves all of its heads (see scratch_slot)
+  long slot = -1;  // the thread's first head's scratch serves all of its heads (thread_scratch_part)
 #pragma omp for collapse(2) schedule(static)
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < H; ++h) {
       const long bh = static_cast<long>(b) * H + h;
       const T* base = qkv + static_cast<long>(b) * Tn * C3 + h * hs;
-      T* head_scratch_ptr = scratch + scratch_slot(slot, bh) * static_cast<long>(head_scratch(Tn, hs));
+      T* head_scratch_ptr = scratch + thread_scratch_part(slot, bh) * static_cast<long>(head_scratch(Tn, hs));
       T* o = out + static_cast<long>(b) * Tn * C + h * hs;
       // the head this thread most likely takes next (static schedule: the following pair)
-      const T* next = bh + 1 < static_cast<long>(B) * H ? (h + 1 < H ? base + hs : base + Tn * C3 - h * hs) : nullptr;
+      const T* next = bh + 1 < static_cast<long>(B) * H ? next_head(base, h, H, hs, Tn, C3) : nullptr;
       on_isa([&](auto isa) {
         if (hs % kLanes == 0)
           attention_forward_head_tiled<isa.value>(o, att + bh * Tn * Tn, head_scratch_ptr, base, base + C, base + 2 * C,
@@ -265,7 +256,7 @@ void attention_backward(T* dqkv, T* scratch, const T* dout, const T* qkv, const 
   const long C3 = 3L * C;
 #pragma omp parallel
   {
-  long slot = -1;  // the scratch of the thread's first head serves all of its heads (see scratch_slot)
+  long slot = -1;  // the thread's first head's scratch serves all of its heads (thread_scratch_part)
 #pragma omp for collapse(2) schedule(static)
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < H; ++h) {
@@ -273,12 +264,12 @@ void attention_backward(T* dqkv, T* scratch, const T* dout, const T* qkv, const 
       const long offset = static_cast<long>(b) * Tn * C3 + h * hs;
       const T* base = qkv + offset;
       T* dbase = dqkv + offset;
-      T* hsc = scratch + scratch_slot(slot, bh) * static_cast<long>(head_scratch(Tn, hs));
+      T* hsc = scratch + thread_scratch_part(slot, bh) * static_cast<long>(head_scratch(Tn, hs));
       const T* g = dout + static_cast<long>(b) * Tn * C + h * hs;
       // the head this thread most likely takes next (static schedule: the following pair)
       const bool last = bh + 1 == static_cast<long>(B) * H;
-      const T* next = last ? nullptr : h + 1 < H ? base + hs : base + Tn * C3 - h * hs;
-      const T* next_dout = last ? nullptr : h + 1 < H ? g + hs : g + Tn * C - h * hs;
+      const T* next = last ? nullptr : next_head(base, h, H, hs, Tn, C3);
+      const T* next_dout = last ? nullptr : next_head(g, h, H, hs, Tn, C);
       on_isa([&](auto isa) {
         if (hs % kLanes == 0)  // writes every row of the head's dq, dk, dv
           attention_backward_head_tiled<isa.value>(dbase, dbase + C, dbase + 2 * C, hsc, g, base, base + C,

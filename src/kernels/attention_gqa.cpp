@@ -149,17 +149,6 @@ BLOCKLAB_ALWAYS_INLINE void backward_group(T* dq, long dq_stride, T* dk, long dk
 
 }  // namespace
 
-namespace {
-// The slot (in slots of head_slot elements) a thread works in: that of the first head (forward) or group
-// (backward: its `group` consecutive slots) it takes, for all of them. Each head or group overwrites what it
-// reads of its slots first, so the numbers do not change; the slots stay in cache from one head to the next, where
-// fresh slots per head were written to lines fetched from memory first. The first index is the thread's own.
-long thread_slot(long& first, long index) {
-  if (first < 0) first = index;
-  return first;
-}
-}  // namespace
-
 size_t attention_gqa_scratch_size(int B, int Tq, int Tk, int H, int D) {
   return static_cast<size_t>(B) * H * static_cast<size_t>(head_slot(Tq, Tk, D));
 }
@@ -175,12 +164,12 @@ void attention_gqa_forward(T* out, long out_stride, T* att, T* scratch, const T*
   const bool tiled = D % kLanes == 0;
 #pragma omp parallel
   {
-  long first = -1;  // the slot of the thread's first head serves all of its heads (see thread_slot)
+  long first = -1;  // the slot of the thread's first head serves all of its heads (thread_scratch_part)
 #pragma omp for collapse(2) schedule(static)
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < H; ++h) {
       const long bh = static_cast<long>(b) * H + h;
-      T* head_scratch = scratch + thread_slot(first, bh) * slot;
+      T* head_scratch = scratch + attention_tiles::thread_scratch_part(first, bh) * slot;
       const long hc = static_cast<long>(h) * D, gc = static_cast<long>(h / group) * D;
       const long qrow = static_cast<long>(b) * Tq, krow = static_cast<long>(b) * Tk;
       T* o = out + qrow * out_stride + hc;
@@ -211,12 +200,12 @@ void attention_gqa_backward(T* dq, long dq_stride, T* dk, long dk_stride, T* dv,
   const bool tiled = D % kLanes == 0;
 #pragma omp parallel
   {
-  long first = -1;  // the slots of the thread's first group serve all of its groups (see thread_slot)
+  long first = -1;  // the slots of the thread's first group serve all of its groups (thread_scratch_part)
 #pragma omp for collapse(2) schedule(static)
   for (int b = 0; b < B; ++b)
     for (int g = 0; g < Hkv; ++g) {
       const long bh0 = static_cast<long>(b) * H + static_cast<long>(g) * group;  // the group's first query head
-      T* group_scratch = scratch + thread_slot(first, bh0) * slot;
+      T* group_scratch = scratch + attention_tiles::thread_scratch_part(first, bh0) * slot;
       const long hc = static_cast<long>(g) * group * D, gc = static_cast<long>(g) * D;
       const long qrow = static_cast<long>(b) * Tq, krow = static_cast<long>(b) * Tk;
       T* dqg = dq + qrow * dq_stride + hc;

@@ -23,6 +23,24 @@ inline constexpr int kLanes = 16;     // one AVX-512 register of floats; head si
 inline constexpr int kRowBlock = 64;  // positions per register tile (4 registers): one tile covers T <= 64
 inline int padded(int n) { return (n + kRowBlock - 1) / kRowBlock * kRowBlock; }
 
+// The scratch part (counted in one head's parts; a group of heads takes that many parts from it) a thread works in:
+// that of the first head or group it takes (`first` starts at -1), for all of them. Each head overwrites what it reads
+// of its part before reading it, so the numbers are those of a part per head; but one part per thread stays in L1 and
+// L2 from head to head, where a fresh part per head was written to lines fetched from memory first (the backward's dz,
+// T x T floats, most of all). The first index is unique to its thread, nested or not: no two threads share a part.
+inline long thread_scratch_part(long& first, long index) {
+  if (first < 0) first = index;
+  return first;
+}
+
+// The rows of the (batch, head) that follows head h of H under a static schedule over (batch, head), in a tensor
+// whose heads are hs columns apart within rows `stride` apart of T rows per batch: the next head's columns, or
+// after the last head the first head of the next batch. `at` is head h's first element.
+template <typename T>
+const T* next_head(const T* at, int h, int H, int hs, int T_rows, long stride) {
+  return h + 1 < H ? at + hs : at + T_rows * stride - static_cast<long>(h) * hs;
+}
+
 #if defined(__x86_64__)
 // dst row i (dst_stride apart) = column i of the 8 x 8 floats at src (rows src_stride apart), in 24 shuffles:
 // a strided scalar copy costs a load and a store per element, and took a tenth of attention's forward at AVX2.
