@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "gradcheck.h"
 #include "kernels/attention.h"
@@ -10,6 +11,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
 #include "kernels/fast_math.h"
+#include "kernels/gelu.h"
 #include "kernels/gelu_tanh.h"
 #include "kernels/linear.h"
 #include "kernels/linear_gelu.h"
@@ -387,6 +389,28 @@ TEST(FastMath, FloatExpAndErfApproximationsAreAccurate) {
   EXPECT_EQ(erf_approx(0.f), 0.f);
   EXPECT_GE(exp_approx(-200.f), 0.f);
   EXPECT_LT(exp_approx(-200.f), 1e-37f);
+}
+
+// erf caps |x| before its exp(-x^2) (so that exp needs no clamps): past the cap, out to the largest floats, erf is
+// exactly +-1, GELU is x (or 0) and its derivative 1 (or 0); a NaN still gives NaN through GELU's factor x.
+TEST(FastMath, FloatErfAndGeluHoldInTheTails) {
+  for (float x : {4.5f, 9.2f, 9.3f, 9.4f, 13.1f, 13.2f, 13.3f, 20.f, 1e3f, 1e19f, 1e30f, 3e38f}) {
+    float e = -1.f;
+    EXPECT_EQ(erf_approx_with_exp(x, e), 1.f) << x;
+    EXPECT_GE(e, 0.f) << x;
+    EXPECT_LT(e, 1e-6f) << x;
+    EXPECT_EQ(erf_approx(-x), -1.f) << x;
+    if (x < 13.2f) continue;  // GELU's erf is at x / sqrt 2: past the cap from 13.2 on
+    EXPECT_EQ(gelu_value(x), x) << x;
+    EXPECT_EQ(gelu_value(-x), 0.f) << x;
+    if (x < 1e30f) {  // x times exp(-9.3^2) stays below float rounding of 1 up to there
+      EXPECT_EQ(gelu_derivative(x), 1.f) << x;
+      EXPECT_NEAR(gelu_derivative(-x), 0.f, 1e-6f) << x;
+    }
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(gelu_value(nan)));
+  EXPECT_TRUE(std::isnan(gelu_derivative(nan)));
 }
 
 TEST(FastMath, FloatGeluMatchesDouble) {

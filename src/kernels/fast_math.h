@@ -15,11 +15,11 @@ namespace blocklab::kernels {
 // exp(x) for x <= ~88; relative error ~2 ulp. Inputs below -87.3 return ~0 (2^-126 scale). F is float, or a
 // vector of floats (kernels/simd.h) for kernels that keep their values in registers: the same operations, lane
 // by lane.
+// exp_approx_of's arithmetic for x already within [-87.3, 88], without the clamps: callers that know their range
+// (erf's exp(-x^2) below) save the compares and selects, a sixth of GELU's instructions.
 template <typename F>
-BLOCKLAB_ALWAYS_INLINE F exp_approx_of(F x) {
+BLOCKLAB_ALWAYS_INLINE F exp_approx_in_range(F x) {
   using Int = std::conditional_t<std::is_same_v<F, float>, int32_t, simd::Vec<int32_t, static_cast<int>(sizeof(F))>>;
-  x = x < -87.3f ? F{} - 87.3f : x;
-  x = x > 88.0f ? F{} + 88.0f : x;
   // n = round(x / ln 2) by the 1.5 * 2^23 trick (no rounding-mode dependence, vectorises): 1.5 * 2^23 + n holds
   // n in its low bits
   const float shifter = 12582912.0f;
@@ -45,19 +45,28 @@ BLOCKLAB_ALWAYS_INLINE F exp_approx_of(F x) {
   return p * scale;
 }
 
+template <typename F>
+BLOCKLAB_ALWAYS_INLINE F exp_approx_of(F x) {
+  x = x < -87.3f ? F{} - 87.3f : x;
+  x = x > 88.0f ? F{} + 88.0f : x;
+  return exp_approx_in_range(x);
+}
+
 BLOCKLAB_ALWAYS_INLINE float exp_approx(float x) { return exp_approx_of(x); }
 
 // erf(x) by Abramowitz & Stegun 7.1.26: |error| <= 1.5e-7. Also gives the exp(-x^2) it computes on the way
-// (GELU's derivative needs it again).
+// (GELU's derivative needs it again). |x| is capped at 9.3, where erf is 1 in float and exp(-x^2) ~3e-38 (the cap
+// keeps -x^2 within exp_approx_in_range; a NaN becomes the cap, and GELU's factor x carries it on).
 BLOCKLAB_ALWAYS_INLINE float erf_approx_with_exp(float x, float& exp_minus_x2) {
-  const float ax = std::fabs(x);
+  const float fx = std::fabs(x);
+  const float ax = fx < 9.3f ? fx : 9.3f;
   const float t = 1.0f / (1.0f + 0.3275911f * ax);
   float y = 1.061405429f;
   y = y * t - 1.453152027f;
   y = y * t + 1.421413741f;
   y = y * t - 0.284496736f;
   y = y * t + 0.254829592f;
-  exp_minus_x2 = exp_approx(-ax * ax);
+  exp_minus_x2 = exp_approx_in_range(-ax * ax);
   y = 1.0f - y * t * exp_minus_x2;
   return std::copysign(y, x);
 }
