@@ -135,6 +135,15 @@ int main(int argc, char** argv) {
          }},
         calls, threads);
     row("times kept gelu'", "2016x512x128 NN", b[1], b[2], b[0], 0);
+    // GPT-2's tanh form, keeping its derivative the same way
+    const auto h = fastest(
+        {[&] { linear_forward(kept.data(), inp.data(), w1.data(), b1.data(), N, C, H); },
+         [&] {
+           linear_gelu_forward(act_kept.data(), kept.data(), inp.data(), w1.data(), b1.data(), N, C, H,
+                               GemmPrecision::Fp32, GeluForm::Tanh, /*want_derivative=*/true);
+         }},
+        calls, threads);
+    row("tanh and gelu'", "2016x512x128 NT", h[0], h[1], h[0], 0);
   }
   {  // the bias gradient's row sums in the weight-gradient product
     const auto t = fastest(

@@ -25,7 +25,7 @@ BLOCKLAB_ALWAYS_INLINE T gelu_tanh_value(T x) {
   using namespace gelu_tanh_detail;
   if constexpr (std::is_same_v<T, float>) {
     const float minus_2u = -2.0f * static_cast<float>(kSqrt2OverPi) * (x + static_cast<float>(kCubic) * x * x * x);
-    return x / (1.0f + exp_approx(minus_2u));
+    return x * (1.0f / (1.0f + exp_approx(minus_2u)));  // the derivative's s times x: one division serves both
   } else {
     return T(0.5) * x * (T(1) + std::tanh(T(kSqrt2OverPi) * (x + T(kCubic) * x * x * x)));
   }
