@@ -12,11 +12,8 @@
 
 namespace blocklab::kernels {
 
-// exp(x) for x <= ~88; relative error ~2 ulp. Inputs below -87.3 return ~0 (2^-126 scale). F is float, or a
-// vector of floats (kernels/simd.h) for kernels that keep their values in registers: the same operations, lane
-// by lane.
-// exp_approx_of's arithmetic for x already within [-87.3, 88], without the clamps: callers that know their range
-// (erf's exp(-x^2) below) save the compares and selects, a sixth of GELU's instructions.
+// exp_approx_of's arithmetic (below) for x already within [-87.3, 88], without its clamps: callers that know
+// their range (erf's exp(-x^2)) save the compares and selects, a sixth of the erf GELU's instructions.
 template <typename F>
 BLOCKLAB_ALWAYS_INLINE F exp_approx_in_range(F x) {
   using Int = std::conditional_t<std::is_same_v<F, float>, int32_t, simd::Vec<int32_t, static_cast<int>(sizeof(F))>>;
@@ -45,6 +42,9 @@ BLOCKLAB_ALWAYS_INLINE F exp_approx_in_range(F x) {
   return p * scale;
 }
 
+// exp(x) for x <= ~88; relative error ~2 ulp. Inputs below -87.3 return ~0 (2^-126 scale). F is float, or a
+// vector of floats (kernels/simd.h) for kernels that keep their values in registers: the same operations, lane
+// by lane.
 template <typename F>
 BLOCKLAB_ALWAYS_INLINE F exp_approx_of(F x) {
   x = x < -87.3f ? F{} - 87.3f : x;
