@@ -13,28 +13,30 @@ namespace {
 constexpr int kColumnBlock = 64;
 
 // dweight[c] += sum_n dout[n,c] * xhat(n,c) and dbias[c] += sum_n dout[n,c], rows summed in order and
-// columns split across threads, so the result is independent of the thread count.
+// columns split across threads, so the result is independent of the thread count. Each block of columns runs
+// at the machine's level (on_isa): its 64 columns are four AVX-512 registers of each sum.
 template <typename T, typename Xhat>
 void accumulate_affine_grads(T* dweight, T* dbias, const T* dout, int N, int C, Xhat xhat) {
   const int blocks = (C + kColumnBlock - 1) / kColumnBlock;
 #pragma omp parallel for schedule(static)
-  for (int blk = 0; blk < blocks; ++blk) {
-    const int c0 = blk * kColumnBlock;
-    const int c1 = c0 + kColumnBlock < C ? c0 + kColumnBlock : C;
-    T acc_w[kColumnBlock] = {};
-    T acc_b[kColumnBlock] = {};
-    for (int n = 0; n < N; ++n) {
-      const T* g = dout + static_cast<long>(n) * C;
-      for (int c = c0; c < c1; ++c) {
-        acc_w[c - c0] += g[c] * xhat(n, c);
-        acc_b[c - c0] += g[c];
+  for (int blk = 0; blk < blocks; ++blk)
+    on_isa([&](auto) {
+      const int c0 = blk * kColumnBlock;
+      const int c1 = c0 + kColumnBlock < C ? c0 + kColumnBlock : C;
+      T acc_w[kColumnBlock] = {};
+      T acc_b[kColumnBlock] = {};
+      for (int n = 0; n < N; ++n) {
+        const T* g = dout + static_cast<long>(n) * C;
+        for (int c = c0; c < c1; ++c) {
+          acc_w[c - c0] += g[c] * xhat(n, c);
+          acc_b[c - c0] += g[c];
+        }
       }
-    }
-    for (int c = c0; c < c1; ++c) {
-      dweight[c] += acc_w[c - c0];
-      if (dbias != nullptr) dbias[c] += acc_b[c - c0];
-    }
-  }
+      for (int c = c0; c < c1; ++c) {
+        dweight[c] += acc_w[c - c0];
+        if (dbias != nullptr) dbias[c] += acc_b[c - c0];
+      }
+    });
 }
 }  // namespace
 
