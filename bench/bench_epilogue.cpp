@@ -114,13 +114,16 @@ int main(int argc, char** argv) {
   }
   {  // GELU forward keeping gelu' for the backward (GeluSaved::Derivative), into buffers of its own
     std::vector<float> kept(pre.size()), act_kept(pre.size());
-    const auto t = fastest(
-        {[&] { linear_forward(kept.data(), inp.data(), w1.data(), b1.data(), N, C, H); },
-         [&] {
-           linear_gelu_forward(act_kept.data(), kept.data(), inp.data(), w1.data(), b1.data(), N, C, H,
-                               GemmPrecision::Fp32, GeluForm::Erf, /*want_derivative=*/true);
-         }},
-        calls, threads);
+    const auto keeping = [&](GeluForm form) {  // against the same product with its bias
+      return fastest(
+          {[&] { linear_forward(kept.data(), inp.data(), w1.data(), b1.data(), N, C, H); },
+           [&] {
+             linear_gelu_forward(act_kept.data(), kept.data(), inp.data(), w1.data(), b1.data(), N, C, H,
+                                 GemmPrecision::Fp32, form, /*want_derivative=*/true);
+           }},
+          calls, threads);
+    };
+    const auto t = keeping(GeluForm::Erf);
     row("GELU and gelu'", "2016x512x128 NT", t[0], t[1], t[0], 0);
     // and the backward that multiplies by the kept derivative
     const auto b = fastest(
@@ -135,14 +138,7 @@ int main(int argc, char** argv) {
          }},
         calls, threads);
     row("times kept gelu'", "2016x512x128 NN", b[1], b[2], b[0], 0);
-    // GPT-2's tanh form, keeping its derivative the same way
-    const auto h = fastest(
-        {[&] { linear_forward(kept.data(), inp.data(), w1.data(), b1.data(), N, C, H); },
-         [&] {
-           linear_gelu_forward(act_kept.data(), kept.data(), inp.data(), w1.data(), b1.data(), N, C, H,
-                               GemmPrecision::Fp32, GeluForm::Tanh, /*want_derivative=*/true);
-         }},
-        calls, threads);
+    const auto h = keeping(GeluForm::Tanh);  // GPT-2's tanh form, keeping its derivative the same way
     row("tanh and gelu'", "2016x512x128 NT", h[0], h[1], h[0], 0);
   }
   {  // the bias gradient's row sums in the weight-gradient product
