@@ -5,12 +5,14 @@
 // activations do. The gap between the two is what the step's memory traffic costs each GEMM.
 // Reports GFLOP/s of the fastest of 60 calls: by the thread's CPU time with one thread (a busy machine's waits
 // for a core left out), by wall time with more.
-// Run: build/bench_sgemm_memory [THREADS]   (default 1)
+// Run: build/bench_sgemm_memory [THREADS] [fp32|bf16]   (default 1 fp32; bf16: the mixed-precision GEMM, bf16_gemm.h)
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "bench_threads.h"
+#include "kernels/bf16_gemm.h"
 #include "kernels/sgemm.h"
 #include "util/rng.h"
 #include "util/threads.h"
@@ -33,6 +35,20 @@ int main(int argc, char** argv) {
     std::printf("BLOCKLAB_GEMM=blas: the GEMMs run in BLAS, not in blocklab's sgemm: nothing to time\n");
     return 0;
   }
+  kernels::GemmPrecision precision = kernels::GemmPrecision::Fp32;
+  if (argc > 2) {
+    if (std::strcmp(argv[2], "bf16") == 0) {
+      precision = kernels::GemmPrecision::Bf16;
+      if (kernels::bf16_isa() == kernels::Bf16Isa::None) {
+        std::printf("bf16: %s: the products would run in fp32, nothing of bf16's to time\n",
+                    kernels::bf16_isa_description());
+        return 0;
+      }
+    } else if (std::strcmp(argv[2], "fp32") != 0) {
+      std::fprintf(stderr, "bench_sgemm_memory: precision must be fp32 or bf16, not '%s'\n", argv[2]);
+      return 2;
+    }
+  }
   set_num_threads(threads);
   const Shape shapes[] = {
       {false, true, 2016, 384, 128, "qkv forward"},  {false, true, 2016, 128, 128, "proj forward"},
@@ -47,7 +63,8 @@ int main(int argc, char** argv) {
   for (auto& x : memory) x = static_cast<float>(rng.normal());
   std::vector<float> row_sums(4096);
   const auto now = [threads] { return bench::now_seconds(threads); };
-  std::printf("sgemm GFLOP/s, %d thread%s (%s time), fastest of 60 calls\n", threads, threads == 1 ? "" : "s",
+  std::printf("%s GFLOP/s, %d thread%s (%s time), fastest of 60 calls\n",
+              precision == kernels::GemmPrecision::Bf16 ? "bf16_gemm" : "sgemm", threads, threads == 1 ? "" : "s",
               threads == 1 ? "CPU" : "wall");
   std::printf("%-13s %-16s %14s %18s\n", "product", "M x N x K", "cache-resident", "operands from memory");
   for (const Shape& s : shapes) {
@@ -65,7 +82,8 @@ int main(int argc, char** argv) {
         kernels::SgemmExtras extras;
         if (s.trans_a) extras.a_row_sums = row_sums.data();  // the bias gradient, as linear_backward asks
         const double start = now();
-        kernels::sgemm(s.trans_a, s.trans_b, s.M, s.N, s.K, A, lda, B, ldb, s.trans_a ? 1.f : 0.f, C, s.N, extras);
+        kernels::sgemm_in(precision, s.trans_a, s.trans_b, s.M, s.N, s.K, A, lda, B, ldb, s.trans_a ? 1.f : 0.f, C, s.N,
+                          extras);
         best[cold] = std::min(best[cold], now() - start);
       }
     }

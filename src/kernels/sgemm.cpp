@@ -2,6 +2,7 @@
 
 #include "kernels/fast_math.h"
 #include "kernels/gemm_partition.h"
+#include "kernels/gemm_prefetch.h"
 #include "kernels/isa.h"
 #include "util/openmp.h"
 #include "util/profiler.h"
@@ -474,97 +475,10 @@ void kernel_wasm_simd128(int kc, const float* A, long lda, const float* Bp, long
 // ---------------------------------------------------------------------------------------------------
 // Driver
 
-// Software prefetch of what the next row block reads into L2, spread over the current block's micro-kernel
-// calls. The weight-gradient GEMMs (A transposed: dout^T @ inp) read their operands as 256 short rows
-// (K-chunk rows of 0.4-1.5 KB, 0.5-2 KB apart) that the hardware prefetchers pick up late; in a training step
-// both come from memory (dout from the kernel before, inp a saved activation): +8-12% on the step's shapes
-// with operands from memory. The other products (A not transposed) prefetch the next block's rows of A and,
-// within a K-chunk, of C (written next, so read for ownership): with operands cycled through memory, one
-// thread at AVX2 (Zen 4), +1-15% by shape; two threads, -3% to +14%. Only the AVX2 kernel does the latter: on a
-// Zen 5 at AVX-512 the same prefetch made those products slower (docs/speed.md). At every level, the block's part
-// of what its on_block_done step reads (SgemmExtras::block_input: GELU's pre-activation in the MLP backward, a
-// saved activation in memory) is prefetched while the block computes: that fused product ran 15-20% faster at
-// AVX2 and AVX-512 (Intel Xeon, 1 and 2 threads). Prefetching changes no result.
-class Prefetcher {
- public:
-  // rows of row_bytes bytes from base, stride_bytes apart
-  void add(const void* base, long stride_bytes, int rows, long row_bytes) {
-    if (count_ == kMaxRegions || rows <= 0 || row_bytes <= 0) return;
-    const auto first = reinterpret_cast<uintptr_t>(base) & ~uintptr_t{63};
-    const auto last = (reinterpret_cast<uintptr_t>(base) + row_bytes - 1) & ~uintptr_t{63};
-    regions_[count_++] = {reinterpret_cast<const char*>(first), stride_bytes, rows, static_cast<int>((last - first) / 64 + 1)};
-    total_lines_ += static_cast<long>(rows) * regions_[count_ - 1].lines;
-  }
-  // the lines are issued in `calls` roughly equal parts
-  void start(int calls) { per_call_ = calls <= 0 ? total_lines_ : (total_lines_ + calls - 1) / calls; }
-  void step() {
-    for (long n = 0; n < per_call_ && region_ < count_; ++n) {
-      const Region& r = regions_[region_];
-      __builtin_prefetch(r.base + static_cast<long>(row_) * r.stride + 64L * line_, 0, 2);  // to L2 (x86: prefetcht1)
-      if (++line_ == r.lines) {
-        line_ = 0;
-        if (++row_ == r.rows) row_ = 0, ++region_;
-      }
-    }
-  }
-
- private:
-  struct Region {
-    const char* base;
-    long stride;
-    int rows, lines;
-  };
-  static constexpr int kMaxRegions = 4;
-  Region regions_[kMaxRegions];
-  int count_ = 0, region_ = 0, row_ = 0, line_ = 0;
-  long total_lines_ = 0, per_call_ = 0;
-};
-
 float* aligned_buffer(std::vector<float>& v, size_t floats) {
   if (v.size() < floats + 32) v.resize(floats + 32);  // room to align, and for panel6's two floats past the end
   auto addr = reinterpret_cast<uintptr_t>(v.data());
   return reinterpret_cast<float*>((addr + 63) & ~static_cast<uintptr_t>(63));
-}
-
-// A place in the driver's walk over one thread's part of C: a row block of the column panels [qa, qb) in the K-chunk
-// at k0 (k0 = K: the walk is over).
-struct BlockAt {
-  int qa, qb, i0, k0;
-};
-
-// What the next row block reads, for a Prefetcher to fetch while this block computes: with A transposed, its A rows
-// of this K-chunk, or the first rows of the next chunk and that chunk's B rows; with A not transposed (only the
-// AVX2 kernel, NR = 16, gains from it), its A rows and, in the same chunk, its rows of C. On the last chunk also
-// this block's part of what its on_block_done step reads.
-template <int MR, int NR>
-void plan_prefetch(Prefetcher& prefetch, const BlockAt& at, const BlockAt& next, int i_end, int rows, bool last_chunk,
-                   bool trans_a, bool trans_b, int N, int K, const float* A, int lda, const float* B, int ldb,
-                   const float* C, int ldc, const SgemmExtras& extras) {
-  constexpr bool kPrefetchPlain = NR == 16;  // the AVX2 kernel (see Prefetcher)
-  const bool same_chunk = next.k0 == at.k0 && next.qa == at.qa;
-  const int k0n = next.k0, i0n = next.i0;
-  if (k0n < K && (trans_a || kPrefetchPlain)) {
-    const int kcn = std::min(kKc, K - k0n), rows_n = std::min(kMc, i_end - i0n);
-    const int jn_begin = next.qa * NR, jn_end = std::min(next.qb * NR, N);
-    if (trans_a) {
-      prefetch.add(A + static_cast<long>(k0n) * lda + i0n, 4L * lda, kcn, 4L * rows_n);
-      if (!same_chunk) {
-        if (trans_b)
-          prefetch.add(B + static_cast<long>(jn_begin) * ldb + k0n, 4L * ldb, jn_end - jn_begin, 4L * kcn);
-        else
-          prefetch.add(B + static_cast<long>(k0n) * ldb + jn_begin, 4L * ldb, kcn, 4L * (jn_end - jn_begin));
-      }
-    } else {
-      prefetch.add(A + static_cast<long>(i0n) * lda + k0n, 4L * lda, rows_n, 4L * kcn);
-      if (same_chunk)
-        prefetch.add(C + static_cast<long>(i0n) * ldc + jn_begin, 4L * ldc, rows_n, 4L * (jn_end - jn_begin));
-    }
-  }
-  const int j_begin = at.qa * NR, j_end = std::min(at.qb * NR, N);
-  if (last_chunk && extras.block_input != nullptr)
-    prefetch.add(extras.block_input + at.i0 * extras.block_ld + j_begin, 4L * extras.block_ld, rows,
-                 4L * (j_end - j_begin));
-  prefetch.start((at.qb - at.qa) * ((rows + MR - 1) / MR));
 }
 
 // The most lines of `rows` rows of `span` bytes, `ld` floats apart, that fall in one set of a 32 KB 8-way L1 (64
@@ -669,8 +583,8 @@ void run(Kernel packed_kernel, Kernel direct_kernel, bool trans_a, bool trans_b,
                                  : cb + 1 < n_blocks ? block_of(cb + 1)
                                                      : BlockAt{qa, qb, i_begin, K};
             Prefetcher prefetch;
-            plan_prefetch<MR, NR>(prefetch, at, next, i_end, rows, last_chunk, trans_a, trans_b, N, K, A, lda, B, ldb,
-                                  C, ldc, extras);
+            plan_prefetch<MR, NR, kKc, kMc>(prefetch, at, next, i_end, rows, last_chunk, trans_a, trans_b,
+                                            NR == 16, N, K, A, lda, B, ldb, C, ldc, extras);
             const auto tile = [&](int p, int q) {
               const int mr = std::min(MR, rows - p * MR);
               const int j0 = q * NR, nr = std::min(NR, N - j0);
