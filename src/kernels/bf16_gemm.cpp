@@ -339,8 +339,8 @@ void run(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int ld
                                  : cb + 1 < n_blocks ? BlockAt{qb, block_begin(cb + 2), i_begin, 0}
                                                      : BlockAt{qa, qb, i_begin, K};
             Prefetcher prefetch;
-            plan_prefetch<kMr, kNr, kKc, kMc>(prefetch, at, next, i_end, rows, last_chunk, trans_a, trans_b, false, N, K,
-                                              A, lda, B, ldb, C, ldc, extras);
+            plan_prefetch<kMr, kNr, kKc, kMc>(prefetch, at, next, i_end, rows, last_chunk, trans_a, trans_b,
+                                              PlainPrefetch::ARows, N, K, A, lda, B, ldb, C, ldc, extras);
             for (int p = 0; p * kMr < rows; ++p) {
               const int mr = std::min(kMr, rows - p * kMr);
               for (int q = qa; q < qb; ++q) {

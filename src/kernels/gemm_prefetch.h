@@ -12,13 +12,14 @@ namespace blocklab::kernels {
 // The weight-gradient GEMMs (A transposed: dout^T @ inp) read their operands as short rows (K-chunk rows of
 // 0.4-1.5 KB, 0.5-2 KB apart) that the hardware prefetchers pick up late; in a training step both come from memory
 // (dout from the kernel before, inp a saved activation): +8-12% on the step's shapes with operands from memory. The
-// other products (A not transposed) prefetch the next block's rows of A and, within a K-chunk, of C (written next,
-// so read for ownership): with operands cycled through memory, one thread at AVX2 (Zen 4), +1-15% by shape; two
-// threads, -3% to +14%. Only sgemm's AVX2 kernel does the latter: on a Zen 5 at AVX-512 the same prefetch made
-// those products slower (docs/speed.md); the AVX-512 and bf16 kernels fetch their own tile of C instead. At every
-// level, the block's part of what its on_block_done step reads (SgemmExtras::block_input: GELU's pre-activation in
-// the MLP backward, a saved activation in memory) is prefetched while the block computes: that fused product ran
-// 15-20% faster at AVX2 and AVX-512 (Intel Xeon, 1 and 2 threads).
+// other products (A not transposed) prefetch the next block's rows of A and, at AVX2, within a K-chunk, of C
+// (written next, so read for ownership): with operands cycled through memory, one thread at AVX2 (Zen 4), +1-15% by
+// shape; two threads, -3% to +14%. The AVX-512 and bf16 kernels fetch their own tile of C at the start of each call
+// (a Zen 5 ran those products slower at AVX-512 with the rows of C prefetched here as well, docs/speed.md), and
+// their drivers prefetch the rows of A alone: on a Zen 4, +1-19% by shape from memory, 0-3% less with operands in
+// cache. At every level, the block's part of what its on_block_done step reads (SgemmExtras::block_input: GELU's
+// pre-activation in the MLP backward, a saved activation in memory) is prefetched while the block computes: that
+// fused product ran 15-20% faster at AVX2 and AVX-512 (Intel Xeon, 1 and 2 threads).
 class Prefetcher {
  public:
   // rows of row_bytes bytes from base, stride_bytes apart
@@ -60,18 +61,21 @@ struct BlockAt {
   int qa, qb, i0, k0;
 };
 
+// With A not transposed, what of the next row block a driver prefetches: nothing, its rows of A, or its rows of A and,
+// in the same K-chunk, its rows of C (for a kernel that does not fetch its own tile of C).
+enum class PlainPrefetch { None, ARows, ARowsAndC };
+
 // What the next row block reads, for a Prefetcher to fetch while this block computes: with A transposed, its A rows
-// of this K-chunk, or the first rows of the next chunk and that chunk's B rows; with A not transposed (only the
-// sgemm's AVX2 kernel gains from it: prefetch_plain), its A rows and, in the same chunk, its rows of C. On the last
-// chunk also this block's part of what its on_block_done step reads. MR x NR: the register tile; KC, MC: the driver's
-// K-chunk and row block.
+// of this K-chunk, or the first rows of the next chunk and that chunk's B rows; with A not transposed, what `plain`
+// says. On the last chunk also this block's part of what its on_block_done step reads. MR x NR: the register tile;
+// KC, MC: the driver's K-chunk and row block.
 template <int MR, int NR, int KC, int MC>
 void plan_prefetch(Prefetcher& prefetch, const BlockAt& at, const BlockAt& next, int i_end, int rows, bool last_chunk,
-                   bool trans_a, bool trans_b, bool prefetch_plain, int N, int K, const float* A, int lda,
+                   bool trans_a, bool trans_b, PlainPrefetch plain, int N, int K, const float* A, int lda,
                    const float* B, int ldb, const float* C, int ldc, const SgemmExtras& extras) {
   const bool same_chunk = next.k0 == at.k0 && next.qa == at.qa;
   const int k0n = next.k0, i0n = next.i0;
-  if (k0n < K && (trans_a || prefetch_plain)) {
+  if (k0n < K && (trans_a || plain != PlainPrefetch::None)) {
     const int kcn = std::min(KC, K - k0n), rows_n = std::min(MC, i_end - i0n);
     const int jn_begin = next.qa * NR, jn_end = std::min(next.qb * NR, N);
     if (trans_a) {
@@ -84,7 +88,7 @@ void plan_prefetch(Prefetcher& prefetch, const BlockAt& at, const BlockAt& next,
       }
     } else {
       prefetch.add(A + static_cast<long>(i0n) * lda + k0n, 4L * lda, rows_n, 4L * kcn);
-      if (same_chunk)
+      if (same_chunk && plain == PlainPrefetch::ARowsAndC)
         prefetch.add(C + static_cast<long>(i0n) * ldc + jn_begin, 4L * ldc, rows_n, 4L * (jn_end - jn_begin));
     }
   }

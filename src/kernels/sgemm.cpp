@@ -501,6 +501,9 @@ int rows_share_l1_sets(long ld, int rows, long span) {
 // kReadAInPlace: the direct kernel may read full row panels of a not-transposed A in place (false: A is always
 // packed, for a kernel whose in-place form needs more registers than there are).
 //
+// kPlain: with A not transposed, what of the next row block is prefetched (gemm_prefetch.h): the x86 kernels gained
+// from its rows of A, the AVX2 kernel, which does not fetch its own tile of C, also from its rows of C.
+//
 // kL2Blocks (the AVX-512 kernel, whose KC x 32 panel of B fills a 32 KB L1 on its own): column blocks of at most
 // kL2Panels panels, whose B is always packed (one contiguous block that stays in L2), and per row block the
 // panels of A outside, those of B inside: each 12-row panel of A (12 KB) stays in L1 while the block's B panels
@@ -512,7 +515,8 @@ int rows_share_l1_sets(long ld, int rows, long span) {
 // On the GPT-2 124M step's products (252 rows; Zen 4, 1 thread) the AVX-512 walk took them from 58-95 GFLOP/s to
 // 90-105: the B panel, read in place at a stride of 3072 or 768 floats or packed for all of N up front (up to
 // 50 MB for the vocabulary's 50257 columns), came from L2 or beyond for every row panel.
-template <int MR, int NR, bool kReadAInPlace = true, bool kL2Blocks = false, typename Kernel>
+template <int MR, int NR, bool kReadAInPlace = true, bool kL2Blocks = false,
+          PlainPrefetch kPlain = PlainPrefetch::None, typename Kernel>
 void run(Kernel packed_kernel, Kernel direct_kernel, bool trans_a, bool trans_b, int M, int N, int K, const float* A,
          int lda, const float* B, int ldb, float beta, float* C, int ldc, const SgemmExtras& extras) {
   // Called inside a parallel region (one caller per thread), the product runs on the calling thread.
@@ -583,8 +587,8 @@ void run(Kernel packed_kernel, Kernel direct_kernel, bool trans_a, bool trans_b,
                                  : cb + 1 < n_blocks ? block_of(cb + 1)
                                                      : BlockAt{qa, qb, i_begin, K};
             Prefetcher prefetch;
-            plan_prefetch<MR, NR, kKc, kMc>(prefetch, at, next, i_end, rows, last_chunk, trans_a, trans_b,
-                                            NR == 16, N, K, A, lda, B, ldb, C, ldc, extras);
+            plan_prefetch<MR, NR, kKc, kMc>(prefetch, at, next, i_end, rows, last_chunk, trans_a, trans_b, kPlain, N,
+                                            K, A, lda, B, ldb, C, ldc, extras);
             const auto tile = [&](int p, int q) {
               const int mr = std::min(MR, rows - p * MR);
               const int j0 = q * NR, nr = std::min(NR, N - j0);
@@ -680,11 +684,12 @@ bool sgemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int 
   switch (level) {
 #if defined(__x86_64__)
     case SgemmIsa::Avx512:
-      run<kMr512, kNr512, true, true>(kernel_avx512<false>, kernel_avx512<true>, trans_a, trans_b, M, N, K, A, lda, B, ldb,
-                                      beta, C, ldc, extras);
+      run<kMr512, kNr512, true, true, PlainPrefetch::ARows>(kernel_avx512<false>, kernel_avx512<true>, trans_a, trans_b,
+                                                            M, N, K, A, lda, B, ldb, beta, C, ldc, extras);
       return true;
     case SgemmIsa::Avx2:
-      run<kMr256, kNr256>(kernel_avx2<false>, kernel_avx2<true>, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);
+      run<kMr256, kNr256, true, false, PlainPrefetch::ARowsAndC>(kernel_avx2<false>, kernel_avx2<true>, trans_a,
+                                                                 trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);
       return true;
 #elif defined(__aarch64__)
     case SgemmIsa::Neon:
