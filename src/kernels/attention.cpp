@@ -36,28 +36,46 @@ namespace {
 
 using namespace attention_tiles;
 
-// Rows t0 .. t1 - 1 of the next head's q, k and v (and of its dout, when given), asked for while this head
-// computes: a head's rows are C3 apart and each gives it only hs floats, which the hardware prefetchers
-// find late; waiting on them was a tenth of the forward at the source model's shape. Changes no result.
-// With next_p (the forward), also rows t0 .. t1 - 1 of the next head's probabilities, for writing.
+// What the next head (the one this thread most likely takes next) reads and writes, rows t0 .. t1 - 1 of each,
+// asked for while this head computes: a head's rows are C3 (or C) apart and each gives it only hs floats, which
+// the hardware prefetchers find late. Waiting on them was a tenth of the forward at the source model's shape; in
+// the backward, with its operands from memory as in a training step, its rows of dq, dk, dv (written, so read for
+// ownership) and of the probabilities cost as much again as its arithmetic before they were fetched here too.
+// Changes no result.
 template <typename T>
-BLOCKLAB_ALWAYS_INLINE void prefetch_next_head(const T* next, const T* next_dout, T* next_p, int t0, int t1, int hs,
-                                               int Tn, long C3, long C) {
-  if (next == nullptr) return;
+struct NextHead {
+  const T* qkv = nullptr;      // its q, k, v (rows C3 apart, the parts C apart); nullptr: no next head
+  const T* dout = nullptr;     // backward: its rows of dout (C apart)
+  T* dqkv = nullptr;           // backward: its dq, dk, dv, as qkv (written)
+  const T* p_read = nullptr;   // backward: its probabilities (T x T)
+  T* p_write = nullptr;        // forward: its probabilities (written)
+  T* out = nullptr;            // forward: its rows of the output (C apart, written)
+};
+
+template <typename T>
+BLOCKLAB_ALWAYS_INLINE void prefetch_next_head(const NextHead<T>& next, int t0, int t1, int hs, int Tn, long C3,
+                                               long C) {
+  if (next.qkv == nullptr) return;
   constexpr int kLine = 64 / sizeof(T);
   for (int t = t0; t < t1; ++t)
     for (int i = 0; i < hs; i += kLine) {
-      for (int part = 0; part < 3; ++part) __builtin_prefetch(next + t * C3 + part * C + i);
-      if (next_dout != nullptr) __builtin_prefetch(next_dout + t * C + i);
+      for (int part = 0; part < 3; ++part) __builtin_prefetch(next.qkv + t * C3 + part * C + i, 0, 2);
+      if (next.dout != nullptr) __builtin_prefetch(next.dout + t * C + i, 0, 2);
+      if (next.out != nullptr) __builtin_prefetch(next.out + t * C + i, 1, 2);
+      if (next.dqkv != nullptr)
+        for (int part = 0; part < 3; ++part) __builtin_prefetch(next.dqkv + t * C3 + part * C + i, 1, 2);
     }
-  if (next_p != nullptr)
-    for (long e = static_cast<long>(t0) * Tn; e < static_cast<long>(t1) * Tn; e += kLine)
-      __builtin_prefetch(next_p + e, 1);
+  const long e0 = static_cast<long>(t0) * Tn, e1 = static_cast<long>(t1) * Tn;
+  if (next.p_write != nullptr)
+    for (long e = e0; e < e1; e += kLine) __builtin_prefetch(next.p_write + e, 1, 2);
+  if (next.p_read != nullptr)
+    for (long e = e0; e < e1; e += kLine) __builtin_prefetch(next.p_read + e, 0, 2);
 }
 
 template <Isa I, typename T>
 BLOCKLAB_ALWAYS_INLINE void attention_forward_head_tiled(T* o, T* p, T* scratch, const T* q, const T* k, const T* v,
-                                                        int Tn, int hs, long C3, long C, const T* next) {
+                                                        int Tn, int hs, long C3, long C, const T* next_qkv,
+                                                        T* next_o) {
   const int Tp = padded(Tn);
   T* kt = scratch + static_cast<long>(Tn) * Tn;
   T* z = kt + static_cast<long>(hs) * Tp;
@@ -66,7 +84,7 @@ BLOCKLAB_ALWAYS_INLINE void attention_forward_head_tiled(T* o, T* p, T* scratch,
   const T scale = T(1) / std::sqrt(static_cast<T>(hs));
   for (int t0 = 0; t0 < Tn; t0 += kQueryRows) {  // query rows in groups that share each load of K
     const int rows = std::min(kQueryRows, Tn - t0);
-    prefetch_next_head<T>(next, nullptr, next == nullptr ? nullptr : p + static_cast<long>(Tn) * Tn, t0, t0 + rows, hs,
+    prefetch_next_head<T>({.qkv = next_qkv, .p_write = p + static_cast<long>(Tn) * Tn, .out = next_o}, t0, t0 + rows, hs,
                           Tn, C3, C);
     rows_times_transposed<I>(z, Tp, q + t0 * C3, C3, rows, kt, t0 + rows, Tp, hs, scale, scaled);  // z_t[s] = scale q_t . k_s
     for (int t = t0; t < t0 + rows; ++t) {
@@ -81,7 +99,7 @@ BLOCKLAB_ALWAYS_INLINE void attention_forward_head_tiled(T* o, T* p, T* scratch,
 template <Isa I, typename T>
 BLOCKLAB_ALWAYS_INLINE void attention_backward_head_tiled(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T* q,
                                                          const T* k, const T* v, const T* p, int Tn, int hs, long C3,
-                                                         long C, const T* next, const T* next_dout) {
+                                                         long C, const NextHead<T>& next) {
   const int Tp = padded(Tn);
   T* dz = scratch;  // (T, T)
   T* vt = scratch + static_cast<long>(Tn) * Tn;
@@ -95,7 +113,7 @@ BLOCKLAB_ALWAYS_INLINE void attention_backward_head_tiled(T* dq, T* dk, T* dv, T
   //   forward z = scale q_t . k_s      =>  dq_t += scale sum_s dz[t,s] k_s
   for (int t0 = 0; t0 < Tn; t0 += kQueryRows) {  // query rows in groups that share each load of V
     const int rows = std::min(kQueryRows, Tn - t0);
-    prefetch_next_head<T>(next, next_dout, nullptr, t0, t0 + rows, hs, Tn, C3, C);
+    prefetch_next_head<T>(next, t0, t0 + rows, hs, Tn, C3, C);
     rows_times_transposed<I>(dp, Tp, dout + t0 * C, C, rows, vt, t0 + rows, Tp, hs, T(1), rows_copy);
     for (int t = t0; t < t0 + rows; ++t)  // dp's rows are computed up to the group's window rounded up to kLanes
       softmax_backward_row<I>(dz + static_cast<long>(t) * Tn, p + static_cast<long>(t) * Tn,
@@ -236,11 +254,13 @@ void attention_forward(T* out, T* att, T* scratch, const T* qkv, int B, int Tn, 
       T* head_scratch_ptr = scratch + thread_scratch_part(slot, bh) * static_cast<long>(head_scratch(Tn, hs));
       T* o = out + static_cast<long>(b) * Tn * C + h * hs;
       // the head this thread most likely takes next (static schedule: the following pair)
-      const T* next = bh + 1 < static_cast<long>(B) * H ? next_head(base, h, H, hs, Tn, C3) : nullptr;
+      const bool last = bh + 1 == static_cast<long>(B) * H;
+      const T* next = last ? nullptr : next_head(base, h, H, hs, Tn, C3);
+      T* next_o = last ? nullptr : next_head(o, h, H, hs, Tn, C);
       on_isa([&](auto isa) {
         if (hs % kLanes == 0)
           attention_forward_head_tiled<isa.value>(o, att + bh * Tn * Tn, head_scratch_ptr, base, base + C, base + 2 * C,
-                                                  Tn, hs, C3, C, next);
+                                                  Tn, hs, C3, C, next, next_o);
         else
           attention_forward_head(o, att + bh * Tn * Tn, head_scratch_ptr, base, base + C, base + 2 * C, Tn, hs, C3, C);
       });
@@ -268,12 +288,16 @@ void attention_backward(T* dqkv, T* scratch, const T* dout, const T* qkv, const 
       const T* g = dout + static_cast<long>(b) * Tn * C + h * hs;
       // the head this thread most likely takes next (static schedule: the following pair)
       const bool last = bh + 1 == static_cast<long>(B) * H;
-      const T* next = last ? nullptr : next_head(base, h, H, hs, Tn, C3);
-      const T* next_dout = last ? nullptr : next_head(g, h, H, hs, Tn, C);
+      NextHead<T> next;
+      if (!last)
+        next = {.qkv = next_head(base, h, H, hs, Tn, C3),
+                .dout = next_head(g, h, H, hs, Tn, C),
+                .dqkv = next_head(dbase, h, H, hs, Tn, C3),
+                .p_read = att + (bh + 1) * Tn * Tn};
       on_isa([&](auto isa) {
         if (hs % kLanes == 0)  // writes every row of the head's dq, dk, dv
           attention_backward_head_tiled<isa.value>(dbase, dbase + C, dbase + 2 * C, hsc, g, base, base + C,
-                                                   base + 2 * C, att + bh * Tn * Tn, Tn, hs, C3, C, next, next_dout);
+                                                   base + 2 * C, att + bh * Tn * Tn, Tn, hs, C3, C, next);
         else {
           for (int t = 0; t < Tn; ++t)  // the head's slices of dq, dk, dv: attention_backward_head adds into them
             for (int part = 0; part < 3; ++part) std::fill_n(dbase + t * C3 + part * C, hs, T(0));

@@ -36,8 +36,8 @@ inline long thread_scratch_part(long& first, long index) {
 // The rows of the (batch, head) that follows head h of H under a static schedule over (batch, head), in a tensor
 // whose heads are hs columns apart within rows `stride` apart of T rows per batch: the next head's columns, or
 // after the last head the first head of the next batch. `at` is head h's first element.
-template <typename T>
-const T* next_head(const T* at, int h, int H, int hs, int T_rows, long stride) {
+template <typename Pointer>
+Pointer next_head(Pointer at, int h, int H, int hs, int T_rows, long stride) {
   return h + 1 < H ? at + hs : at + T_rows * stride - static_cast<long>(h) * hs;
 }
 
