@@ -1,8 +1,12 @@
-// Causal attention's forward and backward (kernels/attention.h) alone, on the shapes the benchmarks train:
+// Causal attention's forward and backward (kernels/attention.h, attention_gqa.h) alone, on the shapes the
+// benchmarks train:
 //   source  the source's model: batch 32, T 63, width 128, 4 heads of 32 (one layer's call; 24 per step)
 //   small   the same heads at batch 2: every operand stays in L2, so what is left is the kernel's own work
 //   gpt2    GPT-2 124M as bench/compare_pytorch --model gpt2 runs it: batch 4, T 64, width 768, 12 heads of 64
 //   gpt2-256  the same at T 256
+//   source-general  the source's shape through the general kernel (attention_gqa.h), which every block with RoPE,
+//                   norms on q and k, grouped key/value heads or cross-attention runs
+//   source-gqa      the same with 2 key/value heads for the 4 query heads
 // For each: the fastest of N calls (by the thread's CPU time with one thread, wall time with more), the
 // useful FLOPs (the causal half of q.k and p.v, forward; twice that backward) per second, and the time
 // per (batch, head) pair. Forward and backward alternate call by call on the same operands. A second line, "from
@@ -11,6 +15,7 @@
 // the timing.
 // Run: build/bench_attention [THREADS [SHAPE]]   (default 1 thread, every shape)
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <iterator>
@@ -19,6 +24,7 @@
 
 #include "bench_threads.h"
 #include "kernels/attention.h"
+#include "kernels/attention_gqa.h"
 #include "util/rng.h"
 #include "util/threads.h"
 
@@ -30,19 +36,41 @@ namespace {
 struct Shape {
   const char* name;
   int B, T, C, H;
+  int Hkv = 0;  // 0: the fused multi-head kernel (attention.h); else the general kernel (attention_gqa.h) with Hkv
+                // key/value heads, which every block with RoPE, norms on q and k, GQA or cross-attention runs
 };
 
 void run(const Shape& s, int threads, int calls) {
   Rng rng(1);
-  const long btc = static_cast<long>(s.B) * s.T * s.C;
-  std::vector<float> qkv(3 * btc), out(btc), dout(btc), dqkv(3 * btc);
+  const int D = s.C / s.H, Hkv = s.Hkv == 0 ? s.H : s.Hkv;
+  const long rows = static_cast<long>(s.B) * s.T, width = static_cast<long>(s.H + 2 * Hkv) * D;  // [q | k | v]
+  const long btc = rows * s.C;
+  std::vector<float> qkv(rows * width), out(btc), dout(btc), dqkv(rows * width);
   std::vector<float> att(static_cast<size_t>(s.B) * s.H * s.T * s.T);
-  std::vector<float> scratch(attention_scratch_size(s.B, s.T, s.C, s.H));
+  std::vector<float> scratch(s.Hkv == 0 ? attention_scratch_size(s.B, s.T, s.C, s.H)
+                                        : attention_gqa_scratch_size(s.B, s.T, s.T, s.H, D));
   for (auto& x : qkv) x = static_cast<float>(rng.normal());
   for (auto& x : dout) x = static_cast<float>(rng.normal());
-  auto forward = [&] { attention_forward(out.data(), att.data(), scratch.data(), qkv.data(), s.B, s.T, s.C, s.H); };
+  const float* q = qkv.data();
+  const float* k = q + static_cast<long>(s.H) * D;
+  const float* v = k + static_cast<long>(Hkv) * D;
+  float* dq = dqkv.data();
+  float* dk = dq + static_cast<long>(s.H) * D;
+  float* dv = dk + static_cast<long>(Hkv) * D;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  auto forward = [&] {
+    if (s.Hkv == 0)
+      attention_forward(out.data(), att.data(), scratch.data(), qkv.data(), s.B, s.T, s.C, s.H);
+    else
+      attention_gqa_forward(out.data(), s.C, att.data(), scratch.data(), q, width, k, width, v, width, s.B, s.T, s.T,
+                            s.H, Hkv, D, true, scale);
+  };
   auto backward = [&] {
-    attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.C, s.H);
+    if (s.Hkv == 0)
+      attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.C, s.H);
+    else
+      attention_gqa_backward(dq, width, dk, width, dv, width, scratch.data(), dout.data(), s.C, q, width, k, width, v,
+                             width, att.data(), s.B, s.T, s.T, s.H, Hkv, D, true, scale);
   };
   forward();
   backward();
@@ -68,7 +96,7 @@ void run(const Shape& s, int threads, int calls) {
       best_f = std::min(best_f, t1 - t0);
       best_b = std::min(best_b, t3 - t2);
     }
-    std::printf("%-9s B %2d T %3d C %3d H %2d | forward %8.1f us %6.1f GFLOP/s %6.2f us/head | backward %8.1f us "
+    std::printf("%-14s B %2d T %3d C %3d H %2d | forward %8.1f us %6.1f GFLOP/s %6.2f us/head | backward %8.1f us "
                 "%6.1f GFLOP/s %6.2f us/head%s\n",
                 s.name, s.B, s.T, s.C, s.H, 1e6 * best_f, flops_f / best_f * 1e-9, 1e6 * best_f / heads,
                 1e6 * best_b, 2 * flops_f / best_b * 1e-9, 1e6 * best_b / heads, cold ? "  (from memory)" : "");
@@ -80,10 +108,9 @@ void run(const Shape& s, int threads, int calls) {
 int main(int argc, char** argv) {
   const int threads = bench::threads_argument(argc, argv, "bench_attention");
   if (threads == 0) return 2;
-  const Shape shapes[] = {{"source", 32, 63, 128, 4},
-                          {"small", 2, 63, 128, 4},
-                          {"gpt2", 4, 64, 768, 12},
-                          {"gpt2-256", 4, 256, 768, 12}};
+  const Shape shapes[] = {{"source", 32, 63, 128, 4},         {"small", 2, 63, 128, 4},
+                          {"gpt2", 4, 64, 768, 12},           {"gpt2-256", 4, 256, 768, 12},
+                          {"source-general", 32, 63, 128, 4, 4}, {"source-gqa", 32, 63, 128, 4, 2}};
   const char* only = argc > 2 ? argv[2] : nullptr;
   if (only != nullptr &&
       std::none_of(std::begin(shapes), std::end(shapes), [&](const Shape& s) { return std::strcmp(only, s.name) == 0; })) {
