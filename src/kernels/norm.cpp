@@ -11,6 +11,21 @@ namespace blocklab::kernels {
 
 namespace {
 constexpr int kColumnBlock = 64;
+constexpr int kRowBlock = 16;
+
+// row(n) for every row, blocks of kRowBlock rows split across threads, each block at the machine's level: one
+// on_isa call per block, where one per row cost as much as the row's arithmetic (its dispatch, and the row
+// kernel's setup each time). Rows are independent, so results do not depend on the blocking or thread count.
+template <typename Row>
+void for_each_row(int N, Row row) {
+  const int blocks = (N + kRowBlock - 1) / kRowBlock;
+#pragma omp parallel for schedule(static)
+  for (int blk = 0; blk < blocks; ++blk)
+    on_isa([&](auto) {
+      const int n1 = blk * kRowBlock + kRowBlock < N ? blk * kRowBlock + kRowBlock : N;
+      for (int n = blk * kRowBlock; n < n1; ++n) row(n);
+    });
+}
 
 // dweight[c] += sum_n dout[n,c] * xhat(n,c) and dbias[c] += sum_n dout[n,c], rows summed in order and
 // columns split across threads, so the result is independent of the thread count. Each block of columns runs
@@ -56,12 +71,10 @@ template <typename T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, const T* bias, int N, int C,
                        T eps) {
   BLOCKLAB_PROFILE("layernorm_forward");
-#pragma omp parallel for schedule(static)
-  for (int n = 0; n < N; ++n)
-    on_isa([&](auto) {
-      layernorm_forward_row(out + static_cast<long>(n) * C, mean + n, rstd + n, inp + static_cast<long>(n) * C, weight,
-                            bias, C, eps);
-    });
+  for_each_row(N, [&](int n) {
+    layernorm_forward_row(out + static_cast<long>(n) * C, mean + n, rstd + n, inp + static_cast<long>(n) * C, weight,
+                          bias, C, eps);
+  });
 }
 
 // forward: xhat = (x - mean) * rstd;  y = xhat * w + b
@@ -80,12 +93,10 @@ template <typename T>
 void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
                         const T* mean, const T* rstd, int N, int C) {
   BLOCKLAB_PROFILE("layernorm_backward");
-#pragma omp parallel for schedule(static)
-  for (int n = 0; n < N; ++n)
-    on_isa([&](auto) {
-      layernorm_backward_row(dinp + static_cast<long>(n) * C, dout + static_cast<long>(n) * C,
-                             inp + static_cast<long>(n) * C, weight, mean[n], rstd[n], C);
-    });
+  for_each_row(N, [&](int n) {
+    layernorm_backward_row(dinp + static_cast<long>(n) * C, dout + static_cast<long>(n) * C,
+                           inp + static_cast<long>(n) * C, weight, mean[n], rstd[n], C);
+  });
   accumulate_affine_grads(dweight, dbias, dout, N, C, [&](int n, int c) {
     return (inp[static_cast<long>(n) * C + c] - mean[n]) * rstd[n];
   });
@@ -101,11 +112,9 @@ BLOCKLAB_ALWAYS_INLINE void rmsnorm_forward_row(T* y, T* rstd, const T* x, const
 template <typename T>
 void rmsnorm_forward(T* out, T* rstd, const T* inp, const T* weight, int N, int C, T eps) {
   BLOCKLAB_PROFILE("rmsnorm_forward");
-#pragma omp parallel for schedule(static)
-  for (int n = 0; n < N; ++n)
-    on_isa([&](auto) {
-      rmsnorm_forward_row(out + static_cast<long>(n) * C, rstd + n, inp + static_cast<long>(n) * C, weight, C, eps);
-    });
+  for_each_row(N, [&](int n) {
+    rmsnorm_forward_row(out + static_cast<long>(n) * C, rstd + n, inp + static_cast<long>(n) * C, weight, C, eps);
+  });
 }
 
 // forward: xhat = x * rstd;  y = xhat * w,  rstd = (mean(x^2) + eps)^(-1/2)
@@ -120,12 +129,10 @@ template <typename T>
 void rmsnorm_backward(T* dinp, T* dweight, const T* dout, const T* inp, const T* weight, const T* rstd, int N,
                       int C) {
   BLOCKLAB_PROFILE("rmsnorm_backward");
-#pragma omp parallel for schedule(static)
-  for (int n = 0; n < N; ++n)
-    on_isa([&](auto) {
-      rmsnorm_backward_row(dinp + static_cast<long>(n) * C, dout + static_cast<long>(n) * C,
-                           inp + static_cast<long>(n) * C, weight, rstd[n], C);
-    });
+  for_each_row(N, [&](int n) {
+    rmsnorm_backward_row(dinp + static_cast<long>(n) * C, dout + static_cast<long>(n) * C,
+                         inp + static_cast<long>(n) * C, weight, rstd[n], C);
+  });
   accumulate_affine_grads<T>(dweight, nullptr, dout, N, C,
                              [&](int n, int c) { return inp[static_cast<long>(n) * C + c] * rstd[n]; });
 }
