@@ -74,8 +74,7 @@ BLOCKLAB_ALWAYS_INLINE void prefetch_next_head(const NextHead<T>& next, int t0, 
 
 template <Isa I, typename T>
 BLOCKLAB_ALWAYS_INLINE void attention_forward_head_tiled(T* o, T* p, T* scratch, const T* q, const T* k, const T* v,
-                                                        int Tn, int hs, long C3, long C, const T* next_qkv,
-                                                        T* next_o) {
+                                                        int Tn, int hs, long C3, long C, const NextHead<T>& next) {
   const int Tp = padded(Tn);
   T* kt = scratch + static_cast<long>(Tn) * Tn;
   T* z = kt + static_cast<long>(hs) * Tp;
@@ -84,8 +83,7 @@ BLOCKLAB_ALWAYS_INLINE void attention_forward_head_tiled(T* o, T* p, T* scratch,
   const T scale = T(1) / std::sqrt(static_cast<T>(hs));
   for (int t0 = 0; t0 < Tn; t0 += kQueryRows) {  // query rows in groups that share each load of K
     const int rows = std::min(kQueryRows, Tn - t0);
-    prefetch_next_head<T>({.qkv = next_qkv, .p_write = p + static_cast<long>(Tn) * Tn, .out = next_o}, t0, t0 + rows, hs,
-                          Tn, C3, C);
+    prefetch_next_head<T>(next, t0, t0 + rows, hs, Tn, C3, C);
     rows_times_transposed<I>(z, Tp, q + t0 * C3, C3, rows, kt, t0 + rows, Tp, hs, scale, scaled);  // z_t[s] = scale q_t . k_s
     for (int t = t0; t < t0 + rows; ++t) {
       // causal window s = 0..t; z's rows have room for Tp >= t + 1 rounded up to kReduceLanes
@@ -255,12 +253,15 @@ void attention_forward(T* out, T* att, T* scratch, const T* qkv, int B, int Tn, 
       T* o = out + static_cast<long>(b) * Tn * C + h * hs;
       // the head this thread most likely takes next (static schedule: the following pair)
       const bool last = bh + 1 == static_cast<long>(B) * H;
-      const T* next = last ? nullptr : next_head(base, h, H, hs, Tn, C3);
-      T* next_o = last ? nullptr : next_head(o, h, H, hs, Tn, C);
+      NextHead<T> next;
+      if (!last)
+        next = {.qkv = next_head(base, h, H, hs, Tn, C3),
+                .p_write = att + (bh + 1) * Tn * Tn,
+                .out = next_head(o, h, H, hs, Tn, C)};
       on_isa([&](auto isa) {
         if (hs % kLanes == 0)
           attention_forward_head_tiled<isa.value>(o, att + bh * Tn * Tn, head_scratch_ptr, base, base + C, base + 2 * C,
-                                                  Tn, hs, C3, C, next, next_o);
+                                                  Tn, hs, C3, C, next);
         else
           attention_forward_head(o, att + bh * Tn * Tn, head_scratch_ptr, base, base + C, base + 2 * C, Tn, hs, C3, C);
       });

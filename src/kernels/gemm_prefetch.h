@@ -27,8 +27,9 @@ class Prefetcher {
     if (count_ == kMaxRegions || rows <= 0 || row_bytes <= 0) return;
     const auto first = reinterpret_cast<uintptr_t>(base) & ~uintptr_t{63};
     const auto last = (reinterpret_cast<uintptr_t>(base) + row_bytes - 1) & ~uintptr_t{63};
-    regions_[count_++] = {reinterpret_cast<const char*>(first), stride_bytes, rows, static_cast<int>((last - first) / 64 + 1)};
-    total_lines_ += static_cast<long>(rows) * regions_[count_ - 1].lines;
+    const int lines = static_cast<int>((last - first) / 64 + 1);
+    regions_[count_++] = {reinterpret_cast<const char*>(first), stride_bytes, rows, lines};
+    total_lines_ += static_cast<long>(rows) * lines;
   }
   // the lines are issued in `calls` roughly equal parts
   void start(int calls) { per_call_ = calls <= 0 ? total_lines_ : (total_lines_ + calls - 1) / calls; }

@@ -689,7 +689,8 @@ bool sgemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int 
       return true;
     case SgemmIsa::Avx2:
       run<kMr256, kNr256, true, false, PlainPrefetch::ARowsAndC>(kernel_avx2<false>, kernel_avx2<true>, trans_a,
-                                                                 trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);
+                                                                 trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc,
+                                                                 extras);
       return true;
 #elif defined(__aarch64__)
     case SgemmIsa::Neon:
