@@ -195,14 +195,7 @@ BLOCKLAB_BF16_TARGET void kernel_bf16(int kpc, const uint32_t* A, long lda, cons
                                       int mr, int nr, bool accumulate, const float* bias) {
   __m512 acc[kMr][2];
   for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-  // The tile of C, read (accumulate) or written at the end, is fetched while the products run, as in sgemm's
-  // AVX-512 kernel: otherwise its rows are misses that wait at the end of every call.
-  for (int r = 0; r < mr; ++r) {
-    const char* c = reinterpret_cast<const char*>(C + static_cast<long>(r) * ldc);
-    _mm_prefetch(c, _MM_HINT_T0);
-    _mm_prefetch(c + 64, _MM_HINT_T0);
-    _mm_prefetch(c + 127, _MM_HINT_T0);
-  }
+  prefetch_tile(C, ldc, mr);  // read (accumulate) or written at the end
   for (int kp = 0; kp < kpc; ++kp) {
     const __m512bh b0 = (__m512bh)_mm512_loadu_si512(Bp + kp * kNr);
     const __m512bh b1 = (__m512bh)_mm512_loadu_si512(Bp + kp * kNr + 16);
@@ -334,10 +327,9 @@ void run(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int ld
             else
               pack_a_rows(Ap, A, lda, i0, rows, k0, kc);
             const BlockAt at{qa, qb, i0, k0};
-            const BlockAt next = i0 + kMc < i_end     ? BlockAt{qa, qb, i0 + kMc, k0}
-                                 : k0 + kKc < K       ? BlockAt{qa, qb, i_begin, k0 + kKc}
-                                 : cb + 1 < n_blocks ? BlockAt{qb, block_begin(cb + 2), i_begin, 0}
-                                                     : BlockAt{qa, qb, i_begin, K};
+            const BlockAt next = next_block<kKc, kMc>(at, i_begin, i_end, K, [&] {
+              return cb + 1 < n_blocks ? BlockAt{qb, block_begin(cb + 2), i_begin, 0} : BlockAt{};
+            });
             Prefetcher prefetch;
             plan_prefetch<kMr, kNr, kKc, kMc>(prefetch, at, next, i_end, rows, last_chunk, trans_a, trans_b,
                                               PlainPrefetch::ARows, N, K, A, lda, B, ldb, C, ldc, extras);

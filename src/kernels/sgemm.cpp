@@ -241,16 +241,7 @@ __attribute__((target("avx512f"))) void kernel_avx512(int kc, const float* A, lo
                                                       const float* bias) {
   __m512 acc[kMr512][2];
   for (int r = 0; r < kMr512; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-  // The tile of C, read (accumulate) or written at the end, is fetched while the products run: C rarely stays in
-  // cache between K-chunks (a few MB at 252 rows and 3072 columns), and the tile's 12 rows are 12 misses at
-  // the end of every call otherwise (Zen 4: +10-18% on the source model's products with K = 128, a few
-  // percent on most others).
-  for (int r = 0; r < mr; ++r) {
-    const char* c = reinterpret_cast<const char*>(C + static_cast<long>(r) * ldc);
-    _mm_prefetch(c, _MM_HINT_T0);
-    _mm_prefetch(c + 64, _MM_HINT_T0);
-    _mm_prefetch(c + 127, _MM_HINT_T0);
-  }
+  prefetch_tile(C, ldc, mr);  // read (accumulate) or written at the end
   for (int k = 0; k < kc; ++k) {
     const __m512 b0 = _mm512_loadu_ps(Bp + k * ldbp);
     const __m512 b1 = _mm512_loadu_ps(Bp + k * ldbp + 16);
@@ -582,10 +573,9 @@ void run(Kernel packed_kernel, Kernel direct_kernel, bool trans_a, bool trans_b,
                 pack_a<MR>(Ap, A, lda, false, i0 + full_panels * MR, rows % MR, k0, kc, nullptr);
             });
             const BlockAt at{qa, qb, i0, k0};
-            const BlockAt next = i0 + kMc < i_end  ? BlockAt{qa, qb, i0 + kMc, k0}
-                                 : k0 + kKc < K    ? BlockAt{qa, qb, i_begin, k0 + kKc}
-                                 : cb + 1 < n_blocks ? block_of(cb + 1)
-                                                     : BlockAt{qa, qb, i_begin, K};
+            const BlockAt next = next_block<kKc, kMc>(at, i_begin, i_end, K, [&] {
+              return cb + 1 < n_blocks ? block_of(cb + 1) : BlockAt{};
+            });
             Prefetcher prefetch;
             plan_prefetch<MR, NR, kKc, kMc>(prefetch, at, next, i_end, rows, last_chunk, trans_a, trans_b, kPlain, N,
                                             K, A, lda, B, ldb, C, ldc, extras);
