@@ -454,7 +454,8 @@ TEST(FastMath, FloatGeluTanhMatchesDouble) {
   }
   EXPECT_LT(worst_value, 1e-6);
   EXPECT_LT(worst_derivative, 2e-6);
-  // the tails: exactly x far right, 0 (not NaN) far left
+  // the tails: exactly x far right, 0 (not NaN) far left: within 1e-20, as exp(-2u) is capped at exp(64) there (the
+  // ratio 1 / (1 + e) held at 1.6e-28, fast_math.h's exp_for_ratio)
   const float big[4] = {30.f, 100.f, -30.f, -100.f}, one4[4] = {1.f, 1.f, 1.f, 1.f};
   float out[4], d[4];
   gelu_tanh_forward(out, big, 4);
@@ -463,8 +464,8 @@ TEST(FastMath, FloatGeluTanhMatchesDouble) {
   EXPECT_EQ(out[1], 100.f);
   EXPECT_EQ(d[0], 1.f);
   for (int i = 2; i < 4; ++i) {
-    EXPECT_LE(std::abs(out[i]), 1e-30f) << big[i];
-    EXPECT_LE(std::abs(d[i]), 1e-30f) << big[i];
+    EXPECT_LE(std::abs(out[i]), 1e-20f) << big[i];
+    EXPECT_LE(std::abs(d[i]), 1e-20f) << big[i];
   }
 }
 

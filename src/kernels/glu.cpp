@@ -1,5 +1,8 @@
 #include "kernels/glu.h"
 
+#include <cmath>
+#include <type_traits>
+
 #include "kernels/fast_math.h"
 #include "kernels/gelu.h"
 
@@ -11,7 +14,10 @@ namespace {
 
 template <typename T>
 inline T sigmoid(T x) {
-  return T(1) / (T(1) + fast_exp(-x));
+  if constexpr (std::is_same_v<T, float>)
+    return 1.0f / (1.0f + exp_for_ratio(-x));  // as exp_approx for x > -64 (fast_math.h)
+  else
+    return T(1) / (T(1) + std::exp(-x));
 }
 
 // One row: value (I), gate (I) -> out (I).
