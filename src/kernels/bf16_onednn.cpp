@@ -104,7 +104,11 @@ const Probe& probe() {
 
 // The primitives of one GEMM shape: a matmul for the full row tiles and one for the last (shorter) tile,
 // both reading op(B) in the blocked layout oneDNN prefers for it (chosen once, for the full tile), and the
-// reorder that puts a column tile of op(B) (bf16, as stored) into that layout. Created and run with one
+// reorder that puts a column tile of op(B) into that layout. With B as stored (not transposed) the reorder also
+// rounds it from float, in one pass: rounding B first and then reordering the bf16 copy read and wrote it twice,
+// and the tied head's 50257 x 768 weight is 154 MB (its dX product, 128 x 768 x 50257, 86 → 58 ms on an AMX Xeon).
+// A transposed B is rounded first, as stored, and the reorder moves bf16: oneDNN's float reorder from a transposed
+// source ran the head's forward 107 → 127 ms. Created and run with one
 // OpenMP thread in the calling thread, so that oneDNN's blocking (which may depend on its thread count) is
 // the same for every caller; each caller passes its own scratchpad (the library's own is shared).
 using Key = std::tuple<int, int, int, int, int, int, int, bool, bool, bool>;  // M, N, K, lda, ldb, ldc, tile_n, ta, tb, beta
@@ -146,7 +150,8 @@ const Plan& plan(const Key& key) {
   const auto [M, N, K, lda, ldb, ldc, tn, ta, tb, accumulate] = key;
   const int tm = tile_rows(M);
   Plan p;
-  p.b_plain = memory::desc({K, tn}, memory::data_type::bf16, tb ? memory::dims{1, ldb} : memory::dims{ldb, 1});
+  p.b_plain = tb ? memory::desc({K, tn}, memory::data_type::bf16, memory::dims{1, ldb})
+                 : memory::desc({K, tn}, memory::data_type::f32, memory::dims{ldb, 1});
   const memory::desc b_any({K, tn}, memory::data_type::bf16, memory::format_tag::any);
   p.full = make_tile(std::min(tm, M), tn, K, lda, ldc, ta, accumulate, b_any);
   p.b_blocked = p.full.b;
@@ -237,9 +242,9 @@ bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const flo
   if (M <= 0 || N <= 0) return true;
   if (K <= 0) return sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);  // C = beta C (+ bias)
   static thread_local std::vector<uint16_t> a16, b16;
-  // Stored shapes: A is (M,K) or, transposed, (K,M); B is (K,N) or (N,K).
+  // Stored shapes: A is (M,K) or, transposed, (K,M); B is (K,N), rounded by the reorders below, or (N,K).
   round_to_bf16(A, trans_a ? K : M, trans_a ? M : K, lda, a16);
-  round_to_bf16(B, trans_b ? N : K, trans_b ? K : N, ldb, b16);
+  if (trans_b) round_to_bf16(B, N, K, ldb, b16);
   const int tm = tile_rows(M), tn = tile_cols(N);
   const int row_tiles = (M + tm - 1) / tm, col_tiles = (N + tn - 1) / tn;
   const uint16_t* a_data = a16.data();
@@ -256,7 +261,8 @@ bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const flo
     const Plan& p = plan(Key{M, n, K, lda, ldb, ldc, n, trans_a, trans_b, beta != 0.f});
     plans[jt] = &p;
     b_blocked[jt].resize(p.b_blocked.get_size());
-    uint16_t* b_tile = b16.data() + (trans_b ? static_cast<size_t>(j0) * ldb : static_cast<size_t>(j0));
+    void* b_tile = trans_b ? static_cast<void*>(b16.data() + static_cast<size_t>(j0) * ldb)
+                           : static_cast<void*>(const_cast<float*>(B) + j0);
     memory src(p.b_plain, engine(), b_tile), dst(p.b_blocked, engine(), b_blocked[jt].data());
     p.reorder_b.execute(stream, src, dst);
   }
