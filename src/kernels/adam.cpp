@@ -48,9 +48,16 @@ double sum_of_squares(const T* x, long n) {
   double lane[kLanes] = {};
   long i = 0;
   on_isa([&](auto) {
-    for (; i + kLanes <= n; i += kLanes)
+    // the lanes in a local array (registers) for the loop: summed in place through the captured array, each
+    // addition waited on the store before it, and a 124M-float gradient took 109 ms at 1 thread (4.5 GB/s)
+    double acc[kLanes];
+    for (int l = 0; l < kLanes; ++l) acc[l] = lane[l];
+    long j = i;
+    for (; j + kLanes <= n; j += kLanes)
 #pragma GCC unroll 16
-      for (int l = 0; l < kLanes; ++l) lane[l] += static_cast<double>(x[i + l]) * static_cast<double>(x[i + l]);
+      for (int l = 0; l < kLanes; ++l) acc[l] += static_cast<double>(x[j + l]) * static_cast<double>(x[j + l]);
+    for (int l = 0; l < kLanes; ++l) lane[l] = acc[l];
+    i = j;
   });
   for (int l = 0; i < n; ++i, ++l) lane[l] += static_cast<double>(x[i]) * static_cast<double>(x[i]);
   for (int width = kLanes / 2; width > 0; width /= 2)  // pairwise: lane l += lane l + width
