@@ -106,11 +106,11 @@ const Probe& probe() {
 // both reading op(B) in the blocked layout oneDNN prefers for it (chosen once, for the full tile), and the
 // reorder that puts a column tile of op(B) into that layout. With B as stored (not transposed) the reorder also
 // rounds it from float, in one pass: rounding B first and then reordering the bf16 copy read and wrote it twice,
-// and the tied head's 50257 x 768 weight is 154 MB (its dX product, 128 x 768 x 50257, 86 → 58 ms on an AMX Xeon).
-// A transposed B is rounded first, as stored, and the reorder moves bf16: oneDNN's float reorder from a transposed
-// source ran the head's forward 107 → 127 ms. Created and run with one
-// OpenMP thread in the calling thread, so that oneDNN's blocking (which may depend on its thread count) is
-// the same for every caller; each caller passes its own scratchpad (the library's own is shared).
+// and the tied head's 50257 x 768 weight is 154 MB (its dX product, 128 x 768 x 50257, 68-71 → 60-61 ms on an
+// AMX Xeon, the same bits). A transposed B is rounded first, as stored, and the reorder moves bf16: oneDNN's float
+// reorder from a transposed source ran the head's forward 107 → 127 ms. Created and run with one OpenMP thread in
+// the calling thread, so that oneDNN's blocking (which may depend on its thread count) is the same for every
+// caller; each caller passes its own scratchpad (the library's own is shared).
 using Key = std::tuple<int, int, int, int, int, int, int, bool, bool, bool>;  // M, N, K, lda, ldb, ldc, tile_n, ta, tb, beta
 
 struct Tile {
