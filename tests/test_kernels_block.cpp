@@ -210,6 +210,38 @@ TEST(KernelBlock, GluFloatMatchesDouble) {
   }
 }
 
+TEST(KernelBlock, SwiGluFloatTails) {
+  // Far out on both sides in float: x sigmoid(x) is x far right (the ratio 1 / (1 + exp(-x)) rounds to 1) and
+  // 0 within 1e-20 far left, where exp(-x) is capped at exp(64) (fast_math.h's exp_for_ratio) so that the ratio,
+  // 1.6e-28 there, is never subnormal; the gradients are likewise exact or tiny, and never NaN or infinite.
+  const std::vector<float> gates = {-1e30f, -3e3f, -200.f, -100.f, -70.f, -64.5f, -63.5f, -40.f,
+                                    40.f,   63.5f, 64.5f,  70.f,   100.f, 3e3f,   1e30f};
+  const int I = static_cast<int>(gates.size());
+  std::vector<float> inp(2 * I), out(I), dout(I, 1.f), dinp(2 * I);
+  for (int i = 0; i < I; ++i) inp[i] = 1.5f, inp[I + i] = gates[i];
+  glu_forward(out.data(), inp.data(), 1, I, GluKind::SwiGLU);
+  glu_backward(dinp.data(), dout.data(), inp.data(), 1, I, GluKind::SwiGLU);
+  for (int i = 0; i < I; ++i) {
+    const float x = gates[i];
+    ASSERT_TRUE(std::isfinite(out[i]) && std::isfinite(dinp[i]) && std::isfinite(dinp[I + i])) << x;
+    if (x > 0) {
+      EXPECT_EQ(out[i], 1.5f * x) << x;
+      EXPECT_EQ(dinp[i], x) << x;         // d value = x sigmoid(x)
+      EXPECT_EQ(dinp[I + i], 1.5f) << x;  // d gate = value (sigmoid + x sigmoid (1 - sigmoid))
+    } else if (x > -1e3f) {
+      const double xd = x, sd = 1 / (1 + std::exp(-xd)), silu = xd * sd, dgate = 1.5 * sd * (1 + xd * (1 - sd));
+      // within the cap, to exp's relative error; past it, 0 within 1e-20 |x| (the exact values are below 1e-26)
+      const double tol = x > -64.f ? 1e-5 : 0, floor = x > -64.f ? 0 : 1e-20 * std::abs(xd);
+      EXPECT_NEAR(out[i], 1.5 * silu, tol * std::abs(1.5 * silu) + floor) << x;
+      EXPECT_NEAR(dinp[i], silu, tol * std::abs(silu) + floor) << x;
+      EXPECT_NEAR(dinp[I + i], dgate, tol * std::abs(dgate) + floor) << x;
+    } else {  // x times the capped ratio is no longer tiny here (-240 at x = -1e30, exact 0; exp_approx's cap gave
+              // -6e-9 there): finite and of the sign of x, for gates that only a diverged run has
+      EXPECT_LE(out[i], 0.f) << x;
+    }
+  }
+}
+
 // ---------------------------------------------------------------- tanh GELU
 
 TEST_P(KernelBlockGrad, GeluTanh) {
