@@ -116,3 +116,46 @@ TEST(OneDnnBf16Gemm, AgreesWithBlocklabsKernel) {
   for (size_t i = 0; i < ours.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(ours[i]) - theirs[i]));
   EXPECT_LT(worst, 1e-3) << "largest difference (entries are sums of 512 products of N(0,1) values, ~22 in size)";
 }
+
+// SgemmExtras::b_version: a call that names a version keeps B rounded and reordered, and a later call with the same
+// B, shape and version multiplies that copy. Shown by breaking the promise on purpose: B changed under the same
+// version still multiplies as it was (so the copy was kept, for both orientations of the tied head at once, and
+// for another row count), a new version sees the change, and a call without a version never keeps anything.
+TEST(OneDnnBf16Gemm, KeepsAVersionedBUntilTheVersionChanges) {
+  SKIP_WITHOUT_ONEDNN();
+  const int M = 130, N = 1030, K = 70, M2 = 65;  // 3 column tiles; 3 and 2 row tiles
+  Rng rng(12);
+  const auto A = random_floats(rng, static_cast<size_t>(M) * K);
+  const auto A_nn = random_floats(rng, static_cast<size_t>(M) * N);  // the input-gradient product: (M,N) @ (N,K)
+  const auto W0 = random_floats(rng, static_cast<size_t>(N) * K), W1 = random_floats(rng, W0.size());
+  std::vector<float> W = W0;  // (N,K): the logits' product reads it transposed, the input gradient's as stored
+  auto logits = [&](int m, uint64_t version) {
+    std::vector<float> C(static_cast<size_t>(m) * N);
+    EXPECT_TRUE(onednn_bf16_gemm(false, true, m, N, K, A.data(), K, W.data(), K, 0.f, C.data(), N,
+                                 {.b_version = version}));
+    return C;
+  };
+  auto d_input = [&](uint64_t version) {
+    std::vector<float> C(static_cast<size_t>(M) * K);
+    EXPECT_TRUE(onednn_bf16_gemm(false, false, M, K, N, A_nn.data(), N, W.data(), K, 0.f, C.data(), K,
+                                 {.b_version = version}));
+    return C;
+  };
+  const auto logits0 = logits(M, 0), logits0_short = logits(M2, 0), d_input0 = d_input(0);
+  const uint64_t v = new_operand_version();
+  EXPECT_EQ(logits(M, v), logits0) << "the first call with a version converts B as without one";
+  EXPECT_EQ(d_input(v), d_input0);
+  W = W1;  // the promise broken: same pointer, shape and version
+  EXPECT_EQ(logits(M, v), logits0) << "the rounded copy of B was not kept";
+  EXPECT_EQ(d_input(v), d_input0) << "the second orientation's copy was not kept beside the first";
+  EXPECT_EQ(logits(M2, v), logits0_short) << "another row count did not reuse the copy";
+  const auto logits1 = logits(M, 0), d_input1 = d_input(0);
+  EXPECT_NE(logits1, logits0);
+  const uint64_t v2 = new_operand_version();
+  EXPECT_GT(v2, v);
+  EXPECT_EQ(logits(M, v2), logits1) << "a new version must see B as it is now";
+  EXPECT_EQ(d_input(v2), d_input1);
+  W = W0;
+  EXPECT_EQ(logits(M, 0), logits0) << "a call without a version used a kept copy";
+  EXPECT_EQ(d_input(0), d_input0);
+}

@@ -112,3 +112,34 @@ TEST(Bf16Training, LearnsTheCopyTaskLikeFloat) {
   EXPECT_LT(lb.back(), 0.05) << "bf16 did not learn the copy task within " << b.steps << " steps";
   EXPECT_LT(lf.back(), 0.05);
 }
+
+// The head's products in row chunks: the oneDNN path keeps the tied head's rounded weight from one chunk to the
+// next within a call (a new weights' version at every forward and backward). A change to the weights between
+// calls is seen by the next call: the result equals a fresh model's with the changed weights, and
+// forward_backward equals forward then backward, with one chunk and with several.
+TEST(Bf16Model, HeadChunksSeeTheWeightsOfEachCall) {
+  const RunConfig b = small_copy_run(NormPlacement::Pre, Precision::Bf16, "gpt2");
+  Model<float> model(b.model);
+  model.init_weights(1);
+  CopyTask task(b.model.vocab, b.copy_len, 7);
+  Batch batch;
+  task.next(batch, b.batch);
+  const int32_t *inputs = batch.inputs.data(), *targets = batch.targets.data();
+  const uint8_t* mask = batch.loss_mask.data();
+  for (int rows : {0, 3}) {
+    Activations<float> acts = model.make_activations(b.batch, b.model.seq_len, rows);
+    const float before = model.forward_backward(acts, inputs, targets, mask);
+    for (float& w : model.param(b.model.tie_head ? "tok_emb.weight" : "head.weight")) w *= 1.5f;
+    const float after = model.forward_backward(acts, inputs, targets, mask);
+    const std::vector<float> grads(model.grads().begin(), model.grads().end());
+    EXPECT_NE(after, before) << rows;
+    Model<float> fresh(b.model);
+    std::copy(model.params().begin(), model.params().end(), fresh.params().begin());
+    Activations<float> fresh_acts = fresh.make_activations(b.batch, b.model.seq_len, rows);
+    EXPECT_EQ(fresh.forward_backward(fresh_acts, inputs, targets, mask), after) << rows << " rows per chunk";
+    EXPECT_TRUE(std::equal(grads.begin(), grads.end(), fresh.grads().begin())) << rows << " rows per chunk";
+    EXPECT_EQ(model.forward(acts, inputs, targets, mask), after) << rows;
+    model.backward(acts);
+    EXPECT_TRUE(std::equal(grads.begin(), grads.end(), model.grads().begin())) << rows << ": forward, backward";
+  }
+}

@@ -47,7 +47,9 @@ bool cpu_has_avx512_bf16();
 bool cpu_has_neon_bf16();
 
 // Returns false (and does nothing) when bf16_isa() is None; the caller then runs the float GEMM. The first
-// such call prints a one-line notice on stderr.
+// such call prints a one-line notice on stderr. With extras.b_version, the oneDNN path keeps B rounded and
+// reordered for the next call that gives the same B and version (the tied head's weight, in several row chunks
+// of a step); blocklab's own kernels convert B as they go and ignore it.
 bool bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                float beta, float* C, int ldc, const SgemmExtras& extras = {});
 
@@ -59,6 +61,9 @@ long bf16_dot_loop(long steps, float* sink);
 // The instruction bf16_dot_loop times ("vdpbf16ps", "bfdot"; "" where there is none) and its accumulators.
 const char* bf16_dot_instruction();
 int bf16_dot_chains();
+
+// A version for SgemmExtras::b_version, never returned before in this process (from 1; thread-safe).
+uint64_t new_operand_version();
 
 // The float product in the given precision: bf16_gemm where asked for and available, else sgemm. False
 // when neither has a kernel on this CPU (the caller then uses BLAS).

@@ -9,6 +9,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -213,6 +214,40 @@ void add_row_sums(bool trans_a, const float* A, int lda, int K, int i0, int m, f
   }
 }
 
+// op(B) rounded and reordered into the matmul's blocked layout, one buffer per column tile, for one thread. A
+// call without a version converts into its thread's scratch copy every time; one with a version (SgemmExtras::
+// b_version) keeps its conversion in one of two slots (the tied head's weight is B in two orientations: the
+// logits' product and the input gradient's) for later calls with the same B, shape and version, replacing the
+// least recently used slot. A slot holds up to one weight's bf16 copy (77 MB for GPT-2's head) until replaced.
+struct ConvertedB {
+  const float* B = nullptr;
+  int K = 0, N = 0, ldb = 0;
+  bool trans_b = false;
+  uint64_t version = 0, last_use = 0;
+  bool ready = false;  // tiles hold this B at this version in `layouts`
+  std::vector<memory::desc> layouts;
+  std::vector<std::vector<unsigned char>> tiles;
+};
+
+ConvertedB& converted_b(const float* B, int K, int N, int ldb, bool trans_b, uint64_t version) {
+  static thread_local ConvertedB scratch;
+  static thread_local std::array<ConvertedB, 2> kept;
+  static thread_local uint64_t uses = 0;
+  if (version == 0) return scratch;
+  ConvertedB* slot = nullptr;
+  for (ConvertedB& c : kept)
+    if (c.ready && c.B == B && c.K == K && c.N == N && c.ldb == ldb && c.trans_b == trans_b && c.version == version)
+      slot = &c;
+  if (slot == nullptr) {
+    slot = &*std::min_element(kept.begin(), kept.end(),
+                              [](const ConvertedB& x, const ConvertedB& y) { return x.last_use < y.last_use; });
+    slot->ready = false;
+    slot->B = B, slot->K = K, slot->N = N, slot->ldb = ldb, slot->trans_b = trans_b, slot->version = version;
+  }
+  slot->last_use = ++uses;
+  return *slot;
+}
+
 }  // namespace
 
 bool onednn_available() { return true; }
@@ -244,31 +279,51 @@ bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const flo
   static thread_local std::vector<uint16_t> a16, b16;
   // Stored shapes: A is (M,K) or, transposed, (K,M); B is (K,N), rounded by the reorders below, or (N,K).
   round_to_bf16(A, trans_a ? K : M, trans_a ? M : K, lda, a16);
-  if (trans_b) round_to_bf16(B, N, K, ldb, b16);
   const int tm = tile_rows(M), tn = tile_cols(N);
   const int row_tiles = (M + tm - 1) / tm, col_tiles = (N + tn - 1) / tn;
   const uint16_t* a_data = a16.data();
   const bool nested = omp_in_parallel() != 0;
   const int outer = omp_get_max_threads();
   omp_set_num_threads(1);  // oneDNN plans and runs every tile on one thread
-  static thread_local dnnl::stream stream(engine());
-  static thread_local std::vector<std::vector<unsigned char>> b_storage;  // one column tile each
-  if (b_storage.size() < static_cast<size_t>(col_tiles)) b_storage.resize(col_tiles);
-  std::vector<std::vector<unsigned char>>& b_blocked = b_storage;  // this thread's, shared with the team below
   std::vector<const Plan*> plans(col_tiles);
-  for (int jt = 0; jt < col_tiles; ++jt) {  // op(B)'s column tiles into the matmul's layout, once per call
-    const int j0 = jt * tn, n = std::min(tn, N - j0);
-    const Plan& p = plan(Key{M, n, K, lda, ldb, ldc, n, trans_a, trans_b, beta != 0.f});
-    plans[jt] = &p;
-    b_blocked[jt].resize(p.b_blocked.get_size());
-    void* b_tile = trans_b ? static_cast<void*>(b16.data() + static_cast<size_t>(j0) * ldb)
-                           : static_cast<void*>(const_cast<float*>(B) + j0);
-    memory src(p.b_plain, engine(), b_tile), dst(p.b_blocked, engine(), b_blocked[jt].data());
-    p.reorder_b.execute(stream, src, dst);
+  for (int jt = 0; jt < col_tiles; ++jt) {
+    const int n = std::min(tn, N - jt * tn);
+    plans[jt] = &plan(Key{M, n, K, lda, ldb, ldc, n, trans_a, trans_b, beta != 0.f});
   }
-  stream.wait();
   omp_set_num_threads(outer);
+  // op(B) in the matmul's layout, one buffer per column tile: this call's own, or a copy kept from an earlier
+  // call with the same B and version (it is ready when every tile's layout matches this call's plans)
+  ConvertedB& b = converted_b(B, K, N, ldb, trans_b, extras.b_version);
+  bool ready = b.ready && b.layouts.size() == static_cast<size_t>(col_tiles);
+  for (int jt = 0; ready && jt < col_tiles; ++jt) ready = b.layouts[jt] == plans[jt]->b_blocked;
+  if (!ready) {
+    b.ready = false;
+    if (trans_b) round_to_bf16(B, N, K, ldb, b16);
+    omp_set_num_threads(1);
+    static thread_local dnnl::stream stream(engine());
+    b.tiles.resize(std::max(b.tiles.size(), static_cast<size_t>(col_tiles)));
+    b.layouts.assign(col_tiles, memory::desc());
+    for (int jt = 0; jt < col_tiles; ++jt) {  // op(B)'s column tiles into the matmul's layout
+      const int j0 = jt * tn;
+      const Plan& p = *plans[jt];
+      b.tiles[jt].resize(p.b_blocked.get_size());
+      b.layouts[jt] = p.b_blocked;
+      void* b_tile = trans_b ? static_cast<void*>(b16.data() + static_cast<size_t>(j0) * ldb)
+                             : static_cast<void*>(const_cast<float*>(B) + j0);
+      memory src(p.b_plain, engine(), b_tile), dst(p.b_blocked, engine(), b.tiles[jt].data());
+      p.reorder_b.execute(stream, src, dst);
+    }
+    stream.wait();
+    omp_set_num_threads(outer);
+    b.ready = extras.b_version != 0;
+  }
+  std::vector<std::vector<unsigned char>>& b_blocked = b.tiles;  // this thread's, shared with the team below
   const int tiles = row_tiles * col_tiles;
+  // Each thread takes a run of consecutive tiles. Where op(B) is the larger operand (N > M: a layer's weight
+  // times a few hundred rows, the head's logits), column tiles go outer, so that a tile of op(B) is read from
+  // memory once and stays in L2 for the row tiles; otherwise row tiles go outer (a weight gradient, the head's
+  // 50257 x 768 one above all). Which thread computes a tile changes no result.
+  const bool columns_outer = N > M;
 #pragma omp parallel if (!nested)
   {
     omp_set_num_threads(1);
@@ -276,7 +331,7 @@ bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const flo
     static thread_local std::vector<unsigned char> tile_scratch;
 #pragma omp for schedule(static)
     for (int t = 0; t < tiles; ++t) {
-      const int rt = t / col_tiles, jt = t % col_tiles;
+      const int rt = columns_outer ? t % row_tiles : t / col_tiles, jt = columns_outer ? t / row_tiles : t % col_tiles;
       const int i0 = rt * tm, j0 = jt * tn;
       const int m = std::min(tm, M - i0), n = std::min(tn, N - j0);
       const Plan& p = *plans[jt];

@@ -44,11 +44,13 @@ void add_column_sums(T* dbias, const T* dout, int N, int OC) {
 
 template <typename T>
 void linear_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC,
-                    GemmPrecision precision) {
+                    GemmPrecision precision, uint64_t weight_version) {
   BLOCKLAB_PROFILE("linear_forward");
   // out (N,OC) = inp (N,C) @ weight^T (C,OC) + bias, the bias added in the GEMM's last store
   if constexpr (std::is_same_v<T, float>) {
-    if (sgemm_in(precision, false, true, N, OC, C, inp, C, weight, C, 0.f, out, OC, {.bias = bias})) return;
+    if (sgemm_in(precision, false, true, N, OC, C, inp, C, weight, C, 0.f, out, OC,
+                 {.bias = bias, .b_version = weight_version}))
+      return;
   }
   gemm<T>(false, true, N, OC, C, T(1), inp, C, weight, C, T(0), out, OC);
   if (bias != nullptr) add_bias_to_rows(out, bias, N, OC);
@@ -56,13 +58,15 @@ void linear_forward(T* out, const T* inp, const T* weight, const T* bias, int N,
 
 template <typename T>
 void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, int N,
-                     int C, int OC, GradWrite dinp_write, GemmPrecision precision) {
+                     int C, int OC, GradWrite dinp_write, GemmPrecision precision, uint64_t weight_version) {
   BLOCKLAB_PROFILE("linear_backward");
   // forward: out = inp @ weight^T + bias
   // dinp (N,C) (+)= dout (N,OC) @ weight (OC,C)
   const T beta = dinp_write == GradWrite::Accumulate ? T(1) : T(0);
   if constexpr (std::is_same_v<T, float>) {
-    if (dinp != nullptr && sgemm_in(precision, false, false, N, C, OC, dout, OC, weight, C, beta, dinp, C)) dinp = nullptr;
+    if (dinp != nullptr && sgemm_in(precision, false, false, N, C, OC, dout, OC, weight, C, beta, dinp, C,
+                                    {.b_version = weight_version}))
+      dinp = nullptr;
   }
   if (dinp != nullptr) gemm<T>(false, false, N, C, OC, T(1), dout, OC, weight, C, beta, dinp, C);
   // dweight (OC,C) += dout^T (OC,N) @ inp (N,C); dbias (OC) += column sums of dout = row sums of
@@ -76,12 +80,13 @@ void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
   if (dbias != nullptr) add_column_sums(dbias, dout, N, OC);
 }
 
-template void linear_forward<float>(float*, const float*, const float*, const float*, int, int, int, GemmPrecision);
+template void linear_forward<float>(float*, const float*, const float*, const float*, int, int, int, GemmPrecision,
+                                    uint64_t);
 template void linear_forward<double>(double*, const double*, const double*, const double*, int, int, int,
-                                     GemmPrecision);
+                                     GemmPrecision, uint64_t);
 template void linear_backward<float>(float*, float*, float*, const float*, const float*, const float*, int,
-                                     int, int, GradWrite, GemmPrecision);
+                                     int, int, GradWrite, GemmPrecision, uint64_t);
 template void linear_backward<double>(double*, double*, double*, const double*, const double*, const double*,
-                                      int, int, int, GradWrite, GemmPrecision);
+                                      int, int, int, GradWrite, GemmPrecision, uint64_t);
 
 }  // namespace blocklab::kernels

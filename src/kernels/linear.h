@@ -6,10 +6,12 @@
 
 namespace blocklab::kernels {
 
-// inp (N,C), weight (OC,C), bias (OC) or nullptr -> out (N,OC), overwritten.
+// inp (N,C), weight (OC,C), bias (OC) or nullptr -> out (N,OC), overwritten. weight_version: nonzero when the
+// weight is unchanged since every earlier call with the same version (SgemmExtras::b_version), so that the bf16
+// path may keep its rounded copy; results are the same either way.
 template <typename T>
 void linear_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC,
-                    GemmPrecision precision = GemmPrecision::Fp32);
+                    GemmPrecision precision = GemmPrecision::Fp32, uint64_t weight_version = 0);
 
 // How a backward kernel writes an input gradient: added to what the buffer holds (a residual stream's
 // gradient gathers several terms), or written over it (a fresh buffer: no zeroing pass needed).
@@ -20,6 +22,6 @@ enum class GradWrite { Accumulate, Overwrite };
 template <typename T>
 void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, int N,
                      int C, int OC, GradWrite dinp_write = GradWrite::Accumulate,
-                     GemmPrecision precision = GemmPrecision::Fp32);
+                     GemmPrecision precision = GemmPrecision::Fp32, uint64_t weight_version = 0);
 
 }  // namespace blocklab::kernels

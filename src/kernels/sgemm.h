@@ -15,6 +15,8 @@
 // C element sums the same products in the same order at every level with FMA (AVX2, AVX-512: the same bits)
 // and for any thread count. Each thread owns a rectangle of C (rows or columns, one parallel region per
 // call); every C element is computed by one thread, so results are independent of the thread count.
+#include <cstdint>
+
 namespace blocklab::kernels {
 
 enum class SgemmIsa { None, Generic, Avx2, Avx512, Neon, WasmSimd128 };
@@ -45,6 +47,12 @@ struct SgemmExtras {
   // that the step finds it in cache instead of in memory. Changes no result.
   const float* block_input = nullptr;
   long block_ld = 0;
+  // Nonzero: a promise that B (this pointer, shape and leading dimension) holds the values it held in every
+  // earlier call given the same version, so that a path which converts B before multiplying (oneDNN's bf16
+  // path rounds and reorders it) may reuse the converted copy. Versions come from new_operand_version()
+  // (bf16_gemm.h), one per state of B: a model takes a new one for its weights at every forward. 0: no promise.
+  // Changes no result.
+  uint64_t b_version = 0;
 };
 
 // Returns false (and does nothing) when no micro-kernel is available. One OpenMP parallel region per

@@ -343,13 +343,13 @@ void Model<T>::head_loss(Activations<T>& acts, const T* x, HeadChunk c) const {
   if (config_.stream() == ResidualStream::Sphere) {
     // The sphere stream: logits = s_z * (h head^T), s_z = stored * sqrt(C) per vocabulary entry
     linear_forward(acts.logits_raw_, x, static_cast<const T*>(w_.head_weight), static_cast<const T*>(nullptr), c.rows,
-                   C, V, gemm_precision(config_));
+                   C, V, gemm_precision(config_), acts.weights_version_);
     const T factor = static_cast<T>(SphereFactors::of(config_).s_z);
     kernels::channel_scale_forward(acts.logits_, static_cast<const T*>(acts.logits_raw_),
                                    static_cast<const T*>(w_.head_scale), factor, c.rows, V);
   } else {
     linear_forward(acts.logits_, x, static_cast<const T*>(w_.head_weight), static_cast<const T*>(nullptr), c.rows, C,
-                   V, gemm_precision(config_));
+                   V, gemm_precision(config_), acts.weights_version_);
   }
   // the chunk's losses, then to the rows of their positions
   T* losses = acts.chunk_losses_;
@@ -373,7 +373,7 @@ void Model<T>::head_backward(Activations<T>& acts, const T* x, HeadChunk c, T* d
   const bool consecutive = rows[c.rows - 1] - rows[0] == c.rows - 1;
   T* d_x = consecutive ? d_top + static_cast<long>(rows[0]) * C : acts.head_d_in_;
   linear_backward(d_x, g_.head_weight, static_cast<T*>(nullptr), d_logits, x, static_cast<const T*>(w_.head_weight),
-                  c.rows, C, V, GradWrite::Overwrite, gemm_precision(config_));
+                  c.rows, C, V, GradWrite::Overwrite, gemm_precision(config_), acts.weights_version_);
   if (!consecutive)
     for (int i = 0; i < c.rows; ++i)
       std::copy_n(acts.head_d_in_ + static_cast<long>(i) * C, C, d_top + static_cast<long>(rows[i]) * C);
@@ -463,6 +463,7 @@ void Model<T>::forward_hidden(Activations<T>& acts, const int32_t* inputs) const
   acts.targets_ = nullptr;
   acts.mask_ = nullptr;
   acts.head_ready_ = false;
+  acts.weights_version_ = kernels::new_operand_version();
   embed(acts, inputs);
   run_blocks(acts);
   acts.inputs_ = inputs;
@@ -554,6 +555,7 @@ void Model<T>::backward(Activations<T>& acts) {
   BLOCKLAB_CHECK(acts.targets_ != nullptr, "backward() needs activations filled by forward() with targets");
   // loss = mean CE(head(top)) over the counted positions, chunk by chunk: the only chunk's logits and their
   // gradient are still there from the forward; more chunks are computed again
+  acts.weights_version_ = kernels::new_operand_version();
   T* d_top = begin_backward(acts);
   for (int k = 0, chunks = head_chunk_count(acts); k < chunks; ++k) {
     const HeadChunk c = head_chunk(acts, k);

@@ -95,6 +95,10 @@ class Activations {
   T* head_d_in_ = nullptr;     // backward: (rows,C) the gathered chunk's input gradient
   std::vector<int32_t> loss_rows_, loss_targets_;  // the counted positions (in order) and their targets
   int loss_count_ = 0;
+  // The weights' version (kernels::new_operand_version) for the head's products, new at every forward and
+  // backward call: within one call the weights cannot change, and the bf16 path keeps the tied head's rounded
+  // weight from one chunk of rows to the next.
+  uint64_t weights_version_ = 0;
   bool head_ready_ = false;  // logits_ / d_logits_ hold the only chunk of the last forward
   T* d_stream_ = nullptr;  // backward: the stream's gradient
   T* d_other_ = nullptr;     // the second stream-gradient buffer (block_backward swaps scratch_.d_other)
