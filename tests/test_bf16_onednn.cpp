@@ -75,27 +75,30 @@ TEST(OneDnnBf16Gemm, ResultsDoNotDependOnTheThreadCount) {
   SKIP_WITHOUT_ONEDNN();
   Rng rng(5);
   for (const Case c : {Case{500, 130, 300}, Case{128, 512, 2016}, Case{2016, 384, 128}}) {
-    for (int ta = 0; ta < 2; ++ta) {
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;  // B transposed is read in place, B as stored reordered
       const auto A = random_floats(rng, static_cast<size_t>(c.M) * c.K);
       const auto B = random_floats(rng, static_cast<size_t>(c.K) * c.N);
-      const int lda = ta ? c.M : c.K;
+      const int lda = ta ? c.M : c.K, ldb = tb ? c.K : c.N;
+      const std::string what = std::to_string(c.M) + "x" + std::to_string(c.N) + "x" + std::to_string(c.K) +
+                               " ta " + std::to_string(ta) + " tb " + std::to_string(tb);
       auto product = [&](int threads) {
         set_num_threads(threads);
         std::vector<float> C(static_cast<size_t>(c.M) * c.N);
-        EXPECT_TRUE(onednn_bf16_gemm(ta, false, c.M, c.N, c.K, A.data(), lda, B.data(), c.N, 0.f, C.data(), c.N));
+        EXPECT_TRUE(onednn_bf16_gemm(ta, tb, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, 0.f, C.data(), c.N));
         return C;
       };
       const auto one = product(1);
-      EXPECT_EQ(one, product(2)) << c.M << "x" << c.N << "x" << c.K;
-      EXPECT_EQ(one, product(3)) << c.M << "x" << c.N << "x" << c.K;
+      EXPECT_EQ(one, product(2)) << what;
+      EXPECT_EQ(one, product(3)) << what;
       std::vector<float> nested(one.size());
       set_num_threads(2);
 #pragma omp parallel num_threads(2)
       {
         if (omp_get_thread_num() == 0)
-          onednn_bf16_gemm(ta, false, c.M, c.N, c.K, A.data(), lda, B.data(), c.N, 0.f, nested.data(), c.N);
+          onednn_bf16_gemm(ta, tb, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, 0.f, nested.data(), c.N);
       }
-      EXPECT_EQ(one, nested) << "called inside a parallel region";
+      EXPECT_EQ(one, nested) << what << ": called inside a parallel region";
     }
   }
   set_num_threads(0);
