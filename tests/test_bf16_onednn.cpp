@@ -44,9 +44,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, OneDnnBf16Gemm,
 
 TEST(OneDnnBf16Gemm, BiasRowSumsAndBlockCallbacks) {
   SKIP_WITHOUT_ONEDNN();
-  const int M = 200, N = 600, K = 70;
+  const int N = 600, K = 70;
   Rng rng(9);
-  for (int ta = 0; ta < 2; ++ta) {
+  for (int t = 0; t < 4; ++t) {  // M = 2016: the tall matrices' tiles
+    const int ta = t & 1, M = t < 2 ? 200 : 2016;
     const auto A = random_floats(rng, static_cast<size_t>(M) * K), B = random_floats(rng, static_cast<size_t>(K) * N);
     const auto bias = random_floats(rng, N);
     const int lda = ta ? M : K;
