@@ -57,8 +57,8 @@ std::string version_text() {
   return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
 }
 
-// Whether oneDNN creates a bf16 matmul here (as make_tile asks for one: op(B) in the layout it prefers, a
-// user scratchpad), tried once: the implementation it picks, or why there is none.
+// Whether oneDNN creates a bf16 matmul here (as make_tile asks for one: plain bf16 operands, a user
+// scratchpad), tried once: the implementation it picks, or why there is none.
 struct Probe {
   bool ok = false;
   std::string impl, why;
@@ -70,7 +70,7 @@ const Probe& probe() {
     std::string error;
     try {
       const memory::desc a({64, 128}, memory::data_type::bf16, memory::dims{128, 1});
-      const memory::desc b({128, 128}, memory::data_type::bf16, memory::format_tag::any);
+      const memory::desc b({128, 128}, memory::data_type::bf16, memory::dims{1, 128});  // a transposed B
       const memory::desc c({64, 128}, memory::data_type::f32, memory::dims{128, 1});
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -103,33 +103,31 @@ const Probe& probe() {
   return p;
 }
 
-// The primitives of one GEMM shape: a matmul for the full row tiles and one for the last (shorter) tile.
-// - B as stored (not transposed): both read op(B) in the blocked layout oneDNN prefers for it (chosen once, for
-//   the full tile), and a reorder puts each column tile of op(B) there, rounding it from float in the same pass
-//   (rounding first and reordering the bf16 copy read and wrote it twice: the head's input-gradient product,
-//   128 x 768 x 50257, ran 68-71 → 60-61 ms on an AMX Xeon, the same bits).
-// - B transposed (a linear layer's forward: op(B) = W^T): B is rounded to bf16 as stored and the matmuls read it
-//   in place, a plain layout with strides (1, ldb). oneDNN then takes its gemm kernel instead of brgemm over a
-//   reordered copy, and the reorder from a transposed source was the slow part: on an AMX Xeon, 1 thread, the
-//   head's logits (128 x 50257 x 768) 85-90 → 42-49 ms and a layer's 252 x 3072 x 768 3.6-3.7 → 2.7-2.9 ms, rounding
-//   included. (For B as stored the plain layout gained nothing: 252 x 768 x 3072, 3.3-3.5 ms either way.)
+// The primitives of one GEMM shape: a matmul for the full row tiles and one for the last (shorter) tile, both
+// reading B rounded to bf16 as stored, in place: a plain layout, strides (ldb, 1), or (1, ldb) when transposed.
+// On plain operands oneDNN runs brgemm for some shapes (the source model's, on an AMX Xeon) and its gemm kernel
+// (`gemm:jit`) for others (GPT-2's). Before, op(B) was reordered into the blocked layout brgemm prefers (rounding it
+// in the same pass where B was not transposed); the reorder, from a transposed source above all, cost more than
+// it gained: on an AMX Xeon, 1 thread, the head's logits (128 x 50257 x 768) 85-90 → 42-49 ms and a layer's
+// 252 x 3072 x 768 3.6-3.7 → 2.7-2.9 ms (rounding included); in the steps, with B as stored read in place too,
+// GPT-2's bf16 step 887-904 → 860-879 ms and the source model's 379-389 → 364-375.
 // Created and run with one OpenMP thread in the calling thread, so that oneDNN's blocking (which may depend on its
 // thread count) is the same for every caller; each caller passes its own scratchpad (the library's own is shared).
-using Key = std::tuple<int, int, int, int, int, int, int, bool, bool, bool>;  // M, N, K, lda, ldb, ldc, tile_n, ta, tb, beta
+// M, N, K, lda, ldb, ldc, tile_n, ta, tb, beta
+using Key = std::tuple<int, int, int, int, int, int, int, bool, bool, bool>;
 
 struct Tile {
-  memory::desc a, b, c, scratchpad;  // b: the layout of op(B) the matmul reads
+  memory::desc a, b, c, scratchpad;
   dnnl::matmul matmul;
 };
 struct Plan {
   Tile full, last;  // last: the final row tile when tile_rows does not divide M
-  memory::desc b_plain, b_blocked;  // a column tile of op(B) as given (float, or bf16 when transposed) and as read
-  dnnl::reorder reorder_b;          // b_plain into b_blocked (B not transposed)
 };
 
-Tile make_tile(int m, int n, int k, int lda, int ldc, bool ta, bool accumulate, const memory::desc& b) {
+Tile make_tile(int m, int n, int k, int lda, int ldb, int ldc, bool ta, bool tb, bool accumulate) {
   Tile t;
   t.a = memory::desc({m, k}, memory::data_type::bf16, ta ? memory::dims{1, lda} : memory::dims{lda, 1});
+  t.b = memory::desc({k, n}, memory::data_type::bf16, tb ? memory::dims{1, ldb} : memory::dims{ldb, 1});
   t.c = memory::desc({m, n}, memory::data_type::f32, memory::dims{ldc, 1});
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -138,8 +136,7 @@ Tile make_tile(int m, int n, int k, int lda, int ldc, bool ta, bool accumulate, 
     ops.append_sum(1.f);  // C = A B + C
     attr.set_post_ops(ops);
   }
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(t.a, b, t.c), attr, engine());
-  t.b = pd.weights_desc();
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(t.a, t.b, t.c), attr, engine());
   t.scratchpad = pd.scratchpad_desc();
   t.matmul = dnnl::matmul(pd);
   return t;
@@ -154,13 +151,8 @@ const Plan& plan(const Key& key) {
   const auto [M, N, K, lda, ldb, ldc, tn, ta, tb, accumulate] = key;
   const int tm = tile_rows(M);
   Plan p;
-  p.b_plain = tb ? memory::desc({K, tn}, memory::data_type::bf16, memory::dims{1, ldb})
-                 : memory::desc({K, tn}, memory::data_type::f32, memory::dims{ldb, 1});
-  const memory::desc b_any({K, tn}, memory::data_type::bf16, memory::format_tag::any);
-  p.full = make_tile(std::min(tm, M), tn, K, lda, ldc, ta, accumulate, tb ? p.b_plain : b_any);
-  p.b_blocked = p.full.b;
-  if (M % tm != 0 && M > tm) p.last = make_tile(M % tm, tn, K, lda, ldc, ta, accumulate, p.b_blocked);
-  if (!tb) p.reorder_b = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), p.b_plain, engine(), p.b_blocked));
+  p.full = make_tile(std::min(tm, M), tn, K, lda, ldb, ldc, ta, tb, accumulate);
+  if (M % tm != 0 && M > tm) p.last = make_tile(M % tm, tn, K, lda, ldb, ldc, ta, tb, accumulate);
   return cache.emplace(key, std::move(p)).first->second;
 }
 
@@ -217,21 +209,18 @@ void add_row_sums(bool trans_a, const float* A, int lda, int K, int i0, int m, f
   }
 }
 
-// B as the matmuls read it, for one thread: rounded to bf16 as stored (B transposed), or op(B) rounded and
-// reordered into the matmul's blocked layout, one buffer per column tile. A call without a version converts into
-// its thread's scratch copy every time; one with a version (SgemmExtras::b_version) keeps its conversion in one
-// of two slots (the tied head's weight is B in two orientations: the logits' product and the input gradient's)
-// for later calls with the same B, shape and version, replacing the least recently used slot. A slot holds up to
-// one weight's bf16 copy (77 MB for GPT-2's head) until replaced.
+// B rounded to bf16 as stored, for one thread. A call without a version rounds into its thread's scratch copy
+// every time; one with a version (SgemmExtras::b_version) keeps its copy in one of two slots (the tied head's
+// weight is B in two products: the logits' and the input gradient's) for later calls with the same B, shape and
+// version, replacing the least recently used slot. A slot holds up to one weight's bf16 copy (77 MB for GPT-2's
+// head) until replaced.
 struct ConvertedB {
   const float* B = nullptr;
   int K = 0, N = 0, ldb = 0;
   bool trans_b = false;
   uint64_t version = 0, last_use = 0;
-  bool ready = false;  // `rounded` or `tiles` hold this B at this version
-  std::vector<uint16_t> rounded;  // B transposed: B rounded, as stored
-  std::vector<memory::desc> layouts;  // B not transposed: each column tile's layout and values
-  std::vector<std::vector<unsigned char>> tiles;
+  bool ready = false;  // `rounded` holds this B at this version
+  std::vector<uint16_t> rounded;
 };
 
 ConvertedB& converted_b(const float* B, int K, int N, int ldb, bool trans_b, uint64_t version) {
@@ -282,7 +271,7 @@ bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const flo
   if (M <= 0 || N <= 0) return true;
   if (K <= 0) return sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);  // C = beta C (+ bias)
   static thread_local std::vector<uint16_t> a16;
-  // Stored shapes: A is (M,K) or, transposed, (K,M); B is (K,N), rounded by the reorders below, or (N,K).
+  // Stored shapes: A is (M,K) or, transposed, (K,M); B is (K,N) or, transposed, (N,K).
   round_to_bf16(A, trans_a ? K : M, trans_a ? M : K, lda, a16);
   const int tm = tile_rows(M), tn = tile_cols(N);
   const int row_tiles = (M + tm - 1) / tm, col_tiles = (N + tn - 1) / tn;
@@ -296,37 +285,13 @@ bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const flo
     plans[jt] = &plan(Key{M, n, K, lda, ldb, ldc, n, trans_a, trans_b, beta != 0.f});
   }
   omp_set_num_threads(outer);
-  // B as the matmuls read it: this call's own conversion, or one kept from an earlier call with the same B and
-  // version (for B as stored, ready when every tile's layout matches this call's plans)
+  // B rounded: this call's own, or the copy kept from an earlier call with the same B and version
   ConvertedB& b = converted_b(B, K, N, ldb, trans_b, extras.b_version);
-  bool ready = b.ready && (trans_b || b.layouts.size() == static_cast<size_t>(col_tiles));
-  for (int jt = 0; ready && !trans_b && jt < col_tiles; ++jt) ready = b.layouts[jt] == plans[jt]->b_blocked;
-  if (!ready) {
-    b.ready = false;
-    if (trans_b) {
-      round_to_bf16(B, N, K, ldb, b.rounded);
-    } else {
-      omp_set_num_threads(1);
-      static thread_local dnnl::stream stream(engine());
-      b.tiles.resize(std::max(b.tiles.size(), static_cast<size_t>(col_tiles)));
-      b.layouts.assign(col_tiles, memory::desc());
-      for (int jt = 0; jt < col_tiles; ++jt) {  // op(B)'s column tiles into the matmul's layout
-        const Plan& p = *plans[jt];
-        b.tiles[jt].resize(p.b_blocked.get_size());
-        b.layouts[jt] = p.b_blocked;
-        memory src(p.b_plain, engine(), const_cast<float*>(B) + jt * tn);
-        memory dst(p.b_blocked, engine(), b.tiles[jt].data());
-        p.reorder_b.execute(stream, src, dst);
-      }
-      stream.wait();
-      omp_set_num_threads(outer);
-    }
+  if (!b.ready) {
+    round_to_bf16(B, trans_b ? N : K, trans_b ? K : N, ldb, b.rounded);
     b.ready = extras.b_version != 0;
   }
-  auto b_tile = [&b, trans_b, tn, ldb](int jt) {  // column tile jt of op(B), as the matmul reads it
-    return trans_b ? static_cast<void*>(b.rounded.data() + static_cast<size_t>(jt) * tn * ldb)
-                   : static_cast<void*>(b.tiles[jt].data());
-  };
+  const uint16_t* b_data = b.rounded.data();
   const int tiles = row_tiles * col_tiles;
   // Each thread takes a run of consecutive tiles. Where op(B) is the larger operand (N > M: a layer's weight
   // times a few hundred rows, the head's logits), column tiles go outer, so that a tile of op(B) is read from
@@ -348,7 +313,9 @@ bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const flo
       const uint16_t* a_tile = a_data + (trans_a ? static_cast<size_t>(i0) : static_cast<size_t>(i0) * lda);
       float* c_tile = C + static_cast<size_t>(i0) * ldc + j0;
       if (tile_scratch.size() < tile.scratchpad.get_size()) tile_scratch.resize(tile.scratchpad.get_size());
-      memory a_mem(tile.a, engine(), const_cast<uint16_t*>(a_tile)), b_mem(p.b_blocked, engine(), b_tile(jt));
+      const uint16_t* b_tile = b_data + (trans_b ? static_cast<size_t>(j0) * ldb : static_cast<size_t>(j0));
+      memory a_mem(tile.a, engine(), const_cast<uint16_t*>(a_tile));
+      memory b_mem(tile.b, engine(), const_cast<uint16_t*>(b_tile));
       memory c_mem(tile.c, engine(), c_tile), scratch_mem(tile.scratchpad, engine(), tile_scratch.data());
       tile.matmul.execute(tile_stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem},
                                         {DNNL_ARG_SCRATCHPAD, scratch_mem}});
