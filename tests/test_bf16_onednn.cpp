@@ -33,6 +33,18 @@ TEST_P(OneDnnBf16Gemm, MatchesDoubleProductOfRoundedOperands) {
       GetParam(), [](auto... args) { return onednn_bf16_gemm(args...); }, bf16_round);
 }
 
+// With a version B is converted to be kept, and B as stored into oneDNN's blocked layout (the other path).
+TEST_P(OneDnnBf16Gemm, WithAVersionMatchesDoubleProductOfRoundedOperands) {
+  SKIP_WITHOUT_ONEDNN();
+  blocklab::testing::expect_matches_reference(
+      GetParam(),
+      [](bool ta, bool tb, int M, int N, int K, const float* A, int lda, const float* B, int ldb, float beta, float* C,
+         int ldc) {
+        return onednn_bf16_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, {.b_version = new_operand_version()});
+      },
+      bf16_round);
+}
+
 // Tile edges: 64-row tiles below M = 768 and 96-row ones from it, 512-column tiles above N = 512.
 INSTANTIATE_TEST_SUITE_P(Shapes, OneDnnBf16Gemm,
                          ::testing::Values(Case{1, 1, 1}, Case{13, 33, 17}, Case{65, 70, 257}, Case{130, 600, 40},
@@ -75,7 +87,8 @@ TEST(OneDnnBf16Gemm, BiasRowSumsAndBlockCallbacks) {
 TEST(OneDnnBf16Gemm, ResultsDoNotDependOnTheThreadCount) {
   SKIP_WITHOUT_ONEDNN();
   Rng rng(5);
-  for (const Case c : {Case{500, 130, 300}, Case{128, 512, 2016}, Case{2016, 384, 128}}) {
+  // 800 x 600 x 512: tall C with a large B, which is reordered into the blocked layout where not transposed
+  for (const Case c : {Case{500, 130, 300}, Case{128, 512, 2016}, Case{2016, 384, 128}, Case{800, 600, 512}}) {
     for (int t = 0; t < 4; ++t) {
       const bool ta = t & 1, tb = t & 2;  // B transposed is read in place, B as stored reordered
       const auto A = random_floats(rng, static_cast<size_t>(c.M) * c.K);

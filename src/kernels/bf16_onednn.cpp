@@ -103,31 +103,30 @@ const Probe& probe() {
   return p;
 }
 
-// The primitives of one GEMM shape: a matmul for the full row tiles and one for the last (shorter) tile, both
-// reading B rounded to bf16 as stored, in place: a plain layout, strides (ldb, 1), or (1, ldb) when transposed.
-// On plain operands oneDNN runs brgemm for some shapes (the source model's, on an AMX Xeon) and its gemm kernel
-// (`gemm:jit`) for others (GPT-2's). Before, op(B) was reordered into the blocked layout brgemm prefers (rounding it
-// in the same pass where B was not transposed); the reorder, from a transposed source above all, cost more than
-// it gained: on an AMX Xeon, 1 thread, the head's logits (128 x 50257 x 768) 85-90 → 42-49 ms and a layer's
-// 252 x 3072 x 768 3.6-3.7 → 2.7-2.9 ms (rounding included); in the steps, with B as stored read in place too,
-// GPT-2's bf16 step 887-904 → 860-879 ms and the source model's 379-389 → 364-375.
+// The primitives of one GEMM shape: a matmul for the full row tiles and one for the last (shorter) tile. They read
+// B rounded to bf16 as stored, in place (a plain layout, strides (ldb, 1), or (1, ldb) when transposed), or, where
+// B is not transposed and `blocked`, op(B) reordered into the blocked layout oneDNN prefers (chosen once, for the
+// full tile) by a reorder that also rounds it from float. On plain operands oneDNN runs brgemm for some shapes
+// (the source model's, on an AMX Xeon) and its gemm kernel (`gemm:jit`) for others (GPT-2's); the reorder, from a
+// transposed source above all, costs more than it gains unless it serves many rows (see onednn_bf16_gemm).
 // Created and run with one OpenMP thread in the calling thread, so that oneDNN's blocking (which may depend on its
 // thread count) is the same for every caller; each caller passes its own scratchpad (the library's own is shared).
-// M, N, K, lda, ldb, ldc, tile_n, ta, tb, beta
-using Key = std::tuple<int, int, int, int, int, int, int, bool, bool, bool>;
+// M, N, K, lda, ldb, ldc, tile_n, ta, tb, blocked, beta
+using Key = std::tuple<int, int, int, int, int, int, int, bool, bool, bool, bool>;
 
 struct Tile {
-  memory::desc a, b, c, scratchpad;
+  memory::desc a, b, c, scratchpad;  // b: op(B) as the matmul reads it
   dnnl::matmul matmul;
 };
 struct Plan {
   Tile full, last;  // last: the final row tile when tile_rows does not divide M
+  memory::desc b_float;    // blocked: a column tile of B as given
+  dnnl::reorder reorder_b;  // blocked: b_float into full.b
 };
 
-Tile make_tile(int m, int n, int k, int lda, int ldb, int ldc, bool ta, bool tb, bool accumulate) {
+Tile make_tile(int m, int n, int k, int lda, int ldc, bool ta, bool accumulate, const memory::desc& b) {
   Tile t;
   t.a = memory::desc({m, k}, memory::data_type::bf16, ta ? memory::dims{1, lda} : memory::dims{lda, 1});
-  t.b = memory::desc({k, n}, memory::data_type::bf16, tb ? memory::dims{1, ldb} : memory::dims{ldb, 1});
   t.c = memory::desc({m, n}, memory::data_type::f32, memory::dims{ldc, 1});
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -136,7 +135,8 @@ Tile make_tile(int m, int n, int k, int lda, int ldb, int ldc, bool ta, bool tb,
     ops.append_sum(1.f);  // C = A B + C
     attr.set_post_ops(ops);
   }
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(t.a, t.b, t.c), attr, engine());
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(t.a, b, t.c), attr, engine());
+  t.b = pd.weights_desc();
   t.scratchpad = pd.scratchpad_desc();
   t.matmul = dnnl::matmul(pd);
   return t;
@@ -148,11 +148,18 @@ const Plan& plan(const Key& key) {
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  const auto [M, N, K, lda, ldb, ldc, tn, ta, tb, accumulate] = key;
+  const auto [M, N, K, lda, ldb, ldc, tn, ta, tb, blocked, accumulate] = key;
   const int tm = tile_rows(M);
   Plan p;
-  p.full = make_tile(std::min(tm, M), tn, K, lda, ldb, ldc, ta, tb, accumulate);
-  if (M % tm != 0 && M > tm) p.last = make_tile(M % tm, tn, K, lda, ldb, ldc, ta, tb, accumulate);
+  const memory::desc b = blocked ? memory::desc({K, tn}, memory::data_type::bf16, memory::format_tag::any)
+                                 : memory::desc({K, tn}, memory::data_type::bf16,
+                                                tb ? memory::dims{1, ldb} : memory::dims{ldb, 1});
+  p.full = make_tile(std::min(tm, M), tn, K, lda, ldc, ta, accumulate, b);
+  if (M % tm != 0 && M > tm) p.last = make_tile(M % tm, tn, K, lda, ldc, ta, accumulate, p.full.b);
+  if (blocked) {
+    p.b_float = memory::desc({K, tn}, memory::data_type::f32, memory::dims{ldb, 1});
+    p.reorder_b = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), p.b_float, engine(), p.full.b));
+  }
   return cache.emplace(key, std::move(p)).first->second;
 }
 
@@ -209,34 +216,38 @@ void add_row_sums(bool trans_a, const float* A, int lda, int K, int i0, int m, f
   }
 }
 
-// B rounded to bf16 as stored, for one thread. A call without a version rounds into its thread's scratch copy
-// every time; one with a version (SgemmExtras::b_version) keeps its copy in one of two slots (the tied head's
-// weight is B in two products: the logits' and the input gradient's) for later calls with the same B, shape and
-// version, replacing the least recently used slot. A slot holds up to one weight's bf16 copy (77 MB for GPT-2's
-// head) until replaced.
+// B as the matmuls read it, for one thread: rounded to bf16 as stored, or (blocked) op(B) rounded and reordered,
+// one buffer per column tile. A call without a version converts into its thread's scratch copy every time; one
+// with a version (SgemmExtras::b_version) keeps its conversion in one of two slots (the tied head's weight is B in
+// two products: the logits' and the input gradient's) for later calls with the same B, shape and version,
+// replacing the least recently used slot. A slot holds up to one weight's bf16 copy (77 MB for GPT-2's head).
 struct ConvertedB {
   const float* B = nullptr;
   int K = 0, N = 0, ldb = 0;
-  bool trans_b = false;
+  bool trans_b = false, blocked = false;
   uint64_t version = 0, last_use = 0;
-  bool ready = false;  // `rounded` holds this B at this version
+  bool ready = false;  // `rounded` or `tiles` hold this B at this version
   std::vector<uint16_t> rounded;
+  std::vector<memory::desc> layouts;  // blocked: each column tile's layout and values
+  std::vector<std::vector<unsigned char>> tiles;
 };
 
-ConvertedB& converted_b(const float* B, int K, int N, int ldb, bool trans_b, uint64_t version) {
+ConvertedB& converted_b(const float* B, int K, int N, int ldb, bool trans_b, bool blocked, uint64_t version) {
   static thread_local ConvertedB scratch;
   static thread_local std::array<ConvertedB, 2> kept;
   static thread_local uint64_t uses = 0;
   if (version == 0) return scratch;
   ConvertedB* slot = nullptr;
   for (ConvertedB& c : kept)
-    if (c.ready && c.B == B && c.K == K && c.N == N && c.ldb == ldb && c.trans_b == trans_b && c.version == version)
+    if (c.ready && c.B == B && c.K == K && c.N == N && c.ldb == ldb && c.trans_b == trans_b && c.blocked == blocked &&
+        c.version == version)
       slot = &c;
   if (slot == nullptr) {
     slot = &*std::min_element(kept.begin(), kept.end(),
                               [](const ConvertedB& x, const ConvertedB& y) { return x.last_use < y.last_use; });
     slot->ready = false;
-    slot->B = B, slot->K = K, slot->N = N, slot->ldb = ldb, slot->trans_b = trans_b, slot->version = version;
+    slot->B = B, slot->K = K, slot->N = N, slot->ldb = ldb, slot->trans_b = trans_b, slot->blocked = blocked;
+    slot->version = version;
   }
   slot->last_use = ++uses;
   return *slot;
@@ -279,19 +290,49 @@ bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const flo
   const bool nested = omp_in_parallel() != 0;
   const int outer = omp_get_max_threads();
   omp_set_num_threads(1);  // oneDNN plans and runs every tile on one thread
+  // B not transposed is reordered into the blocked layout where that serves many rows: a kept copy (the head's
+  // weight, over its row chunks) or tall C with a B of more than 64K values. Measured on an AMX Xeon, 1 thread:
+  // GPT-2's step at 8x128 (2040 rows) ran 4805-5230 ms with it and 5233-5722 read in place (the head's input
+  // gradient, 147 rows a chunk, 292 against 417 ms); at 4x32 (252 rows) 860-879 read in place and 887-904
+  // reordered, and the source model's (2016 rows, B at most 128 x 512) 364-375 and 379-389.
+  const bool blocked = !trans_b && (extras.b_version != 0 || (M >= 768 && static_cast<long>(K) * N > (1L << 16)));
   std::vector<const Plan*> plans(col_tiles);
   for (int jt = 0; jt < col_tiles; ++jt) {
     const int n = std::min(tn, N - jt * tn);
-    plans[jt] = &plan(Key{M, n, K, lda, ldb, ldc, n, trans_a, trans_b, beta != 0.f});
+    plans[jt] = &plan(Key{M, n, K, lda, ldb, ldc, n, trans_a, trans_b, blocked, beta != 0.f});
   }
   omp_set_num_threads(outer);
-  // B rounded: this call's own, or the copy kept from an earlier call with the same B and version
-  ConvertedB& b = converted_b(B, K, N, ldb, trans_b, extras.b_version);
-  if (!b.ready) {
-    round_to_bf16(B, trans_b ? N : K, trans_b ? K : N, ldb, b.rounded);
+  // B as the matmuls read it: this call's own conversion, or one kept from an earlier call with the same B and
+  // version (blocked: ready when every tile's layout matches this call's plans)
+  ConvertedB& b = converted_b(B, K, N, ldb, trans_b, blocked, extras.b_version);
+  bool ready = b.ready && (!blocked || b.layouts.size() == static_cast<size_t>(col_tiles));
+  for (int jt = 0; ready && blocked && jt < col_tiles; ++jt) ready = b.layouts[jt] == plans[jt]->full.b;
+  if (!ready) {
+    b.ready = false;
+    if (!blocked) {
+      round_to_bf16(B, trans_b ? N : K, trans_b ? K : N, ldb, b.rounded);
+    } else {
+      omp_set_num_threads(1);
+      static thread_local dnnl::stream stream(engine());
+      b.tiles.resize(std::max(b.tiles.size(), static_cast<size_t>(col_tiles)));
+      b.layouts.assign(col_tiles, memory::desc());
+      for (int jt = 0; jt < col_tiles; ++jt) {  // op(B)'s column tiles into the matmul's layout
+        const Plan& p = *plans[jt];
+        b.tiles[jt].resize(p.full.b.get_size());
+        b.layouts[jt] = p.full.b;
+        memory src(p.b_float, engine(), const_cast<float*>(B) + jt * tn);
+        memory dst(p.full.b, engine(), b.tiles[jt].data());
+        p.reorder_b.execute(stream, src, dst);
+      }
+      stream.wait();
+      omp_set_num_threads(outer);
+    }
     b.ready = extras.b_version != 0;
   }
-  const uint16_t* b_data = b.rounded.data();
+  auto b_tile = [&b, blocked, trans_b, tn, ldb](int jt) -> void* {  // column tile jt of op(B), as the matmul reads it
+    if (blocked) return b.tiles[jt].data();
+    return b.rounded.data() + (trans_b ? static_cast<size_t>(jt) * tn * ldb : static_cast<size_t>(jt) * tn);
+  };
   const int tiles = row_tiles * col_tiles;
   // Each thread takes a run of consecutive tiles. Where op(B) is the larger operand (N > M: a layer's weight
   // times a few hundred rows, the head's logits), column tiles go outer, so that a tile of op(B) is read from
@@ -313,9 +354,7 @@ bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const flo
       const uint16_t* a_tile = a_data + (trans_a ? static_cast<size_t>(i0) : static_cast<size_t>(i0) * lda);
       float* c_tile = C + static_cast<size_t>(i0) * ldc + j0;
       if (tile_scratch.size() < tile.scratchpad.get_size()) tile_scratch.resize(tile.scratchpad.get_size());
-      const uint16_t* b_tile = b_data + (trans_b ? static_cast<size_t>(j0) * ldb : static_cast<size_t>(j0));
-      memory a_mem(tile.a, engine(), const_cast<uint16_t*>(a_tile));
-      memory b_mem(tile.b, engine(), const_cast<uint16_t*>(b_tile));
+      memory a_mem(tile.a, engine(), const_cast<uint16_t*>(a_tile)), b_mem(tile.b, engine(), b_tile(jt));
       memory c_mem(tile.c, engine(), c_tile), scratch_mem(tile.scratchpad, engine(), tile_scratch.data());
       tile.matmul.execute(tile_stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem},
                                         {DNNL_ARG_SCRATCHPAD, scratch_mem}});
