@@ -61,15 +61,19 @@ using GemmUnderTest = std::function<bool(bool ta, bool tb, int M, int N, int K, 
 // (nullptr: the floats themselves; bf16_round for a bf16 GEMM). Each element's error, relative to the size
 // its float accumulation errors scale with, stays below 1e-5 (a dropped or doubled term would be ~1/K);
 // with rounded operands the result must also differ from the unrounded product by bf16's rounding (so the
-// rounding really happened); the padding columns between N and ldc are left untouched.
-inline void expect_matches_reference(const GemmCase& shape, const GemmUnderTest& gemm, float (*operand)(float) = nullptr) {
+// rounding really happened); the padding columns between N and ldc are left untouched. `dense`: leading
+// dimensions without padding (C's is N) instead.
+inline void expect_matches_reference(const GemmCase& shape, const GemmUnderTest& gemm,
+                                     float (*operand)(float) = nullptr, bool dense = false) {
   const auto [M, N, K] = shape;
   Rng rng(static_cast<std::uint64_t>(M) * 131 + N * 7 + K);
   for (int ta = 0; ta < 2; ++ta)
     for (int tb = 0; tb < 2; ++tb)
       for (float beta : {0.f, 1.f}) {
         const std::string what = "ta " + std::to_string(ta) + " tb " + std::to_string(tb) + " beta " + std::to_string(beta);
-        const int lda = ta ? M + 3 : K + 1, ldb = tb ? K + 2 : N + 5, ldc = N + 4;
+        const int pad = dense ? 0 : 1;
+        const int lda = (ta ? M + 3 : K + 1) * pad + (ta ? M : K) * (1 - pad);
+        const int ldb = (tb ? K + 2 : N + 5) * pad + (tb ? K : N) * (1 - pad), ldc = N + 4 * pad;
         const auto A = random_floats(rng, static_cast<std::size_t>(ta ? K : M) * lda);
         const auto B = random_floats(rng, static_cast<std::size_t>(tb ? N : K) * ldb);
         auto C = random_floats(rng, static_cast<std::size_t>(M) * ldc);

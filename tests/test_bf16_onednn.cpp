@@ -33,7 +33,15 @@ TEST_P(OneDnnBf16Gemm, MatchesDoubleProductOfRoundedOperands) {
       GetParam(), [](auto... args) { return onednn_bf16_gemm(args...); }, bf16_round);
 }
 
-// With a version B is converted to be kept, and B as stored into oneDNN's blocked layout (the other path).
+// Dense operands: C's tiles span its width where there are several row tiles, and oneDNN writes them in place
+// (beta = 1 by its sum post-op) instead of into a scratch tile added to C.
+TEST_P(OneDnnBf16Gemm, DenseOperandsMatchDoubleProductOfRoundedOperands) {
+  SKIP_WITHOUT_ONEDNN();
+  blocklab::testing::expect_matches_reference(
+      GetParam(), [](auto... args) { return onednn_bf16_gemm(args...); }, bf16_round, true);
+}
+
+// With a version B's rounded copy is kept for later calls (a slot of its own).
 TEST_P(OneDnnBf16Gemm, WithAVersionMatchesDoubleProductOfRoundedOperands) {
   SKIP_WITHOUT_ONEDNN();
   blocklab::testing::expect_matches_reference(
@@ -45,10 +53,11 @@ TEST_P(OneDnnBf16Gemm, WithAVersionMatchesDoubleProductOfRoundedOperands) {
       bf16_round);
 }
 
-// Tile edges: 64-row tiles below M = 768 and 96-row ones from it, 512-column tiles above N = 512.
+// Tile edges: one row tile up to M = 256, else tiles of up to 192 rows (800: 5 of 160; 300: 160 and 140); column
+// tiles of up to 512 (600: 2 of 320; 1030: 3 of 352 and a last of 326) where there is one row tile or C is padded.
 INSTANTIATE_TEST_SUITE_P(Shapes, OneDnnBf16Gemm,
                          ::testing::Values(Case{1, 1, 1}, Case{13, 33, 17}, Case{65, 70, 257}, Case{130, 600, 40},
-                                           Case{800, 40, 130}, Case{2, 1030, 9}),
+                                           Case{800, 40, 130}, Case{2, 1030, 9}, Case{300, 600, 33}),
                          [](const auto& info) {
                            return std::to_string(info.param.M) + "x" + std::to_string(info.param.N) + "x" +
                                   std::to_string(info.param.K);

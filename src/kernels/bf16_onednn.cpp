@@ -27,11 +27,6 @@ namespace {
 
 using dnnl::memory;
 
-// Tiles of C: row blocks of 64 (96 for tall C), column blocks of up to 512; both depend on (M, N) only.
-// At most 96 rows (the per-block callback's contract) and column starts at multiples of 32.
-int tile_rows(int M) { return M >= 768 ? 96 : 64; }
-int tile_cols(int N) { return N <= 512 ? N : 512; }
-
 // BLOCKLAB_ISA caps every kernel's instruction set (kernels/isa.h), oneDNN's too: the avx2 level at AVX2, the
 // generic one at SSE4.1 (its lowest). The cap's level, or nullptr where the running level is the CPU's. oneDNN
 // takes the cap only before it first looks at the CPU, so engine() sets it first.
@@ -103,30 +98,48 @@ const Probe& probe() {
   return p;
 }
 
-// The primitives of one GEMM shape: a matmul for the full row tiles and one for the last (shorter) tile. They read
-// B rounded to bf16 as stored, in place (a plain layout, strides (ldb, 1), or (1, ldb) when transposed), or, where
-// B is not transposed and `blocked`, op(B) reordered into the blocked layout oneDNN prefers (chosen once, for the
-// full tile) by a reorder that also rounds it from float. On plain operands oneDNN runs brgemm for some shapes
-// (the source model's, on an AMX Xeon) and its gemm kernel (`gemm:jit`) for others (GPT-2's); the reorder, from a
-// transposed source above all, costs more than it gains unless it serves many rows (see onednn_bf16_gemm).
-// Created and run with one OpenMP thread in the calling thread, so that oneDNN's blocking (which may depend on its
-// thread count) is the same for every caller; each caller passes its own scratchpad (the library's own is shared).
-// M, N, K, lda, ldb, ldc, tile_n, ta, tb, blocked, beta
-using Key = std::tuple<int, int, int, int, int, int, int, bool, bool, bool, bool>;
+// The tiles of C: row tiles of up to 192 rows, as even as a multiple of 16 rows allows (all of M up to 256 rows);
+// a tile spans C's width where C is dense (ldc = N) and there are several row tiles, else column tiles of up to
+// 512 columns (from multiples of 32), so that two threads share a product of a few hundred rows. Both depend on
+// (M, N, ldc) only, never on the thread count: oneDNN's blocking of K, and so the bits of C, depend on a tile's
+// shape. The callbacks see blocks of at most 96 rows (the per-block contract).
+int tile_rows(int M) {
+  if (M <= 256) return M;
+  const int tiles = (M + 191) / 192, per = (M + tiles - 1) / tiles;
+  return (per + 15) / 16 * 16;
+}
+int tile_cols(int M, int N, int ldc) {
+  if (N <= 512 || (ldc == N && tile_rows(M) < M)) return N;
+  const int tiles = (N + 511) / 512, per = (N + tiles - 1) / tiles;
+  return (per + 31) / 32 * 32;
+}
+
+// One tile's matmul: every operand dense, as oneDNN's AMX kernel (brgemm) takes them. Measured on an AMX Xeon
+// with oneDNN 2.6, 1 thread: a matmul with a strided C or B (a tile of a larger matrix) runs its gemm kernel
+// (`gemm:jit`): GPT-2's block products ran at 370-470 GFLOP/s in tiles of 96 x 512 of the operands as given,
+// where dense row tiles of 192 rows run brgemm at 550-850. So A and B are rounded into dense panels
+// (rounded_panels), and C is written into a dense scratch tile and then added to C, unless the tile spans C's
+// width (then into C directly, accumulating by oneDNN's sum post-op).
+// m, n, K, trans_a, trans_b, ldc (of the written tile: ldc or n), accumulate
+using Key = std::tuple<int, int, int, bool, bool, int, bool>;
 
 struct Tile {
-  memory::desc a, b, c, scratchpad;  // b: op(B) as the matmul reads it
+  memory::desc a, b, c, scratchpad;
   dnnl::matmul matmul;
 };
-struct Plan {
-  Tile full, last;  // last: the final row tile when tile_rows does not divide M
-  memory::desc b_float;    // blocked: a column tile of B as given
-  dnnl::reorder reorder_b;  // blocked: b_float into full.b
-};
 
-Tile make_tile(int m, int n, int k, int lda, int ldc, bool ta, bool accumulate, const memory::desc& b) {
+// Created on one OpenMP thread (oneDNN's blocking may depend on its thread count), once per shape; each
+// caller runs it on one thread with its own scratchpad.
+const Tile& tile_plan(const Key& key) {
+  static std::mutex mutex;
+  static std::map<Key, Tile> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  const auto [m, n, K, ta, tb, ldc, accumulate] = key;
   Tile t;
-  t.a = memory::desc({m, k}, memory::data_type::bf16, ta ? memory::dims{1, lda} : memory::dims{lda, 1});
+  t.a = memory::desc({m, K}, memory::data_type::bf16, ta ? memory::dims{1, m} : memory::dims{K, 1});
+  t.b = memory::desc({K, n}, memory::data_type::bf16, tb ? memory::dims{1, K} : memory::dims{n, 1});
   t.c = memory::desc({m, n}, memory::data_type::f32, memory::dims{ldc, 1});
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -135,32 +148,13 @@ Tile make_tile(int m, int n, int k, int lda, int ldc, bool ta, bool accumulate, 
     ops.append_sum(1.f);  // C = A B + C
     attr.set_post_ops(ops);
   }
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(t.a, b, t.c), attr, engine());
-  t.b = pd.weights_desc();
+  const int outer = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(t.a, t.b, t.c), attr, engine());
+  omp_set_num_threads(outer);
   t.scratchpad = pd.scratchpad_desc();
   t.matmul = dnnl::matmul(pd);
-  return t;
-}
-
-const Plan& plan(const Key& key) {
-  static std::mutex mutex;
-  static std::map<Key, Plan> cache;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  const auto [M, N, K, lda, ldb, ldc, tn, ta, tb, blocked, accumulate] = key;
-  const int tm = tile_rows(M);
-  Plan p;
-  const memory::desc b = blocked ? memory::desc({K, tn}, memory::data_type::bf16, memory::format_tag::any)
-                                 : memory::desc({K, tn}, memory::data_type::bf16,
-                                                tb ? memory::dims{1, ldb} : memory::dims{ldb, 1});
-  p.full = make_tile(std::min(tm, M), tn, K, lda, ldc, ta, accumulate, b);
-  if (M % tm != 0 && M > tm) p.last = make_tile(M % tm, tn, K, lda, ldc, ta, accumulate, p.full.b);
-  if (blocked) {
-    p.b_float = memory::desc({K, tn}, memory::data_type::f32, memory::dims{ldb, 1});
-    p.reorder_b = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), p.b_float, engine(), p.full.b));
-  }
-  return cache.emplace(key, std::move(p)).first->second;
+  return cache.emplace(key, std::move(t)).first->second;
 }
 
 // n floats rounded to bf16 (to nearest even; float denormals to zero, as bf16_bits): with the CPU's own
@@ -186,12 +180,19 @@ void round_row(const float* x, uint16_t* out, int n) {
   for (int i = 0; i < n; ++i) out[i] = bf16_bits(x[i]);
 }
 
-// A rows x cols float matrix (leading dimension ld) rounded to bf16 into `out`, same layout.
-void round_to_bf16(const float* x, int rows, int cols, int ld, std::vector<uint16_t>& out) {
-  out.resize(static_cast<size_t>(rows - 1) * ld + cols);
+// A rows x cols float matrix (leading dimension ld) rounded to bf16 into `out` as dense panels of `width`
+// columns (the last one narrower): panel p holds columns c0 = p * width on, as a rows x w row-major block at
+// out + c0 * rows. width = cols gives the plain dense matrix (leading dimension cols).
+void rounded_panels(const float* x, int rows, int cols, int ld, int width, std::vector<uint16_t>& out) {
+  out.resize(static_cast<size_t>(rows) * cols);
   uint16_t* o = out.data();
 #pragma omp parallel for schedule(static)
-  for (int r = 0; r < rows; ++r) round_row(x + static_cast<size_t>(r) * ld, o + static_cast<size_t>(r) * ld, cols);
+  for (int r = 0; r < rows; ++r)
+    for (int c0 = 0; c0 < cols; c0 += width) {
+      const int w = std::min(width, cols - c0);
+      const size_t at = static_cast<size_t>(c0) * rows + static_cast<size_t>(r) * w;
+      round_row(x + static_cast<size_t>(r) * ld + c0, o + at, w);
+    }
 }
 
 // a_row_sums[i] += the float values of op(A)'s row i summed in k order from zero, for rows i0 .. i0+m.
@@ -216,37 +217,35 @@ void add_row_sums(bool trans_a, const float* A, int lda, int K, int i0, int m, f
   }
 }
 
-// B as the matmuls read it, for one thread: rounded to bf16 as stored, or (blocked) op(B) rounded and reordered,
-// one buffer per column tile. A call without a version converts into its thread's scratch copy every time; one
-// with a version (SgemmExtras::b_version) keeps its conversion in one of two slots (the tied head's weight is B in
-// two products: the logits' and the input gradient's) for later calls with the same B, shape and version,
-// replacing the least recently used slot. A slot holds up to one weight's bf16 copy (77 MB for GPT-2's head).
+// B as the matmuls read it, for one thread: rounded into dense panels (op(B)'s column tiles). A call without a
+// version converts into its thread's scratch copy every time; one with a version (SgemmExtras::b_version) keeps
+// its conversion in one of two slots (the tied head's weight is B in two products: the logits' and the input
+// gradient's) for later calls with the same B, shape and version, replacing the least recently used slot. A slot
+// holds up to one weight's bf16 copy (77 MB for GPT-2's head).
 struct ConvertedB {
   const float* B = nullptr;
-  int K = 0, N = 0, ldb = 0;
-  bool trans_b = false, blocked = false;
+  int K = 0, N = 0, ldb = 0, tn = 0;
+  bool trans_b = false;
   uint64_t version = 0, last_use = 0;
-  bool ready = false;  // `rounded` or `tiles` hold this B at this version
+  bool ready = false;  // `rounded` holds this B at this version
   std::vector<uint16_t> rounded;
-  std::vector<memory::desc> layouts;  // blocked: each column tile's layout and values
-  std::vector<std::vector<unsigned char>> tiles;
 };
 
-ConvertedB& converted_b(const float* B, int K, int N, int ldb, bool trans_b, bool blocked, uint64_t version) {
+ConvertedB& converted_b(const float* B, int K, int N, int ldb, int tn, bool trans_b, uint64_t version) {
   static thread_local ConvertedB scratch;
   static thread_local std::array<ConvertedB, 2> kept;
   static thread_local uint64_t uses = 0;
   if (version == 0) return scratch;
   ConvertedB* slot = nullptr;
   for (ConvertedB& c : kept)
-    if (c.ready && c.B == B && c.K == K && c.N == N && c.ldb == ldb && c.trans_b == trans_b && c.blocked == blocked &&
+    if (c.ready && c.B == B && c.K == K && c.N == N && c.ldb == ldb && c.tn == tn && c.trans_b == trans_b &&
         c.version == version)
       slot = &c;
   if (slot == nullptr) {
     slot = &*std::min_element(kept.begin(), kept.end(),
                               [](const ConvertedB& x, const ConvertedB& y) { return x.last_use < y.last_use; });
     slot->ready = false;
-    slot->B = B, slot->K = K, slot->N = N, slot->ldb = ldb, slot->trans_b = trans_b, slot->blocked = blocked;
+    slot->B = B, slot->K = K, slot->N = N, slot->ldb = ldb, slot->tn = tn, slot->trans_b = trans_b;
     slot->version = version;
   }
   slot->last_use = ++uses;
@@ -281,58 +280,29 @@ bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const flo
   if (beta != 0.f && beta != 1.f) return false;
   if (M <= 0 || N <= 0) return true;
   if (K <= 0) return sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);  // C = beta C (+ bias)
-  static thread_local std::vector<uint16_t> a16;
-  // Stored shapes: A is (M,K) or, transposed, (K,M); B is (K,N) or, transposed, (N,K).
-  round_to_bf16(A, trans_a ? K : M, trans_a ? M : K, lda, a16);
-  const int tm = tile_rows(M), tn = tile_cols(N);
+  const int tm = tile_rows(M), tn = tile_cols(M, N, ldc);
   const int row_tiles = (M + tm - 1) / tm, col_tiles = (N + tn - 1) / tn;
-  const uint16_t* a_data = a16.data();
-  const bool nested = omp_in_parallel() != 0;
-  const int outer = omp_get_max_threads();
-  omp_set_num_threads(1);  // oneDNN plans and runs every tile on one thread
-  // B not transposed is reordered into the blocked layout where that serves many rows: a kept copy (the head's
-  // weight, over its row chunks) or tall C with a B of more than 64K values. Measured on an AMX Xeon, 1 thread:
-  // GPT-2's step at 8x128 (2040 rows) ran 4805-5230 ms with it and 5233-5722 read in place (the head's input
-  // gradient, 147 rows a chunk, 292 against 417 ms); at 4x32 (252 rows) 860-879 read in place and 887-904
-  // reordered, and the source model's (2016 rows, B at most 128 x 512) 364-375 and 379-389.
-  const bool blocked = !trans_b && (extras.b_version != 0 || (M >= 768 && static_cast<long>(K) * N > (1L << 16)));
-  std::vector<const Plan*> plans(col_tiles);
-  for (int jt = 0; jt < col_tiles; ++jt) {
-    const int n = std::min(tn, N - jt * tn);
-    plans[jt] = &plan(Key{M, n, K, lda, ldb, ldc, n, trans_a, trans_b, blocked, beta != 0.f});
-  }
-  omp_set_num_threads(outer);
-  // B as the matmuls read it: this call's own conversion, or one kept from an earlier call with the same B and
-  // version (blocked: ready when every tile's layout matches this call's plans)
-  ConvertedB& b = converted_b(B, K, N, ldb, trans_b, blocked, extras.b_version);
-  bool ready = b.ready && (!blocked || b.layouts.size() == static_cast<size_t>(col_tiles));
-  for (int jt = 0; ready && blocked && jt < col_tiles; ++jt) ready = b.layouts[jt] == plans[jt]->full.b;
-  if (!ready) {
-    b.ready = false;
-    if (!blocked) {
-      round_to_bf16(B, trans_b ? N : K, trans_b ? K : N, ldb, b.rounded);
-    } else {
-      omp_set_num_threads(1);
-      static thread_local dnnl::stream stream(engine());
-      b.tiles.resize(std::max(b.tiles.size(), static_cast<size_t>(col_tiles)));
-      b.layouts.assign(col_tiles, memory::desc());
-      for (int jt = 0; jt < col_tiles; ++jt) {  // op(B)'s column tiles into the matmul's layout
-        const Plan& p = *plans[jt];
-        b.tiles[jt].resize(p.full.b.get_size());
-        b.layouts[jt] = p.full.b;
-        memory src(p.b_float, engine(), const_cast<float*>(B) + jt * tn);
-        memory dst(p.full.b, engine(), b.tiles[jt].data());
-        p.reorder_b.execute(stream, src, dst);
-      }
-      stream.wait();
-      omp_set_num_threads(outer);
-    }
+  const int m_last = M - (row_tiles - 1) * tm, n_last = N - (col_tiles - 1) * tn;
+  const bool accumulate = beta != 0.f;
+  // op(A)'s row tiles, dense: A's rows as stored (A is (M,K)), or, transposed (A is (K,M)), its column panels of tm
+  // (a row tile is a K x m block). op(B)'s column tiles likewise: B's rows (transposed, (N,K)), or its column
+  // panels of tn ((K,N)). Tile (rt, jt) reads A's rounded copy from rt * tm * K and B's from jt * tn * K.
+  static thread_local std::vector<uint16_t> a16;
+  rounded_panels(A, trans_a ? K : M, trans_a ? M : K, lda, trans_a ? tm : K, a16);
+  // B: this call's own conversion, or one kept from an earlier call with the same B and version
+  ConvertedB& b = converted_b(B, K, N, ldb, tn, trans_b, extras.b_version);
+  if (!b.ready) {
+    rounded_panels(B, trans_b ? N : K, trans_b ? K : N, ldb, trans_b ? K : tn, b.rounded);
     b.ready = extras.b_version != 0;
   }
-  auto b_tile = [&b, blocked, trans_b, tn, ldb](int jt) -> void* {  // column tile jt of op(B), as the matmul reads it
-    if (blocked) return b.tiles[jt].data();
-    return b.rounded.data() + (trans_b ? static_cast<size_t>(jt) * tn * ldb : static_cast<size_t>(jt) * tn);
-  };
+  // C's tiles are written in place where one spans a dense C, else into a dense scratch tile and then added
+  const bool in_place = col_tiles == 1 && ldc == N;
+  auto key = [&](int m, int n) { return Key{m, n, K, trans_a, trans_b, in_place ? ldc : n, in_place && accumulate}; };
+  const Tile* plans[2][2] = {{&tile_plan(key(tm, tn)), &tile_plan(key(tm, n_last))},
+                             {&tile_plan(key(m_last, tn)), &tile_plan(key(m_last, n_last))}};
+  const uint16_t* a_data = a16.data();
+  const uint16_t* b_data = b.rounded.data();
+  const bool nested = omp_in_parallel() != 0;
   const int tiles = row_tiles * col_tiles;
   // Each thread takes a run of consecutive tiles. Where op(B) is the larger operand (N > M: a layer's weight
   // times a few hundred rows, the head's logits), column tiles go outer, so that a tile of op(B) is read from
@@ -341,29 +311,41 @@ bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const flo
   const bool columns_outer = N > M;
 #pragma omp parallel if (!nested)
   {
-    omp_set_num_threads(1);
+    omp_set_num_threads(1);  // oneDNN runs every tile on one thread
     static thread_local dnnl::stream tile_stream(engine());
     static thread_local std::vector<unsigned char> tile_scratch;
+    static thread_local std::vector<float> c_scratch;
 #pragma omp for schedule(static)
     for (int t = 0; t < tiles; ++t) {
       const int rt = columns_outer ? t % row_tiles : t / col_tiles, jt = columns_outer ? t / row_tiles : t % col_tiles;
       const int i0 = rt * tm, j0 = jt * tn;
       const int m = std::min(tm, M - i0), n = std::min(tn, N - j0);
-      const Plan& p = *plans[jt];
-      const Tile& tile = m == tm || M <= tm ? p.full : p.last;
-      const uint16_t* a_tile = a_data + (trans_a ? static_cast<size_t>(i0) : static_cast<size_t>(i0) * lda);
+      const Tile& tile = *plans[rt == row_tiles - 1][jt == col_tiles - 1];
       float* c_tile = C + static_cast<size_t>(i0) * ldc + j0;
+      if (!in_place && c_scratch.size() < static_cast<size_t>(m) * n) c_scratch.resize(static_cast<size_t>(m) * n);
+      float* out = in_place ? c_tile : c_scratch.data();
       if (tile_scratch.size() < tile.scratchpad.get_size()) tile_scratch.resize(tile.scratchpad.get_size());
-      memory a_mem(tile.a, engine(), const_cast<uint16_t*>(a_tile)), b_mem(tile.b, engine(), b_tile(jt));
-      memory c_mem(tile.c, engine(), c_tile), scratch_mem(tile.scratchpad, engine(), tile_scratch.data());
+      memory a_mem(tile.a, engine(), const_cast<uint16_t*>(a_data + static_cast<size_t>(i0) * K));
+      memory b_mem(tile.b, engine(), const_cast<uint16_t*>(b_data + static_cast<size_t>(j0) * K));
+      memory c_mem(tile.c, engine(), out), scratch_mem(tile.scratchpad, engine(), tile_scratch.data());
       tile.matmul.execute(tile_stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem},
                                         {DNNL_ARG_SCRATCHPAD, scratch_mem}});
       tile_stream.wait();
+      if (!in_place)  // C = A B or C = A B + C, as oneDNN's sum post-op adds
+        for (int i = 0; i < m; ++i) {
+          float* c = c_tile + static_cast<size_t>(i) * ldc;
+          const float* s = out + static_cast<size_t>(i) * n;
+          if (accumulate)
+            for (int j = 0; j < n; ++j) c[j] += s[j];
+          else
+            std::copy_n(s, n, c);
+        }
       if (extras.bias != nullptr)
         for (int i = 0; i < m; ++i)
           for (int j = 0; j < n; ++j) c_tile[static_cast<size_t>(i) * ldc + j] += extras.bias[j0 + j];
       if (extras.a_row_sums != nullptr && j0 == 0) add_row_sums(trans_a, A, lda, K, i0, m, extras.a_row_sums);
-      if (extras.on_block_done != nullptr) extras.on_block_done(extras.context, i0, m, j0, n);
+      if (extras.on_block_done != nullptr)
+        for (int r0 = 0; r0 < m; r0 += 96) extras.on_block_done(extras.context, i0 + r0, std::min(96, m - r0), j0, n);
     }
   }
   return true;

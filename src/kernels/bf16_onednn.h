@@ -6,8 +6,8 @@
 // Same contract as bf16_gemm (bf16_gemm.h): C = bf16(op(A)) @ bf16(op(B)) + beta C with float accumulation,
 // beta in {0, 1}, the extras (bias added last, float row sums of op(A) in k order, per-block callbacks).
 // Results do not depend on the thread count: both operands are rounded to bf16 elementwise, C is cut into
-// tiles whose shapes depend only on (M, N), and each tile is one single-threaded oneDNN matmul over all of
-// K, so each element's sum is the same computation whichever thread runs its tile. They differ from
+// tiles whose shapes depend only on (M, N, ldc), and each tile is one single-threaded oneDNN matmul over all of
+// K on dense operands, so each element's sum is the same computation whichever thread runs its tile. They differ from
 // blocklab's own kernel's in the last bits (oneDNN sums K in its own blocking).
 #include <string>
 

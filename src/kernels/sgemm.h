@@ -49,7 +49,7 @@ struct SgemmExtras {
   long block_ld = 0;
   // Nonzero: a promise that B (this pointer, shape and leading dimension) holds the values it held in every
   // earlier call given the same version, so that a path which converts B before multiplying (oneDNN's bf16
-  // path rounds it, and reorders it where not transposed) may reuse the converted copy. Versions come from new_operand_version()
+  // path rounds it into dense panels) may reuse the converted copy. Versions come from new_operand_version()
   // (bf16_gemm.h), one per state of B: a model takes a new one for its weights at every forward. 0: no promise.
   // Changes no result.
   uint64_t b_version = 0;
