@@ -340,6 +340,27 @@ TEST(CrossEntropy, ExtremeLogitsStayFinite) {
   EXPECT_LE(std::abs(dlogits[2]), 1e-30f);
 }
 
+// The head writes the loss's gradient over the logits (model/model.cpp): in place, the rows' losses and gradient
+// are those written beside the logits, bit for bit, in float (vector loops and a remainder) and double.
+template <typename T>
+void expect_in_place_rows_match(Rng& rng) {
+  const int rows = 5, V = 1000, count = 9;
+  std::vector<T> logits(rows * V);
+  for (auto& z : logits) z = static_cast<T>(4.0 * rng.normal());
+  const std::vector<int32_t> targets = {0, 999, 17, 512, 998};
+  std::vector<T> dlogits(rows * V), losses(rows), in_place = logits, in_place_losses(rows);
+  cross_entropy_rows(dlogits.data(), losses.data(), logits.data(), targets.data(), rows, V, count);
+  cross_entropy_rows(in_place.data(), in_place_losses.data(), in_place.data(), targets.data(), rows, V, count);
+  for (int n = 0; n < rows; ++n) EXPECT_EQ(in_place_losses[n], losses[n]) << "row " << n;
+  for (int i = 0; i < rows * V; ++i) ASSERT_EQ(in_place[i], dlogits[i]) << "value " << i;
+}
+
+TEST(CrossEntropy, RowsInPlaceGiveTheSameNumbers) {
+  Rng rng(11);
+  expect_in_place_rows_match<float>(rng);
+  expect_in_place_rows_match<double>(rng);
+}
+
 // The vectorised float path (16-lane max and sum, the fast exp) against double, on rows long enough to take the
 // vector loops and with a remainder (V = 1000 = 62 * 16 + 8), at 1 and 2 threads (the same bits).
 TEST(CrossEntropy, FloatMatchesDoubleAtVocabularySize) {

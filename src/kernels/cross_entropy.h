@@ -23,7 +23,8 @@ T cross_entropy_forward(T* dlogits, T* losses, const T* logits, const int32_t* t
 
 // The same for `rows` rows that all count, of a batch whose mean is taken over `count` rows in all (a chunk of the
 // selected rows: model/model.h runs the head and the loss chunk by chunk): losses (rows) and dlogits (rows,V)
-// = (softmax(z) - onehot(target)) / count. Each row's numbers are those cross_entropy_forward gives it.
+// = (softmax(z) - onehot(target)) / count. Each row's numbers are those cross_entropy_forward gives it. dlogits
+// may be logits itself: the gradient then replaces the logits, with the same numbers.
 template <typename T>
 void cross_entropy_rows(T* dlogits, T* losses, const T* logits, const int32_t* targets, int rows, int V, int count);
 

@@ -28,7 +28,7 @@ TrainingMemory lower_bound(const ModelConfig& c, int batch, int seq_len) {
   m.gradients = m.parameters;
   m.adam_moments = 2 * m.parameters;
   const double R = Model<float>::head_chunk_rows(static_cast<long>(std::min(N, 1e9)), c.vocab);  // head chunk
-  m.activations = f * (L * (B * H * T * T + N * (Q + 2 * K) + N * Q + 2 * N * C + N * I_in + N * I) + 2 * R * V);
+  m.activations = f * (L * (B * H * T * T + N * (Q + 2 * K) + N * Q + 2 * N * C + N * I_in + N * I) + R * V);
   m.backward_buffers = f * (N * C);
   m.tables = kTableBytesPerTensor * 4 * L;
   return m;

@@ -63,7 +63,8 @@ long Activations<T>::carve(T* base, const ModelConfig& config) {
   if (head_rows_ <= 0 || head_rows_ > N) head_rows_ = Model<T>::head_chunk_rows(N, static_cast<int>(V));
   const long R = head_rows_;
   losses_ = m.take(N), chunk_losses_ = m.take(R);
-  head_in_ = m.take(R * C), logits_ = m.take(R * V), d_logits_ = m.take(R * V);
+  // the loss's gradient replaces the chunk's logits (the loss reads each row's logits before writing its gradient)
+  head_in_ = m.take(R * C), logits_ = m.take(R * V), d_logits_ = logits_;
   if (config.stream() == ResidualStream::Sphere) logits_raw_ = m.take(R * V);
   const long acts = m.used();
   // The backward's buffers come last.
