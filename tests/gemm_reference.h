@@ -72,8 +72,7 @@ inline void expect_matches_reference(const GemmCase& shape, const GemmUnderTest&
       for (float beta : {0.f, 1.f}) {
         const std::string what = "ta " + std::to_string(ta) + " tb " + std::to_string(tb) + " beta " + std::to_string(beta);
         const int pad = dense ? 0 : 1;
-        const int lda = (ta ? M + 3 : K + 1) * pad + (ta ? M : K) * (1 - pad);
-        const int ldb = (tb ? K + 2 : N + 5) * pad + (tb ? K : N) * (1 - pad), ldc = N + 4 * pad;
+        const int lda = (ta ? M : K) + (ta ? 3 : 1) * pad, ldb = (tb ? K : N) + (tb ? 2 : 5) * pad, ldc = N + 4 * pad;
         const auto A = random_floats(rng, static_cast<std::size_t>(ta ? K : M) * lda);
         const auto B = random_floats(rng, static_cast<std::size_t>(tb ? N : K) * ldb);
         auto C = random_floats(rng, static_cast<std::size_t>(M) * ldc);

@@ -48,9 +48,8 @@ bool cpu_has_neon_bf16();
 
 // Returns false (and does nothing) when bf16_isa() is None; the caller then runs the float GEMM. The first
 // such call prints a one-line notice on stderr. With extras.b_version, the oneDNN path keeps its conversion of B
-// (rounded to bf16, in the dense panels its tiles read) for the next call that gives the
-// same B and version (the tied head's weight, in several row chunks of a step); blocklab's own kernels convert B
-// as they go and ignore it.
+// (rounded to bf16, in the dense panels its tiles read) for the next call that gives the same B and version (the
+// tied head's weight, in several row chunks of a step); blocklab's own kernels convert B as they go and ignore it.
 bool bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                float beta, float* C, int ldc, const SgemmExtras& extras = {});
 
