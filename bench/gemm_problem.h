@@ -58,9 +58,10 @@ inline void step_shapes(benchmark::internal::Benchmark* b) {
 
 // One training step of GPT-2 124M (`blocklab bench --block gpt2 --layers 12 --width 768 --heads 12 --vocab 50257
 // --copy-len 32 --batch 4`: 252 token rows), per linear layer its forward x@W^T (NT), dX = dY@W (NN) and
-// dW = dY^T@X (TN), as (trans_a, trans_b, M, N, K).
+// dW = dY^T@X (TN), as (trans_a, trans_b, M, N, K). The head's products take only the R = 128 positions the copy
+// task's loss counts, as the step does (bench/torch_gemm.py --model gpt2 lists the same shapes).
 inline void gpt2_shapes(benchmark::internal::Benchmark* b) {
-  constexpr int T = 252, C = 768, V = 50257;
+  constexpr int T = 252, C = 768, V = 50257, R = 128;
   for (int threads : {1, 2}) {
     for (const int OC : {3 * C, C, 4 * C}) {  // qkv, attention projection, fc
       b->Args({0, 1, T, OC, C, threads});
@@ -70,9 +71,9 @@ inline void gpt2_shapes(benchmark::internal::Benchmark* b) {
     b->Args({0, 1, T, C, 4 * C, threads});  // fc projection (C from 4C)
     b->Args({0, 0, T, 4 * C, C, threads});
     b->Args({1, 0, C, 4 * C, T, threads});
-    b->Args({0, 1, T, V, C, threads});  // tied embedding / LM head: logits
-    b->Args({0, 0, T, C, V, threads});
-    b->Args({1, 0, V, C, T, threads});
+    b->Args({0, 1, R, V, C, threads});  // tied embedding / LM head: logits
+    b->Args({0, 0, R, C, V, threads});
+    b->Args({1, 0, V, C, R, threads});
   }
   b->ArgNames({"ta", "tb", "M", "N", "K", "threads"})->UseRealTime();
 }
