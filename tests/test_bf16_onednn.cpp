@@ -54,10 +54,12 @@ TEST_P(OneDnnBf16Gemm, WithAVersionMatchesDoubleProductOfRoundedOperands) {
 }
 
 // Tile edges: one row tile up to M = 256, else tiles of up to 192 rows (800: 5 of 160; 300: 160 and 140); column
-// tiles of up to 512 (600: 2 of 320; 1030: 3 of 352 and a last of 326) where there is one row tile or C is padded.
+// tiles of up to 512 (600: 2 of 320; 1030: 3 of 352 and a last of 326) where there is one row tile or C is padded,
+// but one column tile from K = 16 N on (544 columns, K = 8704: the tied head's input gradient).
 INSTANTIATE_TEST_SUITE_P(Shapes, OneDnnBf16Gemm,
                          ::testing::Values(Case{1, 1, 1}, Case{13, 33, 17}, Case{65, 70, 257}, Case{130, 600, 40},
-                                           Case{800, 40, 130}, Case{2, 1030, 9}, Case{300, 600, 33}),
+                                           Case{800, 40, 130}, Case{2, 1030, 9}, Case{300, 600, 33},
+                                           Case{2, 544, 8704}),
                          [](const auto& info) {
                            return std::to_string(info.param.M) + "x" + std::to_string(info.param.N) + "x" +
                                   std::to_string(info.param.K);
@@ -184,4 +186,35 @@ TEST(OneDnnBf16Gemm, KeepsAVersionedBUntilTheVersionChanges) {
   W = W0;
   EXPECT_EQ(logits(M, 0), logits0) << "a call without a version used a kept copy";
   EXPECT_EQ(d_input(0), d_input0);
+}
+
+// The tied head's weight W (V, C) is B in two products, the logits' (x W^T: B transposed) and the input gradient's
+// (dlogits W: B as stored, K = V >= 16 C, one column tile): both read W's plain rounded copy, so a version rounds it
+// once. Shown by breaking the promise between the two: W changed after the logits' call still multiplies, in the
+// input gradient's call, as it was.
+TEST(OneDnnBf16Gemm, TheTiedHeadsTwoProductsRoundItsWeightOnce) {
+  SKIP_WITHOUT_ONEDNN();
+  const int rows = 24, C = 544, V = 16 * C;  // C over 512 columns: without the rule, two column tiles of 288 and 256
+  Rng rng(13);
+  const auto x = random_floats(rng, static_cast<size_t>(rows) * C);
+  const auto d_logits = random_floats(rng, static_cast<size_t>(rows) * V);
+  const auto W0 = random_floats(rng, static_cast<size_t>(V) * C), W1 = random_floats(rng, W0.size());
+  std::vector<float> W = W0, logits(static_cast<size_t>(rows) * V), d_x(static_cast<size_t>(rows) * C);
+  auto input_gradient = [&](uint64_t version) {
+    EXPECT_TRUE(onednn_bf16_gemm(false, false, rows, C, V, d_logits.data(), V, W.data(), C, 0.f, d_x.data(), C,
+                                 {.b_version = version}));
+    return d_x;
+  };
+  const auto d_x0 = input_gradient(0);
+  W = W1;
+  const auto d_x1 = input_gradient(0);
+  ASSERT_NE(d_x0, d_x1);
+  W = W0;
+  const uint64_t v = new_operand_version();
+  ASSERT_TRUE(onednn_bf16_gemm(false, true, rows, V, C, x.data(), C, W.data(), C, 0.f, logits.data(), V,
+                               {.b_version = v}));
+  W = W1;  // the promise broken after the logits' product
+  EXPECT_EQ(input_gradient(v), d_x0) << "the input gradient's product rounded W again instead of reading the "
+                                        "logits' product's copy";
+  EXPECT_EQ(input_gradient(new_operand_version()), d_x1);
 }

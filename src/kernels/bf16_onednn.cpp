@@ -100,16 +100,20 @@ const Probe& probe() {
 
 // The tiles of C: row tiles of up to 192 rows, as even as a multiple of 16 rows allows (all of M up to 256 rows);
 // a tile spans C's width where C is dense (ldc = N) and there are several row tiles, else column tiles of up to
-// 512 columns (from multiples of 32), so that two threads share a product of a few hundred rows. Both depend on
-// (M, N, ldc) only, never on the thread count: oneDNN's blocking of K, and so the bits of C, depend on a tile's
-// shape. The callbacks see blocks of at most 96 rows (the per-block contract).
+// 512 columns (from multiples of 32), so that two threads share a product of a few hundred rows. A product whose K
+// is at least 16 times N (the tied head's input gradient, K = V) spans the width too: its one column panel of op(B)
+// is B's plain rounded copy, the one the logits' product (B transposed) reads, so the head's weight is rounded once
+// per version instead of once for each product (17-20 ms each at GPT-2's V = 50257; one 128 x 768 x 50257 tile runs
+// as fast as two of 384 columns). All depend on (M, N, K, ldc) only, never on the thread count: oneDNN's blocking of
+// K, and so the bits of C, depend on a tile's shape. The callbacks see blocks of at most 96 rows (the per-block
+// contract).
 int tile_rows(int M) {
   if (M <= 256) return M;
   const int tiles = (M + 191) / 192, per = (M + tiles - 1) / tiles;
   return (per + 15) / 16 * 16;
 }
-int tile_cols(int M, int N, int ldc) {
-  if (N <= 512 || (ldc == N && tile_rows(M) < M)) return N;
+int tile_cols(int M, int N, int K, int ldc) {
+  if (N <= 512 || (ldc == N && tile_rows(M) < M) || K >= 16L * N) return N;
   const int tiles = (N + 511) / 512, per = (N + tiles - 1) / tiles;
   return (per + 31) / 32 * 32;
 }
@@ -217,35 +221,40 @@ void add_row_sums(bool trans_a, const float* A, int lda, int K, int i0, int m, f
   }
 }
 
-// B as the matmuls read it, for one thread: rounded into dense panels (op(B)'s column tiles). A call without a
-// version converts into its thread's scratch copy every time; one with a version (SgemmExtras::b_version) keeps
-// its conversion in one of two slots (the tied head's weight is B in two products: the logits' and the input
-// gradient's) for later calls with the same B, shape and version, replacing the least recently used slot. A slot
-// holds up to one weight's bf16 copy (77 MB for GPT-2's head).
+// B as the matmuls read it, for one thread: B as stored (rows x cols, leading dimension ldb) rounded into dense
+// panels of `width` columns (op(B)'s column tiles; a transposed B's are whole rows, so its panels are the plain
+// rounded matrix, as are those of a B read as stored in one column tile). A call without a version converts into
+// its thread's scratch copy every time; one with a version (SgemmExtras::b_version) keeps its conversion in one of
+// two slots for later calls with the same B, layout and version; a new version of a kept B and layout takes its
+// slot again (its memory, already touched: a fresh 77 MB buffer cost 0.5 s of page faults here), another B the
+// least recently used slot. The tied head's weight, B in the logits' product (transposed) and in the input
+// gradient's (as stored, one column tile), is rounded once per version for both, into one slot: 77 MB at GPT-2's
+// V = 50257, where the two layouts took a slot each.
 struct ConvertedB {
   const float* B = nullptr;
-  int K = 0, N = 0, ldb = 0, tn = 0;
-  bool trans_b = false;
+  int rows = 0, cols = 0, ldb = 0, width = 0;
   uint64_t version = 0, last_use = 0;
   bool ready = false;  // `rounded` holds this B at this version
   std::vector<uint16_t> rounded;
 };
 
-ConvertedB& converted_b(const float* B, int K, int N, int ldb, int tn, bool trans_b, uint64_t version) {
+ConvertedB& converted_b(const float* B, int rows, int cols, int ldb, int width, uint64_t version) {
   static thread_local ConvertedB scratch;
   static thread_local std::array<ConvertedB, 2> kept;
   static thread_local uint64_t uses = 0;
   if (version == 0) return scratch;
-  ConvertedB* slot = nullptr;
+  ConvertedB* slot = nullptr;    // this B, layout and version
+  ConvertedB* earlier = nullptr;  // this B and layout at an earlier version: its slot is taken again
   for (ConvertedB& c : kept)
-    if (c.ready && c.B == B && c.K == K && c.N == N && c.ldb == ldb && c.tn == tn && c.trans_b == trans_b &&
-        c.version == version)
-      slot = &c;
+    if (c.B == B && c.rows == rows && c.cols == cols && c.ldb == ldb && c.width == width)
+      (c.ready && c.version == version ? slot : earlier) = &c;
   if (slot == nullptr) {
-    slot = &*std::min_element(kept.begin(), kept.end(),
-                              [](const ConvertedB& x, const ConvertedB& y) { return x.last_use < y.last_use; });
+    slot = earlier != nullptr ? earlier
+                              : &*std::min_element(kept.begin(), kept.end(), [](const ConvertedB& x, const ConvertedB& y) {
+                                  return x.last_use < y.last_use;
+                                });
     slot->ready = false;
-    slot->B = B, slot->K = K, slot->N = N, slot->ldb = ldb, slot->tn = tn, slot->trans_b = trans_b;
+    slot->B = B, slot->rows = rows, slot->cols = cols, slot->ldb = ldb, slot->width = width;
     slot->version = version;
   }
   slot->last_use = ++uses;
@@ -280,7 +289,7 @@ bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const flo
   if (beta != 0.f && beta != 1.f) return false;
   if (M <= 0 || N <= 0) return true;
   if (K <= 0) return sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);  // C = beta C (+ bias)
-  const int tm = tile_rows(M), tn = tile_cols(M, N, ldc);
+  const int tm = tile_rows(M), tn = tile_cols(M, N, K, ldc);
   const int row_tiles = (M + tm - 1) / tm, col_tiles = (N + tn - 1) / tn;
   const int m_last = M - (row_tiles - 1) * tm, n_last = N - (col_tiles - 1) * tn;
   const bool accumulate = beta != 0.f;
@@ -290,9 +299,10 @@ bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const flo
   static thread_local std::vector<uint16_t> a16;
   rounded_panels(A, trans_a ? K : M, trans_a ? M : K, lda, trans_a ? tm : K, a16);
   // B: this call's own conversion, or one kept from an earlier call with the same B and version
-  ConvertedB& b = converted_b(B, K, N, ldb, tn, trans_b, extras.b_version);
+  const int b_rows = trans_b ? N : K, b_cols = trans_b ? K : N, b_width = trans_b ? K : tn;
+  ConvertedB& b = converted_b(B, b_rows, b_cols, ldb, b_width, extras.b_version);
   if (!b.ready) {
-    rounded_panels(B, trans_b ? N : K, trans_b ? K : N, ldb, trans_b ? K : tn, b.rounded);
+    rounded_panels(B, b_rows, b_cols, ldb, b_width, b.rounded);
     b.ready = extras.b_version != 0;
   }
   // C's tiles are written in place where one spans a dense C, else into a dense scratch tile and then added
