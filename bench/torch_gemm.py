@@ -40,8 +40,9 @@ GPT2_SHAPES = []
 for _oc, _name in ((3 * _C, "qkv"), (_C, "proj"), (4 * _C, "fc1")):
     GPT2_SHAPES += [(0, 1, _T, _oc, _C, f"{_name} forward"), (0, 0, _T, _C, _oc, f"{_name} dX"),
                     (1, 0, _oc, _C, _T, f"{_name} dW")]
-GPT2_SHAPES += [(0, 1, _T, _C, 4 * _C, "fc2 forward"), (0, 0, _T, 4 * _C, _C, "fc2 dX"), (1, 0, _C, 4 * _C, _T, "fc2 dW"),
-                (0, 1, _R, _V, _C, "head logits"), (0, 0, _R, _C, _V, "head dX"), (1, 0, _V, _C, _R, "head dW")]
+GPT2_SHAPES += [(0, 1, _T, _C, 4 * _C, "fc2 forward"), (0, 0, _T, 4 * _C, _C, "fc2 dX"),
+                (1, 0, _C, 4 * _C, _T, "fc2 dW"), (0, 1, _R, _V, _C, "head logits"), (0, 0, _R, _C, _V, "head dX"),
+                (1, 0, _V, _C, _R, "head dW")]
 
 
 def median_seconds(fn, min_time: float) -> float:

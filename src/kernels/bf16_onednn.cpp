@@ -249,10 +249,8 @@ ConvertedB& converted_b(const float* B, int rows, int cols, int ldb, int width, 
     if (c.B == B && c.rows == rows && c.cols == cols && c.ldb == ldb && c.width == width)
       (c.ready && c.version == version ? slot : earlier) = &c;
   if (slot == nullptr) {
-    slot = earlier != nullptr ? earlier
-                              : &*std::min_element(kept.begin(), kept.end(), [](const ConvertedB& x, const ConvertedB& y) {
-                                  return x.last_use < y.last_use;
-                                });
+    const auto older = [](const ConvertedB& x, const ConvertedB& y) { return x.last_use < y.last_use; };
+    slot = earlier != nullptr ? earlier : &*std::min_element(kept.begin(), kept.end(), older);
     slot->ready = false;
     slot->B = B, slot->rows = rows, slot->cols = cols, slot->ldb = ldb, slot->width = width;
     slot->version = version;
