@@ -6,6 +6,7 @@
 #include "experiment_flags.h"
 #include "map_flags.h"
 #include "experiments/stabilitymap.h"
+#include "experiments/warmup_explanations.h"
 #include "report/labels.h"
 #include "util/error.h"
 
@@ -81,6 +82,13 @@ void register_stabilitymap(CLI::App& root, std::vector<Command>& commands) {
                             rows.insert(rows.begin(), experiments::stabilitymap_table_header(options));
                             print_table(rows);
                           }
+                        // What the map says of the explanations it can test (its stabilitymap.md has the tables).
+                        std::printf("\n%s\n", report::tr(options.lang, "Explanations of warm-up this map can test")
+                                                   .c_str());
+                        for (const experiments::ExplanationCheck& c :
+                             experiments::check_stabilitymap_explanations(options, result.cells, options.lang))
+                          std::printf("  %s: %s\n    %s\n", c.explanation.c_str(),
+                                      experiments::verdict_text(c.verdict, options.lang).c_str(), c.measured.c_str());
                         return 0;
                       }});
 }

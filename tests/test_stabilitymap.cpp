@@ -169,6 +169,62 @@ TEST(StabilityMap, CellsCountSeedsAndTheBoundaryFollowsTheMajority) {
   EXPECT_EQ(find_cell(summarize_stabilitymap(o, runs), NormPlacement::Post, "adam", 0, 1e-3)->text, "100");
 }
 
+// stabilitymap.md ends with the verdicts of the explanations of warm-up that the map alone can test (2 and 3a), as
+// the reproduction report computes them.
+TEST(StabilityMap, MarkdownGivesTheVerdictsOfTheExplanationsItCanTest) {
+  StabilityMapOptions o = synthetic_options();
+  o.optimizers = {{OptimizerKind::Adam, AdamV0::Zero}, {OptimizerKind::Adam, AdamV0::Grad}};
+  o.out = (bt::fresh_dir("stabilitymap_explanations") / "map").string();
+  fs::create_directories(o.out);
+  //        adam: warm-up 0   warm-up 100      adam+v0: warm-up 0   warm-up 100
+  // lr 1e-1            0/3         1/3                      -            3/3
+  // lr 1e-2            1/3         3/3                    3/3              -
+  // lr 1e-3            3/3         2/3                    3/3              -
+  StabilityMapResult result;
+  add_cell(result.runs, 0, 1e-3, 3);
+  add_cell(result.runs, 0, 1e-2, 1);
+  add_cell(result.runs, 0, 1e-1, 0);
+  add_cell(result.runs, 100, 1e-3, 2);
+  add_cell(result.runs, 100, 1e-2, 3);
+  add_cell(result.runs, 100, 1e-1, 1);
+  const size_t adam_runs = result.runs.size();
+  add_cell(result.runs, 0, 1e-3, 3);
+  add_cell(result.runs, 0, 1e-2, 3);
+  add_cell(result.runs, 100, 1e-1, 3);
+  for (size_t i = adam_runs; i < result.runs.size(); ++i) result.runs[i].optimizer = "adam+v0";
+  result.cells = summarize_stabilitymap(o, result.runs);
+  write_stabilitymap(o, result);
+  const std::string md = bt::read_text(fs::path(o.out) / "stabilitymap.md");
+  const size_t section = md.find("## Explanations of warm-up this map can test");
+  ASSERT_NE(section, std::string::npos) << md;
+  const std::string tail = md.substr(section);
+  // 2: adam fails without warm-up at 1e-1 and 1e-2 (the larger first), adam+v0 trains at 1e-2.
+  EXPECT_NE(tail.find("### 2. The variance of Adam's adaptive learning rate"), std::string::npos) << tail;
+  EXPECT_NE(tail.find("`adam` does not train at lr 0.1 (0/3), 0.01 (1/3); there, `adam+v0` trains at 0.01 (3/3)"),
+            std::string::npos)
+      << tail;
+  // 3a: the largest training lr rises with warm-up in both panels (1e-3 -> 1e-2, 1e-2 -> 1e-1).
+  EXPECT_NE(tail.find("### 3a. Curvature: the largest stable learning rate"), std::string::npos) << tail;
+  EXPECT_NE(tail.find("rises with the warm-up in 2 of 2 panels"), std::string::npos) << tail;
+  EXPECT_NE(tail.find("| Post-LN, adam+v0 | 0.01 (3/3) | 0.1 (3/3) | holds |"), std::string::npos) << tail;
+  size_t verdicts = 0;
+  const std::string holds = "**Verdict: holds.**";
+  for (size_t at = tail.find(holds); at != std::string::npos; at = tail.find(holds, at + 1)) ++verdicts;
+  EXPECT_EQ(verdicts, 2u) << tail;
+
+  // Without warm-up adam+v0 fails where adam does: 2 does not hold; one warm-up length: 3a cannot tell.
+  for (StabilityRun& r : result.runs)
+    if (r.optimizer == "adam+v0" && r.warmup == 0 && r.lr == 1e-2) r.outcome = probe::Outcome::NeverStarted;
+  o.warmups = {0};
+  result.cells = summarize_stabilitymap(o, result.runs);
+  write_stabilitymap(o, result);
+  const std::string md2 = bt::read_text(fs::path(o.out) / "stabilitymap.md");
+  EXPECT_NE(md2.find("`adam+v0` trains at none of them"), std::string::npos) << md2;
+  EXPECT_NE(md2.find("**Verdict: does not.**"), std::string::npos) << md2;
+  EXPECT_NE(md2.find("fewer than two warm-up lengths"), std::string::npos) << md2;
+  EXPECT_NE(md2.find("**Verdict: cannot tell here.**"), std::string::npos) << md2;
+}
+
 TEST(StabilityMap, PlanChecksItsLists) {
   StabilityMapOptions o = stabilitymap_preset(true);
   EXPECT_THROW(plan_stabilitymap(o), Error);  // no output directory
@@ -236,6 +292,8 @@ TEST(StabilityMap, ToyMapWritesCsvFiguresAndTablesAndResumesWithoutRetraining) {
   EXPECT_NE(md.find("## Post-LN, radam+v0"), std::string::npos) << md;
   EXPECT_NE(md.find("| lr | no warm-up |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 0.01 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("neither `radam` nor `adam+v0`"), std::string::npos) << md;  // radam+v0 is neither
+  EXPECT_NE(first.out.find("Explanations of warm-up this map can test"), std::string::npos) << first.out;
   EXPECT_TRUE(fs::exists(dir / "stabilitymap.gp"));
   EXPECT_TRUE(fs::exists(dir / "runs" / "radam+v0" / "summary.csv"));
   if (report::gnuplot_program().empty()) {

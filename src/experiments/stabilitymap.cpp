@@ -14,6 +14,7 @@
 
 #include "experiments/manifest.h"
 #include "experiments/reproduce_text.h"
+#include "experiments/warmup_explanations.h"
 #include "io/atomic_file.h"
 #include "io/csv.h"
 #include "io/json_text.h"
@@ -644,7 +645,23 @@ void write_stabilitymap(const StabilityMapOptions& options, StabilityMapResult& 
       ++k;
     }
   md << "## All panels\n\nShade: the fraction of the seeds that learned; the thick line separates cells where at "
-     << "least half the seeds learned from cells where fewer did.\n\n![stability map](stabilitymap.png)\n";
+     << "least half the seeds learned from cells where fewer did.\n\n![stability map](stabilitymap.png)\n\n";
+  // The explanations of warm-up that this map alone can test, decided by its cells as the report decides them.
+  const report::Lang L = options.lang;
+  md << "## " << report::tr(L, "Explanations of warm-up this map can test") << "\n\n"
+     << report::tr(L,
+                   "Two of the reproduction report's three explanations of warm-up read the stability map alone. "
+                   "Their verdicts, computed from the cells above (a cell trains when at least half of its seeds "
+                   "learned), not taken from the papers:")
+     << "\n";
+  for (const ExplanationCheck& c : check_stabilitymap_explanations(options, result.cells, L)) {
+    md << "\n### " << c.explanation << "\n\n"
+       << "- " << report::tr(L, "Prediction: {1}", {c.prediction}) << "\n"
+       << "- " << report::tr(L, "Measured: {1}", {c.measured}) << "\n"
+       << "- " << report::tr(L, "Rule: {1}", {c.rule}) << "\n"
+       << "- " << report::tr(L, "**Verdict: {1}.**", {verdict_text(c.verdict, L)}) << "\n";
+    if (!c.header.empty() && !c.rows.empty()) md << "\n" << markdown_table(c.header, c.rows);
+  }
   io::write_file_atomic(result.markdown, md.str());
 }
 

@@ -273,6 +273,12 @@ ExplanationCheck check_warmup_raises_lr(const StabilityMapOptions* map, const st
   return c;
 }
 
+std::vector<ExplanationCheck> check_stabilitymap_explanations(const StabilityMapOptions& map,
+                                                              const std::vector<StabilityCell>& cells,
+                                                              report::Lang lang) {
+  return {check_adam_variance(&map, cells, lang), check_warmup_raises_lr(&map, cells, lang)};
+}
+
 // ---- 3b. Adam's preconditioned sharpness against its threshold ------------------------------------------------
 
 ExplanationCheck check_adaptive_edge(const CurvatureGridResult* curvature, double beta1, report::Lang lang,

@@ -63,6 +63,12 @@ ExplanationCheck check_adam_variance(const StabilityMapOptions* map, const std::
 ExplanationCheck check_warmup_raises_lr(const StabilityMapOptions* map, const std::vector<StabilityCell>& cells,
                                         report::Lang lang = report::Lang::En);
 
+// 2 and 3a, the two checks that read the stability map alone, in report order: the verdicts of a map run on its own
+// (stabilitymap.md and the command's summary), e.g. the full preset, outside a reproduction.
+std::vector<ExplanationCheck> check_stabilitymap_explanations(const StabilityMapOptions& map,
+                                                              const std::vector<StabilityCell>& cells,
+                                                              report::Lang lang = report::Lang::En);
+
 // 3b. The ratio lambda_max(P^-1 H) / edge_adam (edge_adam = (2 + 2 beta1) / ((1 - beta1) lr(t)), 38/lr for
 // beta1 = 0.9) of each curvature run over the last half of its probed steps (step > 0 and at least half the last
 // probed step). A run is near the threshold when every finite ratio there lies within [1/factor, factor]; it
