@@ -174,7 +174,35 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void round_row_a
   for (; i < n; ++i) out[i] = bf16_bits(x[i]);
 }
 
+// c's m rows (ldc apart) += rows of s (lds apart; lds = 0: the same row each time, a bias): 16 floats an
+// instruction where the CPU has AVX-512 (every CPU oneDNN runs this path on), each sum the same float addition
+// as one at a time. The compiler's own loop, at this file's baseline level, took 15-35% of a source-model forward
+// product's call (2016 x 384 x 128 with its bias: 0.44 ms without, 0.53 with).
+__attribute__((target("avx512f"))) void add_rows_avx512(float* c, long ldc, const float* s, long lds, int m, int n) {
+  for (int i = 0; i < m; ++i) {
+    float* ci = c + i * ldc;
+    const float* si = s + i * lds;
+    int j = 0;
+    for (; j + 16 <= n; j += 16)
+      _mm512_storeu_ps(ci + j, _mm512_add_ps(_mm512_loadu_ps(ci + j), _mm512_loadu_ps(si + j)));
+    if (j < n) {
+      const __mmask16 tail = static_cast<__mmask16>((1u << (n - j)) - 1);
+      _mm512_mask_storeu_ps(ci + j, tail,
+                            _mm512_add_ps(_mm512_maskz_loadu_ps(tail, ci + j), _mm512_maskz_loadu_ps(tail, si + j)));
+    }
+  }
+}
+
 #endif
+
+void add_rows(float* c, long ldc, const float* s, long lds, int m, int n) {
+#if defined(__x86_64__)
+  static const bool fast = __builtin_cpu_supports("avx512f");
+  if (fast) return add_rows_avx512(c, ldc, s, lds, m, n);
+#endif
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) c[i * ldc + j] += s[i * lds + j];
+}
 
 void round_row(const float* x, uint16_t* out, int n) {
 #if defined(__x86_64__)
@@ -339,18 +367,12 @@ bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const flo
       tile.matmul.execute(tile_stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem},
                                         {DNNL_ARG_SCRATCHPAD, scratch_mem}});
       tile_stream.wait();
-      if (!in_place)  // C = A B or C = A B + C, as oneDNN's sum post-op adds
-        for (int i = 0; i < m; ++i) {
-          float* c = c_tile + static_cast<size_t>(i) * ldc;
-          const float* s = out + static_cast<size_t>(i) * n;
-          if (accumulate)
-            for (int j = 0; j < n; ++j) c[j] += s[j];
-          else
-            std::copy_n(s, n, c);
-        }
-      if (extras.bias != nullptr)
+      if (!in_place && accumulate)  // C = A B + C, as oneDNN's sum post-op adds
+        add_rows(c_tile, ldc, out, n, m, n);
+      else if (!in_place)
         for (int i = 0; i < m; ++i)
-          for (int j = 0; j < n; ++j) c_tile[static_cast<size_t>(i) * ldc + j] += extras.bias[j0 + j];
+          std::copy_n(out + static_cast<size_t>(i) * n, n, c_tile + static_cast<size_t>(i) * ldc);
+      if (extras.bias != nullptr) add_rows(c_tile, ldc, extras.bias + j0, 0, m, n);
       if (extras.a_row_sums != nullptr && j0 == 0) add_row_sums(trans_a, A, lda, K, i0, m, extras.a_row_sums);
       if (extras.on_block_done != nullptr)
         for (int r0 = 0; r0 < m; r0 += 96) extras.on_block_done(extras.context, i0 + r0, std::min(96, m - r0), j0, n);
