@@ -13,6 +13,7 @@
 #include "gemm_reference.h"
 #include "kernels/bf16_gemm.h"
 #include "kernels/bf16_onednn.h"
+#include "kernels/linear_gelu.h"
 #include "util/rng.h"
 #include "util/threads.h"
 
@@ -64,6 +65,40 @@ INSTANTIATE_TEST_SUITE_P(Shapes, OneDnnBf16Gemm,
                            return std::to_string(info.param.M) + "x" + std::to_string(info.param.N) + "x" +
                                   std::to_string(info.param.K);
                          });
+
+// Operands given already rounded (SgemmExtras::a_bf16, b_bf16) give the bits of the same product from their float
+// values, with C accumulated or overwritten: A read in place; B read in place, or copied into column panels (N = 600,
+// 1030: several column tiles). The float pointer is then never read (null here).
+TEST_P(OneDnnBf16Gemm, RoundedOperandsGiveTheBitsOfFloatOnes) {
+  SKIP_WITHOUT_ONEDNN();
+  const Case c = GetParam();
+  Rng rng(c.M * 7 + c.N);
+  for (int t = 0; t < 8; ++t) {
+    const bool tb = t & 1, accumulate = t & 2, rounded_a = t & 4;
+    const auto A = random_floats(rng, static_cast<size_t>(c.M) * c.K);
+    const auto B = random_floats(rng, static_cast<size_t>(c.K) * c.N);
+    const auto C0 = random_floats(rng, static_cast<size_t>(c.M) * c.N);
+    std::vector<uint16_t> a16(A.size()), b16(B.size());
+    round_to_bf16(A.data(), a16.data(), static_cast<long>(A.size()));
+    round_to_bf16(B.data(), b16.data(), static_cast<long>(B.size()));
+    const int ldb = tb ? c.K : c.N;
+    const float beta = accumulate ? 1.f : 0.f;
+    auto floats = C0, rounded = C0;
+    ASSERT_TRUE(onednn_bf16_gemm(false, tb, c.M, c.N, c.K, A.data(), c.K, B.data(), ldb, beta, floats.data(), c.N));
+    SgemmExtras extras;
+    (rounded_a ? extras.a_bf16 : extras.b_bf16) = rounded_a ? a16.data() : b16.data();
+    ASSERT_TRUE(onednn_bf16_gemm(false, tb, c.M, c.N, c.K, rounded_a ? nullptr : A.data(), c.K,
+                                 rounded_a ? B.data() : nullptr, ldb, beta, rounded.data(), c.N, extras));
+    EXPECT_EQ(floats, rounded) << (rounded_a ? "A" : "B") << " rounded, tb " << tb << ", beta " << beta;
+  }
+  // A transposed is not a dense panel: refused, C untouched
+  std::vector<uint16_t> a16(static_cast<size_t>(c.M) * c.K);
+  std::vector<float> C(static_cast<size_t>(c.M) * c.N, 3.f);
+  const auto B = random_floats(rng, static_cast<size_t>(c.K) * c.N);
+  EXPECT_FALSE(onednn_bf16_gemm(true, false, c.M, c.N, c.K, nullptr, c.M, B.data(), c.N, 0.f, C.data(), c.N,
+                                {.a_bf16 = a16.data()}));
+  EXPECT_EQ(C, std::vector<float>(C.size(), 3.f));
+}
 
 TEST(OneDnnBf16Gemm, BiasRowSumsAndBlockCallbacks) {
   SKIP_WITHOUT_ONEDNN();
@@ -217,4 +252,40 @@ TEST(OneDnnBf16Gemm, TheTiedHeadsTwoProductsRoundItsWeightOnce) {
   EXPECT_EQ(input_gradient(v), d_x0) << "the input gradient's product rounded W again instead of reading the "
                                         "logits' product's copy";
   EXPECT_EQ(input_gradient(new_operand_version()), d_x1);
+}
+
+// The MLP with its activation kept in bf16 (where the bf16 products take rounded operands): act is the float
+// path's act rounded, pre its derivative, and the backward's dpre, dweight and dbias are the float act's bits.
+TEST(OneDnnBf16Gemm, GeluWithTheActivationKeptRoundedGivesTheFloatActivationsBits) {
+  if (!bf16_gemm_takes_rounded_operands())
+    GTEST_SKIP() << "the bf16 GEMMs here do not take rounded operands: " << bf16_isa_description();
+  Rng rng(21);
+  for (const Case c : {Case{2016, 512, 128}, Case{300, 1100, 48}}) {  // N, C, OC: fc1 (C -> I = N), fc2 (I -> OC)
+    const int N = c.M, I = c.N, C = c.K, OC = c.K;
+    const auto inp = random_floats(rng, static_cast<size_t>(N) * C);
+    const auto w1 = random_floats(rng, static_cast<size_t>(I) * C);
+    const auto b1 = random_floats(rng, I), w2 = random_floats(rng, static_cast<size_t>(OC) * I);
+    const auto dout = random_floats(rng, static_cast<size_t>(N) * OC);
+    for (const GeluForm form : {GeluForm::Erf, GeluForm::Tanh}) {
+      std::vector<float> act(static_cast<size_t>(N) * I), pre(act.size()), pre_r(act.size());
+      std::vector<uint16_t> act_r(act.size());
+      ASSERT_EQ(linear_gelu_forward(act.data(), pre.data(), inp.data(), w1.data(), b1.data(), N, C, I,
+                                    GemmPrecision::Bf16, form, true),
+                GeluSaved::Derivative);
+      linear_gelu_forward_rounded_act(act_r.data(), pre_r.data(), inp.data(), w1.data(), b1.data(), N, C, I, form);
+      EXPECT_EQ(pre, pre_r);
+      long differ = 0;
+      for (size_t i = 0; i < act.size(); ++i) differ += act_r[i] != bf16_bits(act[i]);
+      EXPECT_EQ(differ, 0) << "of " << act.size() << " activations";
+      std::vector<float> dpre(act.size()), dpre_r(act.size());
+      std::vector<float> dw(w2.size(), 0.5f), dw_r = dw, db(OC, 0.25f), db_r = db;
+      gelu_linear_backward(dpre.data(), dw.data(), db.data(), dout.data(), pre.data(), act.data(), w2.data(), N, I, OC,
+                           GemmPrecision::Bf16, form, GeluSaved::Derivative);
+      gelu_linear_backward_rounded_act(dpre_r.data(), dw_r.data(), db_r.data(), dout.data(), pre_r.data(),
+                                       act_r.data(), w2.data(), N, I, OC);
+      EXPECT_EQ(dpre, dpre_r);
+      EXPECT_EQ(dw, dw_r);
+      EXPECT_EQ(db, db_r);
+    }
+  }
 }

@@ -518,6 +518,29 @@ bool cpu_has_avx512_bf16() {
 #endif
 }
 
+bool bf16_gemm_takes_rounded_operands() { return bf16_isa() == Bf16Isa::OneDnn; }
+
+#if defined(__x86_64__)
+namespace {
+BLOCKLAB_BF16_TARGET void round_to_bf16_avx512(const float* x, uint16_t* out, long n) {
+  long i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), (__m256i)h);
+  }
+  for (; i < n; ++i) out[i] = bf16_bits(x[i]);
+}
+}  // namespace
+#endif
+
+void round_to_bf16(const float* x, uint16_t* out, long n) {
+#if defined(__x86_64__)
+  static const bool fast = cpu_has_avx512_bf16();
+  if (fast) return round_to_bf16_avx512(x, out, n);
+#endif
+  for (long i = 0; i < n; ++i) out[i] = bf16_bits(x[i]);
+}
+
 uint64_t new_operand_version() {
   static std::atomic<uint64_t> next{1};
   return next.fetch_add(1, std::memory_order_relaxed);
@@ -535,10 +558,15 @@ bool bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, 
   }
   if (beta != 0.f && beta != 1.f) return false;
   if (M <= 0 || N <= 0) return true;
-  if (K <= 0) return sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);  // C = beta C (+ bias)
+  if (K <= 0) {  // C = beta C (+ bias): no operand is read
+    SgemmExtras empty = extras;
+    empty.a_bf16 = empty.b_bf16 = nullptr;
+    return sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, empty);
+  }
   // bench --profile: each call's time by shape
   const ScopedGemmTimer report(omp_in_parallel() ? nullptr : Profiler::active(), trans_a, trans_b, M, N, K);
   if (bf16_isa() == Bf16Isa::OneDnn) return onednn_bf16_gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);
+  if (extras.a_bf16 != nullptr || extras.b_bf16 != nullptr) return false;  // the own kernels round as they pack
   run(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);
   return true;
 }

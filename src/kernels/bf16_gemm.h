@@ -62,6 +62,15 @@ long bf16_dot_loop(long steps, float* sink);
 const char* bf16_dot_instruction();
 int bf16_dot_chains();
 
+// Whether bf16_gemm takes operands already rounded to bf16 (SgemmExtras::a_bf16, b_bf16): where it runs in
+// oneDNN, whose tiles read rounded dense copies anyway. A model may then keep an activation that only products read
+// (the MLP's hidden activation) in bf16: half the memory written and read, no rounding pass, the same bits.
+bool bf16_gemm_takes_rounded_operands();
+
+// out[i] = bf16_bits(x[i]) for n values: the rounding every bf16 path applies to its operands (vcvtneps2bf16, 16
+// values an instruction, where the CPU has AVX512-BF16).
+void round_to_bf16(const float* x, uint16_t* out, long n);
+
 // A version for SgemmExtras::b_version, never returned before in this process (from 1; thread-safe).
 uint64_t new_operand_version();
 

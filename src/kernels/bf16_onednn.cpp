@@ -161,29 +161,6 @@ const Tile& tile_plan(const Key& key) {
   return cache.emplace(key, std::move(t)).first->second;
 }
 
-// n floats rounded to bf16 (to nearest even; float denormals to zero, as bf16_bits): with the CPU's own
-// conversion where it has AVX512-BF16 (every AMX CPU does), else one at a time.
-#if defined(__x86_64__)
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void round_row_avx512(const float* x, uint16_t* out,
-                                                                                          int n) {
-  int i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + i));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), (__m256i)h);
-  }
-  for (; i < n; ++i) out[i] = bf16_bits(x[i]);
-}
-
-#endif
-
-void round_row(const float* x, uint16_t* out, int n) {
-#if defined(__x86_64__)
-  static const bool fast = cpu_has_avx512_bf16();
-  if (fast) return round_row_avx512(x, out, n);
-#endif
-  for (int i = 0; i < n; ++i) out[i] = bf16_bits(x[i]);
-}
-
 // c's m rows (ldc apart) += rows of s (lds apart; lds = 0: the same row each time, a bias): 16 floats an
 // instruction where the CPU has AVX-512 (every CPU oneDNN runs this path on), each sum the same float addition
 // as one at a time. The compiler's own loop, at this file's baseline level, took 14-27% of a source-model forward
@@ -226,7 +203,20 @@ void rounded_panels(const float* x, int rows, int cols, int ld, int width, std::
     for (int c0 = 0; c0 < cols; c0 += width) {
       const int w = std::min(width, cols - c0);
       const size_t at = static_cast<size_t>(c0) * rows + static_cast<size_t>(r) * w;
-      round_row(x + static_cast<size_t>(r) * ld + c0, o + at, w);
+      round_to_bf16(x + static_cast<size_t>(r) * ld + c0, o + at, w);
+    }
+}
+
+// A dense rows x cols bf16 matrix copied into `out` as the panels of `width` columns rounded_panels writes.
+void copied_panels(const uint16_t* x, int rows, int cols, int width, std::vector<uint16_t>& out) {
+  out.resize(static_cast<size_t>(rows) * cols);
+  uint16_t* o = out.data();
+#pragma omp parallel for schedule(static)
+  for (int r = 0; r < rows; ++r)
+    for (int c0 = 0; c0 < cols; c0 += width) {
+      const int w = std::min(width, cols - c0);
+      const size_t at = static_cast<size_t>(c0) * rows + static_cast<size_t>(r) * w;
+      std::copy_n(x + static_cast<size_t>(r) * cols + c0, w, o + at);
     }
 }
 
@@ -325,22 +315,30 @@ bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const flo
   // op(A)'s row tiles, dense: A's rows as stored (A is (M,K)), or, transposed (A is (K,M)), its column panels of tm
   // (a row tile is a K x m block). op(B)'s column tiles likewise: B's rows (transposed, (N,K)), or its column
   // panels of tn ((K,N)). Tile (rt, jt) reads A's rounded copy from rt * tm * K and B's from jt * tn * K.
+  // An operand given rounded (extras.a_bf16, b_bf16) is read where it lies when it is the dense panel the tiles
+  // read (A not transposed: always; B: transposed, or in one column tile), else copied into the panels.
   static thread_local std::vector<uint16_t> a16;
-  rounded_panels(A, trans_a ? K : M, trans_a ? M : K, lda, trans_a ? tm : K, a16);
+  if (extras.a_bf16 != nullptr && trans_a) return false;
+  if (extras.a_bf16 == nullptr) rounded_panels(A, trans_a ? K : M, trans_a ? M : K, lda, trans_a ? tm : K, a16);
   // B: this call's own conversion, or one kept from an earlier call with the same B and version
   const int b_rows = trans_b ? N : K, b_cols = trans_b ? K : N, b_width = trans_b ? K : tn;
-  ConvertedB& b = converted_b(B, b_rows, b_cols, ldb, b_width, extras.b_version);
-  if (!b.ready) {
-    rounded_panels(B, b_rows, b_cols, ldb, b_width, b.rounded);
-    b.ready = extras.b_version != 0;
+  const uint16_t* b_data = extras.b_bf16;
+  if (b_data == nullptr || b_width < b_cols) {
+    ConvertedB& b = converted_b(B, b_rows, b_cols, ldb, b_width, extras.b_bf16 != nullptr ? 0 : extras.b_version);
+    if (extras.b_bf16 != nullptr) {
+      copied_panels(extras.b_bf16, b_rows, b_cols, b_width, b.rounded);
+    } else if (!b.ready) {
+      rounded_panels(B, b_rows, b_cols, ldb, b_width, b.rounded);
+      b.ready = extras.b_version != 0;
+    }
+    b_data = b.rounded.data();
   }
   // C's tiles are written in place where one spans a dense C, else into a dense scratch tile and then added
   const bool in_place = col_tiles == 1 && ldc == N;
   auto key = [&](int m, int n) { return Key{m, n, K, trans_a, trans_b, in_place ? ldc : n, in_place && accumulate}; };
   const Tile* plans[2][2] = {{&tile_plan(key(tm, tn)), &tile_plan(key(tm, n_last))},
                              {&tile_plan(key(m_last, tn)), &tile_plan(key(m_last, n_last))}};
-  const uint16_t* a_data = a16.data();
-  const uint16_t* b_data = b.rounded.data();
+  const uint16_t* a_data = extras.a_bf16 != nullptr ? extras.a_bf16 : a16.data();
   const bool nested = omp_in_parallel() != 0;
   const int tiles = row_tiles * col_tiles;
   // Each thread takes a run of consecutive tiles. Where op(B) is the larger operand (N > M: a layer's weight

@@ -4,6 +4,7 @@
 
 #include "kernels/gemm.h"
 #include "kernels/sgemm.h"
+#include "util/error.h"
 #include "util/profiler.h"
 
 namespace blocklab::kernels {
@@ -78,6 +79,22 @@ void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
   }
   if (dweight != nullptr) gemm<T>(true, false, OC, C, N, T(1), dout, OC, inp, C, T(1), dweight, C);
   if (dbias != nullptr) add_column_sums(dbias, dout, N, OC);
+}
+
+void linear_forward_rounded_input(float* out, const uint16_t* inp, const float* weight, const float* bias, int N, int C,
+                                  int OC, uint64_t weight_version) {
+  BLOCKLAB_PROFILE("linear_forward");
+  const bool done = sgemm_in(GemmPrecision::Bf16, false, true, N, OC, C, nullptr, C, weight, C, 0.f, out, OC,
+                             {.bias = bias, .b_version = weight_version, .a_bf16 = inp});
+  BLOCKLAB_CHECK(done, "linear_forward_rounded_input: the bf16 GEMMs here do not take rounded operands");
+}
+
+void linear_weight_backward_rounded_input(float* dweight, float* dbias, const float* dout, const uint16_t* inp, int N,
+                                          int C, int OC) {
+  BLOCKLAB_PROFILE("linear_backward");
+  const bool done = sgemm_in(GemmPrecision::Bf16, true, false, OC, C, N, dout, OC, nullptr, C, 1.f, dweight, C,
+                             {.a_row_sums = dbias, .b_bf16 = inp});
+  BLOCKLAB_CHECK(done, "linear_weight_backward_rounded_input: the bf16 GEMMs here do not take rounded operands");
 }
 
 template void linear_forward<float>(float*, const float*, const float*, const float*, int, int, int, GemmPrecision,

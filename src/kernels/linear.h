@@ -24,4 +24,12 @@ void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
                      int C, int OC, GradWrite dinp_write = GradWrite::Accumulate,
                      GemmPrecision precision = GemmPrecision::Fp32, uint64_t weight_version = 0);
 
+// The same products with the input kept rounded to bf16 (inp: (N,C) dense, round_to_bf16 of the float input), for
+// a model whose bf16 products take rounded operands (bf16_gemm_takes_rounded_operands(); it is an error to call them
+// elsewhere): the bits of linear_forward (in bf16) and of linear_backward's weight and bias terms.
+void linear_forward_rounded_input(float* out, const uint16_t* inp, const float* weight, const float* bias, int N, int C,
+                                  int OC, uint64_t weight_version = 0);
+void linear_weight_backward_rounded_input(float* dweight, float* dbias, const float* dout, const uint16_t* inp, int N,
+                                          int C, int OC);
+
 }  // namespace blocklab::kernels

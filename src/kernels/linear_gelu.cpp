@@ -1,5 +1,6 @@
 #include "kernels/linear_gelu.h"
 
+#include <algorithm>
 #include <type_traits>
 
 #include "kernels/elementwise.h"
@@ -7,6 +8,7 @@
 #include "kernels/gelu.h"
 #include "kernels/gelu_tanh.h"
 #include "kernels/sgemm.h"
+#include "util/error.h"
 #include "util/profiler.h"
 
 namespace blocklab::kernels {
@@ -79,6 +81,36 @@ void gelu_and_derivative_block(void* context, int i0, int rows, int j0, int cols
   });
 }
 
+// The forward keeping the derivative, with gelu(pre) written rounded to bf16 into `act` (the float act's place, as
+// uint16; round_to_bf16 in chunks of a row, each first computed in float as gelu_and_derivative_block does).
+struct RoundedGeluBlock {
+  uint16_t* act;
+  float* pre;
+  int ld;
+};
+
+template <GeluForm kForm>
+void gelu_rounded_and_derivative_block(void* context, int i0, int rows, int j0, int cols) {
+  const RoundedGeluBlock& b = *static_cast<const RoundedGeluBlock*>(context);
+  constexpr int kChunk = 256;
+  alignas(64) float value[kChunk];
+  for (int i = i0; i < i0 + rows; ++i) {
+    float* pre = b.pre + static_cast<long>(i) * b.ld + j0;
+    uint16_t* act = b.act + static_cast<long>(i) * b.ld + j0;
+    for (int c0 = 0; c0 < cols; c0 += kChunk) {
+      const int n = std::min(kChunk, cols - c0);
+      on_isa([&](auto) {
+        for (int j = 0; j < n; ++j) {
+          const float x = pre[c0 + j];
+          value[j] = gelu_of<kForm>(x);
+          pre[c0 + j] = gelu_derivative_of<kForm>(x);
+        }
+      });
+      round_to_bf16(value, act + c0, n);
+    }
+  }
+}
+
 // backward with the derivative saved: out = dact * gelu'
 void times_saved_derivative_block(void* context, int i0, int rows, int j0, int cols) {
   on_isa([&](auto) {
@@ -148,6 +180,33 @@ void gelu_linear_backward(T* dpre, T* dweight, T* dbias, const T* dout, const T*
   BLOCKLAB_PROFILE("gelu_backward");
 #pragma omp parallel for schedule(static)
   for (long i = 0; i < n; ++i) dpre[i] = dpre[i] * gelu_derivative(pre[i]);
+}
+
+void linear_gelu_forward_rounded_act(uint16_t* act, float* pre, const float* inp, const float* weight,
+                                     const float* bias, int N, int C, int OC, GeluForm form) {
+  BLOCKLAB_PROFILE("linear_gelu_forward");
+  RoundedGeluBlock block{act, pre, OC};
+  void (*epilogue)(void*, int, int, int, int) = form == GeluForm::Erf
+                                                    ? gelu_rounded_and_derivative_block<GeluForm::Erf>
+                                                    : gelu_rounded_and_derivative_block<GeluForm::Tanh>;
+  const bool done = sgemm_in(GemmPrecision::Bf16, false, true, N, OC, C, inp, C, weight, C, 0.f, pre, OC,
+                             {.bias = bias, .on_block_done = epilogue, .context = &block});
+  BLOCKLAB_CHECK(done && bf16_gemm_takes_rounded_operands(),
+                 "linear_gelu_forward_rounded_act: the bf16 GEMMs here do not take rounded operands");
+}
+
+void gelu_linear_backward_rounded_act(float* dpre, float* dweight, float* dbias, const float* dout,
+                                      const float* derivative, const uint16_t* act, const float* weight, int N, int C,
+                                      int OC) {
+  {
+    BLOCKLAB_PROFILE("gelu_linear_backward");
+    GeluBlock block{dpre, derivative, C};
+    const bool done = sgemm_in(GemmPrecision::Bf16, false, false, N, C, OC, dout, OC, weight, C, 0.f, dpre, C,
+                               {.on_block_done = times_saved_derivative_block, .context = &block,
+                                .block_input = derivative, .block_ld = C});
+    BLOCKLAB_CHECK(done, "gelu_linear_backward_rounded_act: no bf16 GEMM");
+  }
+  linear_weight_backward_rounded_input(dweight, dbias, dout, act, N, C, OC);
 }
 
 template GeluSaved linear_gelu_forward<float>(float*, float*, const float*, const float*, const float*, int, int, int,

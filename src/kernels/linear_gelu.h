@@ -39,4 +39,14 @@ void gelu_linear_backward(T* dpre, T* dweight, T* dbias, const T* dout, const T*
                           int N, int C, int OC, GemmPrecision precision = GemmPrecision::Fp32, GeluForm form = GeluForm::Erf,
                           GeluSaved saved = GeluSaved::PreActivation);
 
+// The bf16 forms for a model whose bf16 products take rounded operands (bf16_gemm_takes_rounded_operands(); an error
+// elsewhere): act, which only products read, is kept rounded to bf16 (N,C) dense, and `pre` always holds gelu'. The
+// same bits as linear_gelu_forward (bf16, want_derivative) and gelu_linear_backward on a float act, with half the
+// activation's bytes written and read and no rounding pass before fc2's products.
+void linear_gelu_forward_rounded_act(uint16_t* act, float* pre, const float* inp, const float* weight,
+                                     const float* bias, int N, int C, int OC, GeluForm form);
+void gelu_linear_backward_rounded_act(float* dpre, float* dweight, float* dbias, const float* dout,
+                                      const float* derivative, const uint16_t* act, const float* weight, int N, int C,
+                                      int OC);
+
 }  // namespace blocklab::kernels

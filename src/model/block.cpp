@@ -431,6 +431,7 @@ void mlp_forward_sublayer(MlpActs<T>& a, const T* inp, const MlpTensors<T>& w, c
   const BlockDims& d = in.dims;
   const int N = static_cast<int>(d.N());
   a.pre_saved = kernels::GeluSaved::PreActivation;  // unless the fused GELU below keeps its derivative there
+  a.act_rounded = false;                             // unless it keeps act in bf16
   if (a.pre_raw != nullptr) {
     // The sphere stream: pre = s_uv * (inp W1^T + b1), s_uv = stored * sqrt(C) per fc1 output; then the activation
     apply_linear(a.pre_raw, inp, w.fc1, N, d.C, d.I_in, in);
@@ -452,6 +453,18 @@ void mlp_forward_sublayer(MlpActs<T>& a, const T* inp, const MlpTensors<T>& w, c
   switch (c.mlp) {
     case MlpKind::Gelu:
     case MlpKind::GeluTanh:  // act = gelu(inp W1^T + b1), fused when the weight is in the arena
+      if constexpr (std::is_same_v<T, float>) {
+        // bf16 products that take rounded operands: act kept in bf16, fc2's forward reading it as it lies
+        a.act_rounded = w.fc1.source == nullptr && w.fc2.source == nullptr &&
+                        gemm_precision(c) == GemmPrecision::Bf16 && bf16_gemm_takes_rounded_operands();
+        if (a.act_rounded) {
+          uint16_t* act = reinterpret_cast<uint16_t*>(a.act);
+          linear_gelu_forward_rounded_act(act, a.pre, inp, w.fc1.weight, w.fc1.bias, N, d.C, d.I, gelu_form(c.mlp));
+          a.pre_saved = GeluSaved::Derivative;
+          linear_forward_rounded_input(a.out, act, w.fc2.weight, w.fc2.bias, N, d.I, d.C);
+          return;
+        }
+      }
       if (w.fc1.source == nullptr) {
         a.pre_saved = linear_gelu_forward(a.act, a.pre, inp, w.fc1.weight, static_cast<const T*>(w.fc1.bias), N, d.C,
                                           d.I, gemm_precision(c), gelu_form(c.mlp), /*want_derivative=*/true);
@@ -480,7 +493,11 @@ void mlp_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, const M
   const BlockDims& d = in.dims;
   const int N = static_cast<int>(d.N());
   const GemmPrecision precision = gemm_precision(c);
-  if (c.mlp == MlpKind::Gelu || c.mlp == MlpKind::GeluTanh) {
+  if (a.act_rounded) {  // d_pre from fc2 and the saved GELU' in one pass; fc2's weight terms from the bf16 act
+    if constexpr (std::is_same_v<T, float>)
+      gelu_linear_backward_rounded_act(s.d_pre, g.fc2.weight, g.fc2.bias, dout, a.pre,
+                                       reinterpret_cast<const uint16_t*>(a.act), w.fc2.weight, N, d.I, d.C);
+  } else if (c.mlp == MlpKind::Gelu || c.mlp == MlpKind::GeluTanh) {
     // d_pre from fc2 and GELU' in one pass
     gelu_linear_backward(s.d_pre, g.fc2.weight, g.fc2.bias, dout, a.pre, a.act, w.fc2.weight, N, d.I, d.C, precision,
                          gelu_form(c.mlp), a.pre_saved);
