@@ -142,23 +142,25 @@ TEST(OneDnnBf16Gemm, ResultsDoNotDependOnTheThreadCount) {
       const int lda = ta ? c.M : c.K, ldb = tb ? c.K : c.N;
       const std::string what = std::to_string(c.M) + "x" + std::to_string(c.N) + "x" + std::to_string(c.K) +
                                " ta " + std::to_string(ta) + " tb " + std::to_string(tb);
-      auto product = [&](int threads) {
+      // C, then (A transposed: a weight gradient's dout) op(A)'s row sums, taken while A is rounded
+      auto product = [&](int threads, bool nested) {
         set_num_threads(threads);
-        std::vector<float> C(static_cast<size_t>(c.M) * c.N);
-        EXPECT_TRUE(onednn_bf16_gemm(ta, tb, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, 0.f, C.data(), c.N));
+        std::vector<float> C(static_cast<size_t>(c.M) * c.N), sums(ta ? c.M : 0, 0.25f);
+        const SgemmExtras extras{.a_row_sums = ta ? sums.data() : nullptr};
+#pragma omp parallel num_threads(2) if (nested)
+        {
+          if (omp_get_thread_num() == 0) {
+            EXPECT_TRUE(onednn_bf16_gemm(ta, tb, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, 0.f, C.data(), c.N,
+                                         extras));
+          }
+        }
+        C.insert(C.end(), sums.begin(), sums.end());
         return C;
       };
-      const auto one = product(1);
-      EXPECT_EQ(one, product(2)) << what;
-      EXPECT_EQ(one, product(3)) << what;
-      std::vector<float> nested(one.size());
-      set_num_threads(2);
-#pragma omp parallel num_threads(2)
-      {
-        if (omp_get_thread_num() == 0)
-          onednn_bf16_gemm(ta, tb, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, 0.f, nested.data(), c.N);
-      }
-      EXPECT_EQ(one, nested) << what << ": called inside a parallel region";
+      const auto one = product(1, false);
+      EXPECT_EQ(one, product(2, false)) << what;
+      EXPECT_EQ(one, product(3, false)) << what;
+      EXPECT_EQ(one, product(2, true)) << what << ": called inside a parallel region";
     }
   }
   set_num_threads(0);

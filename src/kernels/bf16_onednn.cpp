@@ -220,6 +220,76 @@ void copied_panels(const uint16_t* x, int rows, int cols, int width, std::vector
     }
 }
 
+// rounded_panels of a transposed A (x: rows x cols as stored; op(A)'s rows are its columns) that also adds each
+// column's float values, summed in k order from zero, to sums[c], in the same pass over x: add_row_sums' order, so
+// the same bits, without reading A from memory a second time (a weight gradient's dout: 4 MB for the source model's
+// fc1). Threads take strips of up to 64 columns within a panel, each running down all rows, so every sum keeps
+// its order for any thread count.
+constexpr int kSumStrip = 64;
+
+void round_and_sum_strip(const float* x, long ld, int rows, uint16_t* out, int ldo, int n, float* sums) {
+  float acc[kSumStrip] = {};
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + r * ld;
+    for (int c = 0; c < n; ++c) {
+      acc[c] += xr[c];
+      out[static_cast<long>(r) * ldo + c] = bf16_bits(xr[c]);
+    }
+  }
+  for (int c = 0; c < n; ++c) sums[c] += acc[c];
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void round_and_sum_strip_avx512(
+    const float* x, long ld, int rows, uint16_t* out, int ldo, int n, float* sums) {
+  constexpr int kRegs = kSumStrip / 16;
+  __m512 acc[kRegs];
+  __mmask16 mask[kRegs];
+  for (int k = 0; k < kRegs; ++k) {
+    acc[k] = _mm512_setzero_ps();
+    const int lanes = std::clamp(n - 16 * k, 0, 16);
+    mask[k] = static_cast<__mmask16>((1u << lanes) - 1);
+  }
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + r * ld;
+    uint16_t* o = out + static_cast<long>(r) * ldo;
+#pragma GCC unroll 4
+    for (int k = 0; k < kRegs; ++k) {
+      const __m512 v = _mm512_maskz_loadu_ps(mask[k], xr + 16 * k);
+      acc[k] = _mm512_add_ps(acc[k], v);
+      _mm256_mask_storeu_epi16(o + 16 * k, mask[k], (__m256i)_mm512_cvtneps_pbh(v));
+    }
+  }
+  alignas(64) float total[kSumStrip];
+  for (int k = 0; k < kRegs; ++k) _mm512_store_ps(total + 16 * k, acc[k]);
+  for (int c = 0; c < n; ++c) sums[c] += total[c];
+}
+#endif
+
+void rounded_panels_and_column_sums(const float* x, int rows, int cols, int ld, int width, std::vector<uint16_t>& out,
+                                    float* sums) {
+  out.resize(static_cast<size_t>(rows) * cols);
+  uint16_t* o = out.data();
+#if defined(__x86_64__)
+  static const bool fast = cpu_has_avx512_bf16();
+#endif
+  const int per_panel = (width + kSumStrip - 1) / kSumStrip, panels = (cols + width - 1) / width;
+#pragma omp parallel for schedule(static)
+  for (int t = 0; t < panels * per_panel; ++t) {
+    const int c0 = t / per_panel * width, w = std::min(width, cols - c0), s0 = t % per_panel * kSumStrip;
+    if (s0 >= w) continue;
+    const int n = std::min(kSumStrip, w - s0);
+    uint16_t* panel = o + static_cast<size_t>(c0) * rows + s0;  // row r of the strip at panel + r * w
+#if defined(__x86_64__)
+    if (fast) {
+      round_and_sum_strip_avx512(x + c0 + s0, ld, rows, panel, w, n, sums + c0 + s0);
+      continue;
+    }
+#endif
+    round_and_sum_strip(x + c0 + s0, ld, rows, panel, w, n, sums + c0 + s0);
+  }
+}
+
 // a_row_sums[i] += the float values of op(A)'s row i summed in k order from zero, for rows i0 .. i0+m.
 void add_row_sums(bool trans_a, const float* A, int lda, int K, int i0, int m, float* a_row_sums) {
   if (trans_a) {  // op(A)[i][k] = A[k][i]: rows side by side, so k outer keeps each row's order
@@ -319,7 +389,11 @@ bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const flo
   // read (A not transposed: always; B: transposed, or in one column tile), else copied into the panels.
   static thread_local std::vector<uint16_t> a16;
   if (extras.a_bf16 != nullptr && trans_a) return false;
-  if (extras.a_bf16 == nullptr) rounded_panels(A, trans_a ? K : M, trans_a ? M : K, lda, trans_a ? tm : K, a16);
+  const bool sums_while_rounding = extras.a_row_sums != nullptr && trans_a && extras.a_bf16 == nullptr;
+  if (sums_while_rounding)
+    rounded_panels_and_column_sums(A, K, M, lda, tm, a16, extras.a_row_sums);
+  else if (extras.a_bf16 == nullptr)
+    rounded_panels(A, trans_a ? K : M, trans_a ? M : K, lda, trans_a ? tm : K, a16);
   // B: this call's own conversion, or one kept from an earlier call with the same B and version
   const int b_rows = trans_b ? N : K, b_cols = trans_b ? K : N, b_width = trans_b ? K : tn;
   const uint16_t* b_data = extras.b_bf16;
@@ -374,7 +448,7 @@ bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const flo
         for (int i = 0; i < m; ++i)
           std::copy_n(out + static_cast<size_t>(i) * n, n, c_tile + static_cast<size_t>(i) * ldc);
       if (extras.bias != nullptr) add_rows(c_tile, ldc, extras.bias + j0, 0, m, n);
-      if (extras.a_row_sums != nullptr && j0 == 0) add_row_sums(trans_a, A, lda, K, i0, m, extras.a_row_sums);
+      if (extras.a_row_sums != nullptr && j0 == 0 && !sums_while_rounding) add_row_sums(trans_a, A, lda, K, i0, m, extras.a_row_sums);
       if (extras.on_block_done != nullptr)
         for (int r0 = 0; r0 < m; r0 += 96) extras.on_block_done(extras.context, i0 + r0, std::min(96, m - r0), j0, n);
     }
