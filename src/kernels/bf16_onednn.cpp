@@ -448,7 +448,8 @@ bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const flo
         for (int i = 0; i < m; ++i)
           std::copy_n(out + static_cast<size_t>(i) * n, n, c_tile + static_cast<size_t>(i) * ldc);
       if (extras.bias != nullptr) add_rows(c_tile, ldc, extras.bias + j0, 0, m, n);
-      if (extras.a_row_sums != nullptr && j0 == 0 && !sums_while_rounding) add_row_sums(trans_a, A, lda, K, i0, m, extras.a_row_sums);
+      if (extras.a_row_sums != nullptr && j0 == 0 && !sums_while_rounding)
+        add_row_sums(trans_a, A, lda, K, i0, m, extras.a_row_sums);
       if (extras.on_block_done != nullptr)
         for (int r0 = 0; r0 < m; r0 += 96) extras.on_block_done(extras.context, i0 + r0, std::min(96, m - r0), j0, n);
     }
