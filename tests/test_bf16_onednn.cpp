@@ -91,13 +91,21 @@ TEST_P(OneDnnBf16Gemm, RoundedOperandsGiveTheBitsOfFloatOnes) {
                                  rounded_a ? B.data() : nullptr, ldb, beta, rounded.data(), c.N, extras));
     EXPECT_EQ(floats, rounded) << (rounded_a ? "A" : "B") << " rounded, tb " << tb << ", beta " << beta;
   }
-  // A transposed is not a dense panel: refused, C untouched
-  std::vector<uint16_t> a16(static_cast<size_t>(c.M) * c.K);
-  std::vector<float> C(static_cast<size_t>(c.M) * c.N, 3.f);
-  const auto B = random_floats(rng, static_cast<size_t>(c.K) * c.N);
-  EXPECT_FALSE(onednn_bf16_gemm(true, false, c.M, c.N, c.K, nullptr, c.M, B.data(), c.N, 0.f, C.data(), c.N,
-                                {.a_bf16 = a16.data()}));
-  EXPECT_EQ(C, std::vector<float>(C.size(), 3.f));
+}
+
+// A given rounded (as stored, dense) for every transpose: op(A)'s row tiles of a transposed A are strided views of it.
+TEST_P(OneDnnBf16Gemm, RoundedAMatchesDoubleProductOfRoundedOperands) {
+  SKIP_WITHOUT_ONEDNN();
+  blocklab::testing::expect_matches_reference(
+      GetParam(),
+      [](bool ta, bool tb, int M, int N, int K, const float* A, int lda, const float* B, int ldb, float beta, float* C,
+         int ldc) {
+        const int rows = ta ? K : M, cols = ta ? M : K;
+        std::vector<uint16_t> a16(static_cast<size_t>(rows) * cols);
+        round_to_bf16_and_sum_columns(A, lda, rows, cols, a16.data(), cols, nullptr);
+        return onednn_bf16_gemm(ta, tb, M, N, K, nullptr, lda, B, ldb, beta, C, ldc, {.a_bf16 = a16.data()});
+      },
+      bf16_round);
 }
 
 TEST(OneDnnBf16Gemm, BiasRowSumsAndBlockCallbacks) {

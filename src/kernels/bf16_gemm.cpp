@@ -541,6 +541,70 @@ void round_to_bf16(const float* x, uint16_t* out, long n) {
   for (long i = 0; i < n; ++i) out[i] = bf16_bits(x[i]);
 }
 
+namespace {
+constexpr int kSumStrip = 64;  // columns a thread rounds and sums down all rows
+
+void round_and_sum_strip(const float* x, long ld, int rows, uint16_t* out, long ldo, int n, float* sums) {
+  float acc[kSumStrip] = {};
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + r * ld;
+    for (int c = 0; c < n; ++c) {
+      acc[c] += xr[c];
+      out[r * ldo + c] = bf16_bits(xr[c]);
+    }
+  }
+  if (sums != nullptr)
+    for (int c = 0; c < n; ++c) sums[c] += acc[c];
+}
+
+#if defined(__x86_64__)
+BLOCKLAB_BF16_TARGET void round_and_sum_strip_avx512(const float* x, long ld, int rows, uint16_t* out, long ldo, int n,
+                                                     float* sums) {
+  constexpr int kRegs = kSumStrip / 16;
+  __m512 acc[kRegs];
+  __mmask16 mask[kRegs];
+  for (int k = 0; k < kRegs; ++k) {
+    acc[k] = _mm512_setzero_ps();
+    const int lanes = std::clamp(n - 16 * k, 0, 16);
+    mask[k] = static_cast<__mmask16>((1u << lanes) - 1);
+  }
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + r * ld;
+    uint16_t* o = out + r * ldo;
+#pragma GCC unroll 4
+    for (int k = 0; k < kRegs; ++k) {
+      const __m512 v = _mm512_maskz_loadu_ps(mask[k], xr + 16 * k);
+      acc[k] = _mm512_add_ps(acc[k], v);
+      _mm256_mask_storeu_epi16(o + 16 * k, mask[k], (__m256i)_mm512_cvtneps_pbh(v));
+    }
+  }
+  if (sums == nullptr) return;
+  alignas(64) float total[kSumStrip];
+  for (int k = 0; k < kRegs; ++k) _mm512_store_ps(total + 16 * k, acc[k]);
+  for (int c = 0; c < n; ++c) sums[c] += total[c];
+}
+#endif
+}  // namespace
+
+void round_to_bf16_and_sum_columns(const float* x, long ld, int rows, int cols, uint16_t* out, long ldo, float* sums) {
+#if defined(__x86_64__)
+  static const bool fast = cpu_has_avx512_bf16();
+#endif
+  const int strips = (cols + kSumStrip - 1) / kSumStrip;
+#pragma omp parallel for schedule(static) if (static_cast<long>(rows) * cols > 32768)
+  for (int t = 0; t < strips; ++t) {
+    const int c0 = t * kSumStrip, n = std::min(kSumStrip, cols - c0);
+    float* s = sums != nullptr ? sums + c0 : nullptr;
+#if defined(__x86_64__)
+    if (fast) {
+      round_and_sum_strip_avx512(x + c0, ld, rows, out + c0, ldo, n, s);
+      continue;
+    }
+#endif
+    round_and_sum_strip(x + c0, ld, rows, out + c0, ldo, n, s);
+  }
+}
+
 uint64_t new_operand_version() {
   static std::atomic<uint64_t> next{1};
   return next.fetch_add(1, std::memory_order_relaxed);

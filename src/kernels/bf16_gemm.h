@@ -71,6 +71,12 @@ bool bf16_gemm_takes_rounded_operands();
 // values an instruction, where the CPU has AVX512-BF16).
 void round_to_bf16(const float* x, uint16_t* out, long n);
 
+// x (rows x cols, leading dimension ld) rounded to bf16 as round_to_bf16 rounds, into out (leading dimension ldo);
+// with sums, sums[c] += column c's float values summed in row order from zero, in the same pass: a linear layer's
+// bias gradient from dout, in the order every GEMM here sums op(A)'s rows (SgemmExtras::a_row_sums), so the same
+// bits. Threads take strips of 64 columns, each down all rows: every sum keeps its order for any thread count.
+void round_to_bf16_and_sum_columns(const float* x, long ld, int rows, int cols, uint16_t* out, long ldo, float* sums);
+
 // A version for SgemmExtras::b_version, never returned before in this process (from 1; thread-safe).
 uint64_t new_operand_version();
 

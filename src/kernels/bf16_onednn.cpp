@@ -124,8 +124,9 @@ int tile_cols(int M, int N, int K, int ldc) {
 // where dense row tiles of 192 rows run brgemm at 550-850. So A and B are rounded into dense panels
 // (rounded_panels), and C is written into a dense scratch tile and then added to C, unless the tile spans C's
 // width (then into C directly, accumulating by oneDNN's sum post-op).
-// m, n, K, trans_a, trans_b, ldc (of the written tile: ldc or n), accumulate
-using Key = std::tuple<int, int, int, bool, bool, int, bool>;
+// m, n, K, trans_a, trans_b, ldc (of the written tile: ldc or n), accumulate, lda (0: op(A)'s tile a dense panel;
+// else op(A) read in place from A's rounded copy as stored, (K, lda))
+using Key = std::tuple<int, int, int, bool, bool, int, bool, int>;
 
 struct Tile {
   memory::desc a, b, c, scratchpad;
@@ -140,9 +141,9 @@ const Tile& tile_plan(const Key& key) {
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  const auto [m, n, K, ta, tb, ldc, accumulate] = key;
+  const auto [m, n, K, ta, tb, ldc, accumulate, lda] = key;
   Tile t;
-  t.a = memory::desc({m, K}, memory::data_type::bf16, ta ? memory::dims{1, m} : memory::dims{K, 1});
+  t.a = memory::desc({m, K}, memory::data_type::bf16, ta ? memory::dims{1, lda > 0 ? lda : m} : memory::dims{K, 1});
   t.b = memory::desc({K, n}, memory::data_type::bf16, tb ? memory::dims{1, K} : memory::dims{n, 1});
   t.c = memory::desc({m, n}, memory::data_type::f32, memory::dims{ldc, 1});
   dnnl::primitive_attr attr;
@@ -223,70 +224,13 @@ void copied_panels(const uint16_t* x, int rows, int cols, int width, std::vector
 // rounded_panels of a transposed A (x: rows x cols as stored; op(A)'s rows are its columns) that also adds each
 // column's float values, summed in k order from zero, to sums[c], in the same pass over x: add_row_sums' order, so
 // the same bits, without reading A from memory a second time (a weight gradient's dout: 4 MB for the source model's
-// fc1). Threads take strips of up to 64 columns within a panel, each running down all rows, so every sum keeps
-// its order for any thread count.
-constexpr int kSumStrip = 64;
-
-void round_and_sum_strip(const float* x, long ld, int rows, uint16_t* out, int ldo, int n, float* sums) {
-  float acc[kSumStrip] = {};
-  for (int r = 0; r < rows; ++r) {
-    const float* xr = x + r * ld;
-    for (int c = 0; c < n; ++c) {
-      acc[c] += xr[c];
-      out[static_cast<long>(r) * ldo + c] = bf16_bits(xr[c]);
-    }
-  }
-  for (int c = 0; c < n; ++c) sums[c] += acc[c];
-}
-
-#if defined(__x86_64__)
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void round_and_sum_strip_avx512(
-    const float* x, long ld, int rows, uint16_t* out, int ldo, int n, float* sums) {
-  constexpr int kRegs = kSumStrip / 16;
-  __m512 acc[kRegs];
-  __mmask16 mask[kRegs];
-  for (int k = 0; k < kRegs; ++k) {
-    acc[k] = _mm512_setzero_ps();
-    const int lanes = std::clamp(n - 16 * k, 0, 16);
-    mask[k] = static_cast<__mmask16>((1u << lanes) - 1);
-  }
-  for (int r = 0; r < rows; ++r) {
-    const float* xr = x + r * ld;
-    uint16_t* o = out + static_cast<long>(r) * ldo;
-#pragma GCC unroll 4
-    for (int k = 0; k < kRegs; ++k) {
-      const __m512 v = _mm512_maskz_loadu_ps(mask[k], xr + 16 * k);
-      acc[k] = _mm512_add_ps(acc[k], v);
-      _mm256_mask_storeu_epi16(o + 16 * k, mask[k], (__m256i)_mm512_cvtneps_pbh(v));
-    }
-  }
-  alignas(64) float total[kSumStrip];
-  for (int k = 0; k < kRegs; ++k) _mm512_store_ps(total + 16 * k, acc[k]);
-  for (int c = 0; c < n; ++c) sums[c] += total[c];
-}
-#endif
-
+// fc1).
 void rounded_panels_and_column_sums(const float* x, int rows, int cols, int ld, int width, std::vector<uint16_t>& out,
                                     float* sums) {
   out.resize(static_cast<size_t>(rows) * cols);
-  uint16_t* o = out.data();
-#if defined(__x86_64__)
-  static const bool fast = cpu_has_avx512_bf16();
-#endif
-  const int per_panel = (width + kSumStrip - 1) / kSumStrip, panels = (cols + width - 1) / width;
-#pragma omp parallel for schedule(static)
-  for (int t = 0; t < panels * per_panel; ++t) {
-    const int c0 = t / per_panel * width, w = std::min(width, cols - c0), s0 = t % per_panel * kSumStrip;
-    if (s0 >= w) continue;
-    const int n = std::min(kSumStrip, w - s0);
-    uint16_t* panel = o + static_cast<size_t>(c0) * rows + s0;  // row r of the strip at panel + r * w
-#if defined(__x86_64__)
-    if (fast) {
-      round_and_sum_strip_avx512(x + c0 + s0, ld, rows, panel, w, n, sums + c0 + s0);
-      continue;
-    }
-#endif
-    round_and_sum_strip(x + c0 + s0, ld, rows, panel, w, n, sums + c0 + s0);
+  for (int c0 = 0; c0 < cols; c0 += width) {
+    const int w = std::min(width, cols - c0);
+    round_to_bf16_and_sum_columns(x + c0, ld, rows, w, out.data() + static_cast<size_t>(c0) * rows, w, sums + c0);
   }
 }
 
@@ -385,10 +329,12 @@ bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const flo
   // op(A)'s row tiles, dense: A's rows as stored (A is (M,K)), or, transposed (A is (K,M)), its column panels of tm
   // (a row tile is a K x m block). op(B)'s column tiles likewise: B's rows (transposed, (N,K)), or its column
   // panels of tn ((K,N)). Tile (rt, jt) reads A's rounded copy from rt * tm * K and B's from jt * tn * K.
-  // An operand given rounded (extras.a_bf16, b_bf16) is read where it lies when it is the dense panel the tiles
-  // read (A not transposed: always; B: transposed, or in one column tile), else copied into the panels.
+  // An operand given rounded (extras.a_bf16, b_bf16) is read where it lies: A always (transposed, each row tile of
+  // op(A) a strided view of it, as oneDNN's gemm kernel reads it: level with the dense panels here, measured on
+  // 512 x 128 x 2016 and 384 x 128 x 2016), B when it is the dense panel the tiles read (transposed, or in one column
+  // tile), else copied into the panels.
   static thread_local std::vector<uint16_t> a16;
-  if (extras.a_bf16 != nullptr && trans_a) return false;
+  const int a_view_ld = trans_a && extras.a_bf16 != nullptr ? M : 0;
   const bool sums_while_rounding = extras.a_row_sums != nullptr && trans_a && extras.a_bf16 == nullptr;
   if (sums_while_rounding)
     rounded_panels_and_column_sums(A, K, M, lda, tm, a16, extras.a_row_sums);
@@ -409,7 +355,9 @@ bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const flo
   }
   // C's tiles are written in place where one spans a dense C, else into a dense scratch tile and then added
   const bool in_place = col_tiles == 1 && ldc == N;
-  auto key = [&](int m, int n) { return Key{m, n, K, trans_a, trans_b, in_place ? ldc : n, in_place && accumulate}; };
+  auto key = [&](int m, int n) {
+    return Key{m, n, K, trans_a, trans_b, in_place ? ldc : n, in_place && accumulate, a_view_ld};
+  };
   const Tile* plans[2][2] = {{&tile_plan(key(tm, tn)), &tile_plan(key(tm, n_last))},
                              {&tile_plan(key(m_last, tn)), &tile_plan(key(m_last, n_last))}};
   const uint16_t* a_data = extras.a_bf16 != nullptr ? extras.a_bf16 : a16.data();
@@ -436,7 +384,8 @@ bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const flo
       if (!in_place && c_scratch.size() < static_cast<size_t>(m) * n) c_scratch.resize(static_cast<size_t>(m) * n);
       float* out = in_place ? c_tile : c_scratch.data();
       if (tile_scratch.size() < tile.scratchpad.get_size()) tile_scratch.resize(tile.scratchpad.get_size());
-      memory a_mem(tile.a, engine(), const_cast<uint16_t*>(a_data + static_cast<size_t>(i0) * K));
+      const uint16_t* a_tile = a_data + (a_view_ld > 0 ? static_cast<size_t>(i0) : static_cast<size_t>(i0) * K);
+      memory a_mem(tile.a, engine(), const_cast<uint16_t*>(a_tile));
       memory b_mem(tile.b, engine(), const_cast<uint16_t*>(b_data + static_cast<size_t>(j0) * K));
       memory c_mem(tile.c, engine(), out), scratch_mem(tile.scratchpad, engine(), tile_scratch.data());
       tile.matmul.execute(tile_stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem},

@@ -1,6 +1,7 @@
 #include "kernels/linear.h"
 
 #include <type_traits>
+#include <vector>
 
 #include "kernels/gemm.h"
 #include "kernels/sgemm.h"
@@ -65,6 +66,16 @@ void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
   // dinp (N,C) (+)= dout (N,OC) @ weight (OC,C)
   const T beta = dinp_write == GradWrite::Accumulate ? T(1) : T(0);
   if constexpr (std::is_same_v<T, float>) {
+    if (precision == GemmPrecision::Bf16 && dinp != nullptr && dweight != nullptr &&
+        bf16_gemm_takes_rounded_operands()) {  // dout rounded once for both products, its column sums beside
+      const uint16_t* d16 = rounded_for_backward(dout, N, OC, dbias);
+      const bool done = sgemm_in(precision, false, false, N, C, OC, nullptr, OC, weight, C, beta, dinp, C,
+                                 {.b_version = weight_version, .a_bf16 = d16}) &&
+                        sgemm_in(precision, true, false, OC, C, N, nullptr, OC, inp, C, 1.f, dweight, C,
+                                 {.a_bf16 = d16});
+      BLOCKLAB_CHECK(done, "linear_backward: the bf16 GEMMs here do not take rounded operands");
+      return;
+    }
     if (dinp != nullptr && sgemm_in(precision, false, false, N, C, OC, dout, OC, weight, C, beta, dinp, C,
                                     {.b_version = weight_version}))
       dinp = nullptr;
@@ -81,6 +92,13 @@ void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
   if (dbias != nullptr) add_column_sums(dbias, dout, N, OC);
 }
 
+const uint16_t* rounded_for_backward(const float* dout, int N, int OC, float* dbias) {
+  static thread_local std::vector<uint16_t> copy;
+  copy.resize(static_cast<size_t>(N) * OC);
+  round_to_bf16_and_sum_columns(dout, OC, N, OC, copy.data(), OC, dbias);
+  return copy.data();
+}
+
 void linear_forward_rounded_input(float* out, const uint16_t* inp, const float* weight, const float* bias, int N, int C,
                                   int OC, uint64_t weight_version) {
   BLOCKLAB_PROFILE("linear_forward");
@@ -89,12 +107,12 @@ void linear_forward_rounded_input(float* out, const uint16_t* inp, const float* 
   BLOCKLAB_CHECK(done, "linear_forward_rounded_input: the bf16 GEMMs here do not take rounded operands");
 }
 
-void linear_weight_backward_rounded_input(float* dweight, float* dbias, const float* dout, const uint16_t* inp, int N,
-                                          int C, int OC) {
+void linear_weight_backward_rounded(float* dweight, const uint16_t* dout, const float* inp, const uint16_t* inp_bf16,
+                                    int N, int C, int OC) {
   BLOCKLAB_PROFILE("linear_backward");
-  const bool done = sgemm_in(GemmPrecision::Bf16, true, false, OC, C, N, dout, OC, nullptr, C, 1.f, dweight, C,
-                             {.a_row_sums = dbias, .b_bf16 = inp});
-  BLOCKLAB_CHECK(done, "linear_weight_backward_rounded_input: the bf16 GEMMs here do not take rounded operands");
+  const bool done = sgemm_in(GemmPrecision::Bf16, true, false, OC, C, N, nullptr, OC, inp, C, 1.f, dweight, C,
+                             {.a_bf16 = dout, .b_bf16 = inp_bf16});
+  BLOCKLAB_CHECK(done, "linear_weight_backward_rounded: the bf16 GEMMs here do not take rounded operands");
 }
 
 template void linear_forward<float>(float*, const float*, const float*, const float*, int, int, int, GemmPrecision,

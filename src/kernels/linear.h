@@ -24,12 +24,18 @@ void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
                      int C, int OC, GradWrite dinp_write = GradWrite::Accumulate,
                      GemmPrecision precision = GemmPrecision::Fp32, uint64_t weight_version = 0);
 
-// The same products with the input kept rounded to bf16 (inp: (N,C) dense, round_to_bf16 of the float input), for
-// a model whose bf16 products take rounded operands (bf16_gemm_takes_rounded_operands(); it is an error to call them
-// elsewhere): the bits of linear_forward (in bf16) and of linear_backward's weight and bias terms.
+// For a model whose bf16 products take rounded operands (bf16_gemm_takes_rounded_operands()): dout (N,OC) rounded
+// to bf16 once for both of a linear layer's backward products (the input gradient's A, and the weight gradient's
+// op(A) = dout^T read in place), and dbias (OC; nullptr: none) += its column sums in the same pass (the bits
+// a_row_sums gives): dout crosses memory once instead of twice. The copy is this thread's, valid until its next call.
+const uint16_t* rounded_for_backward(const float* dout, int N, int OC, float* dbias);
+
+// linear_forward with the input kept rounded to bf16 (inp: (N,C) dense, round_to_bf16 of the float input), for a
+// model whose bf16 products take rounded operands (an error elsewhere): the bits of linear_forward in bf16.
 void linear_forward_rounded_input(float* out, const uint16_t* inp, const float* weight, const float* bias, int N, int C,
                                   int OC, uint64_t weight_version = 0);
-void linear_weight_backward_rounded_input(float* dweight, float* dbias, const float* dout, const uint16_t* inp, int N,
-                                          int C, int OC);
+// dweight (OC,C) += dout^T @ inp, dout given rounded (rounded_for_backward), inp as floats or (inp_bf16) rounded.
+void linear_weight_backward_rounded(float* dweight, const uint16_t* dout, const float* inp, const uint16_t* inp_bf16,
+                                    int N, int C, int OC);
 
 }  // namespace blocklab::kernels

@@ -120,6 +120,26 @@ void times_saved_derivative_block(void* context, int i0, int rows, int j0, int c
 }
 }  // namespace
 
+namespace {
+// The backward with the derivative saved, where the bf16 products take rounded operands: dout rounded once for
+// both products (its column sums into dbias in the same pass), act as floats or (act_bf16) rounded.
+void gelu_linear_backward_rounded(float* dpre, float* dweight, float* dbias, const float* dout, const float* derivative,
+                                  const float* act, const uint16_t* act_bf16, const float* weight, int N, int C,
+                                  int OC) {
+  const uint16_t* d16 = nullptr;
+  {
+    BLOCKLAB_PROFILE("gelu_linear_backward");
+    d16 = rounded_for_backward(dout, N, OC, dbias);
+    GeluBlock block{dpre, derivative, C};
+    const bool done = sgemm_in(GemmPrecision::Bf16, false, false, N, C, OC, nullptr, OC, weight, C, 0.f, dpre, C,
+                               {.on_block_done = times_saved_derivative_block, .context = &block,
+                                .block_input = derivative, .block_ld = C, .a_bf16 = d16});
+    BLOCKLAB_CHECK(done, "gelu_linear_backward: the bf16 GEMMs here do not take rounded operands");
+  }
+  linear_weight_backward_rounded(dweight, d16, act, act_bf16, N, C, OC);
+}
+}  // namespace
+
 template <typename T>
 GeluSaved linear_gelu_forward(T* act, T* pre, const T* inp, const T* weight, const T* bias, int N, int C, int OC,
                               GemmPrecision precision, GeluForm form, bool want_derivative) {
@@ -147,6 +167,10 @@ void gelu_linear_backward(T* dpre, T* dweight, T* dbias, const T* dout, const T*
                           int N, int C, int OC, GemmPrecision precision, GeluForm form, GeluSaved saved) {
   const bool derivative_saved = saved == GeluSaved::Derivative;
   if constexpr (std::is_same_v<T, float>) {
+    if (derivative_saved && precision == GemmPrecision::Bf16 && bf16_gemm_takes_rounded_operands()) {
+      gelu_linear_backward_rounded(dpre, dweight, dbias, dout, pre, act, nullptr, weight, N, C, OC);
+      return;
+    }
     bool fused = false;
     {
       BLOCKLAB_PROFILE("gelu_linear_backward");
@@ -198,15 +222,7 @@ void linear_gelu_forward_rounded_act(uint16_t* act, float* pre, const float* inp
 void gelu_linear_backward_rounded_act(float* dpre, float* dweight, float* dbias, const float* dout,
                                       const float* derivative, const uint16_t* act, const float* weight, int N, int C,
                                       int OC) {
-  {
-    BLOCKLAB_PROFILE("gelu_linear_backward");
-    GeluBlock block{dpre, derivative, C};
-    const bool done = sgemm_in(GemmPrecision::Bf16, false, false, N, C, OC, dout, OC, weight, C, 0.f, dpre, C,
-                               {.on_block_done = times_saved_derivative_block, .context = &block,
-                                .block_input = derivative, .block_ld = C});
-    BLOCKLAB_CHECK(done, "gelu_linear_backward_rounded_act: no bf16 GEMM");
-  }
-  linear_weight_backward_rounded_input(dweight, dbias, dout, act, N, C, OC);
+  gelu_linear_backward_rounded(dpre, dweight, dbias, dout, derivative, nullptr, act, weight, N, C, OC);
 }
 
 template GeluSaved linear_gelu_forward<float>(float*, float*, const float*, const float*, const float*, int, int, int,

@@ -55,9 +55,8 @@ struct SgemmExtras {
   uint64_t b_version = 0;
   // bf16 paths that take rounded operands (bf16_gemm_takes_rounded_operands(), bf16_gemm.h) only: an operand given
   // already rounded to bf16 (bf16_bits of each value) in place of its float values, which the call then neither
-  // reads nor rounds. a_bf16: op(A) = A (not transposed), dense (M, K) row-major; b_bf16: B as stored, dense (K, N)
-  // or, transposed, (N, K). The float pointer may then be null, unless a_row_sums needs A. sgemm and blocklab's own
-  // bf16 kernels refuse them.
+  // reads nor rounds: A or B as stored, dense: (M, K) row-major or, transposed, (K, M); B (K, N) or (N, K). The float
+  // pointer may then be null, unless a_row_sums needs A. sgemm and blocklab's own bf16 kernels refuse them.
   const uint16_t* a_bf16 = nullptr;
   const uint16_t* b_bf16 = nullptr;
 };
