@@ -296,6 +296,19 @@ TEST(OneDnnBf16Gemm, GeluWithTheActivationKeptRoundedGivesTheFloatActivationsBit
       EXPECT_EQ(dpre, dpre_r);
       EXPECT_EQ(dw, dw_r);
       EXPECT_EQ(db, db_r);
+      // against the plain products: dpre = (dout W2) * gelu' and db the column sums of dout, bit for bit; dw from
+      // dout's tiles as oneDNN's gemm kernel reads them in place, to float rounding of its other blocking
+      std::vector<float> product(act.size()), dw_plain(w2.size(), 0.5f);
+      ASSERT_TRUE(onednn_bf16_gemm(false, false, N, I, OC, dout.data(), OC, w2.data(), I, 0.f, product.data(), I));
+      for (size_t i = 0; i < product.size(); ++i) ASSERT_EQ(dpre[i], product[i] * pre[i]) << i;
+      ASSERT_TRUE(onednn_bf16_gemm(true, false, OC, I, N, dout.data(), OC, act.data(), I, 1.f, dw_plain.data(), I));
+      for (int o = 0; o < OC; ++o) {
+        float sum = 0.f;
+        for (int n = 0; n < N; ++n) sum += dout[static_cast<size_t>(n) * OC + o];
+        EXPECT_EQ(db[o], 0.25f + sum) << o;
+      }
+      for (size_t i = 0; i < dw.size(); ++i)
+        ASSERT_NEAR(dw[i], dw_plain[i], 1e-5f * (1.f + std::fabs(dw_plain[i]))) << i;
     }
   }
 }

@@ -623,6 +623,7 @@ bool bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, 
   if (beta != 0.f && beta != 1.f) return false;
   if (M <= 0 || N <= 0) return true;
   if (K <= 0) {  // C = beta C (+ bias): no operand is read
+    if (extras.on_product_block != nullptr) return false;
     SgemmExtras empty = extras;
     empty.a_bf16 = empty.b_bf16 = nullptr;
     return sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, empty);
@@ -630,7 +631,7 @@ bool bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, 
   // bench --profile: each call's time by shape
   const ScopedGemmTimer report(omp_in_parallel() ? nullptr : Profiler::active(), trans_a, trans_b, M, N, K);
   if (bf16_isa() == Bf16Isa::OneDnn) return onednn_bf16_gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);
-  if (extras.a_bf16 != nullptr || extras.b_bf16 != nullptr) return false;  // the own kernels round as they pack
+  if (extras.a_bf16 != nullptr || extras.b_bf16 != nullptr || extras.on_product_block != nullptr) return false;
   run(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);
   return true;
 }

@@ -353,8 +353,11 @@ bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const flo
     }
     b_data = b.rounded.data();
   }
-  // C's tiles are written in place where one spans a dense C, else into a dense scratch tile and then added
-  const bool in_place = col_tiles == 1 && ldc == N;
+  // C's tiles are written in place where one spans a dense C, else into a dense scratch tile and then added (or,
+  // with on_product_block, handed to it there)
+  const bool handed = extras.on_product_block != nullptr;
+  if (handed && accumulate) return false;
+  const bool in_place = !handed && col_tiles == 1 && ldc == N;
   auto key = [&](int m, int n) {
     return Key{m, n, K, trans_a, trans_b, in_place ? ldc : n, in_place && accumulate, a_view_ld};
   };
@@ -391,6 +394,13 @@ bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const flo
       tile.matmul.execute(tile_stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem},
                                         {DNNL_ARG_SCRATCHPAD, scratch_mem}});
       tile_stream.wait();
+      if (handed) {
+        if (extras.bias != nullptr) add_rows(out, n, extras.bias + j0, 0, m, n);
+        if (extras.a_row_sums != nullptr && j0 == 0 && !sums_while_rounding)
+          add_row_sums(trans_a, A, lda, K, i0, m, extras.a_row_sums);
+        extras.on_product_block(extras.context, out, n, i0, m, j0, n);
+        continue;
+      }
       if (!in_place && accumulate)  // C = A B + C, as oneDNN's sum post-op adds
         add_rows(c_tile, ldc, out, n, m, n);
       else if (!in_place)

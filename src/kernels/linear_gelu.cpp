@@ -89,19 +89,21 @@ struct RoundedGeluBlock {
   int ld;
 };
 
+// (on_product_block: the product's block arrives in a scratch tile; pre and act are written only here)
 template <GeluForm kForm>
-void gelu_rounded_and_derivative_block(void* context, int i0, int rows, int j0, int cols) {
+void gelu_rounded_and_derivative_tile(void* context, const float* tile, long ld, int i0, int rows, int j0, int cols) {
   const RoundedGeluBlock& b = *static_cast<const RoundedGeluBlock*>(context);
   constexpr int kChunk = 256;
   alignas(64) float value[kChunk];
-  for (int i = i0; i < i0 + rows; ++i) {
-    float* pre = b.pre + static_cast<long>(i) * b.ld + j0;
-    uint16_t* act = b.act + static_cast<long>(i) * b.ld + j0;
+  for (int r = 0; r < rows; ++r) {
+    const float* product = tile + r * ld;
+    float* pre = b.pre + static_cast<long>(i0 + r) * b.ld + j0;
+    uint16_t* act = b.act + static_cast<long>(i0 + r) * b.ld + j0;
     for (int c0 = 0; c0 < cols; c0 += kChunk) {
       const int n = std::min(kChunk, cols - c0);
       on_isa([&](auto) {
         for (int j = 0; j < n; ++j) {
-          const float x = pre[c0 + j];
+          const float x = product[c0 + j];
           value[j] = gelu_of<kForm>(x);
           pre[c0 + j] = gelu_derivative_of<kForm>(x);
         }
@@ -109,6 +111,19 @@ void gelu_rounded_and_derivative_block(void* context, int i0, int rows, int j0, 
       round_to_bf16(value, act + c0, n);
     }
   }
+}
+
+// The backward's product times the saved derivative, from the scratch tile into dpre (GeluBlock: out = dpre).
+void times_saved_derivative_tile(void* context, const float* tile, long ld, int i0, int rows, int j0, int cols) {
+  const GeluBlock& b = *static_cast<const GeluBlock*>(context);
+  on_isa([&](auto) {
+    for (int r = 0; r < rows; ++r) {
+      const float* product = tile + r * ld;
+      const float* derivative = b.pre + static_cast<long>(i0 + r) * b.ld + j0;
+      float* out = b.out + static_cast<long>(i0 + r) * b.ld + j0;
+      for (int j = 0; j < cols; ++j) out[j] = product[j] * derivative[j];
+    }
+  });
 }
 
 // backward with the derivative saved: out = dact * gelu'
@@ -132,8 +147,7 @@ void gelu_linear_backward_rounded(float* dpre, float* dweight, float* dbias, con
     d16 = rounded_for_backward(dout, N, OC, dbias);
     GeluBlock block{dpre, derivative, C};
     const bool done = sgemm_in(GemmPrecision::Bf16, false, false, N, C, OC, nullptr, OC, weight, C, 0.f, dpre, C,
-                               {.on_block_done = times_saved_derivative_block, .context = &block,
-                                .block_input = derivative, .block_ld = C, .a_bf16 = d16});
+                               {.context = &block, .a_bf16 = d16, .on_product_block = times_saved_derivative_tile});
     BLOCKLAB_CHECK(done, "gelu_linear_backward: the bf16 GEMMs here do not take rounded operands");
   }
   linear_weight_backward_rounded(dweight, d16, act, act_bf16, N, C, OC);
@@ -210,11 +224,11 @@ void linear_gelu_forward_rounded_act(uint16_t* act, float* pre, const float* inp
                                      const float* bias, int N, int C, int OC, GeluForm form) {
   BLOCKLAB_PROFILE("linear_gelu_forward");
   RoundedGeluBlock block{act, pre, OC};
-  void (*epilogue)(void*, int, int, int, int) = form == GeluForm::Erf
-                                                    ? gelu_rounded_and_derivative_block<GeluForm::Erf>
-                                                    : gelu_rounded_and_derivative_block<GeluForm::Tanh>;
+  void (*epilogue)(void*, const float*, long, int, int, int, int) =
+      form == GeluForm::Erf ? gelu_rounded_and_derivative_tile<GeluForm::Erf>
+                            : gelu_rounded_and_derivative_tile<GeluForm::Tanh>;
   const bool done = sgemm_in(GemmPrecision::Bf16, false, true, N, OC, C, inp, C, weight, C, 0.f, pre, OC,
-                             {.bias = bias, .on_block_done = epilogue, .context = &block});
+                             {.bias = bias, .context = &block, .on_product_block = epilogue});
   BLOCKLAB_CHECK(done && bf16_gemm_takes_rounded_operands(),
                  "linear_gelu_forward_rounded_act: the bf16 GEMMs here do not take rounded operands");
 }

@@ -656,7 +656,7 @@ const char* sgemm_isa_name(SgemmIsa isa) {
 bool sgemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
            float beta, float* C, int ldc, const SgemmExtras& extras) {
   if (beta != 0.f && beta != 1.f) return false;
-  if (extras.a_bf16 != nullptr || extras.b_bf16 != nullptr) return false;  // float operands only
+  if (extras.a_bf16 != nullptr || extras.b_bf16 != nullptr || extras.on_product_block != nullptr) return false;
   const SgemmIsa level = sgemm_isa();
   if (level == SgemmIsa::None) return false;
   if (M <= 0 || N <= 0) return true;
