@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gemm_reference.h"
@@ -264,9 +265,11 @@ TEST(OneDnnBf16Gemm, TheTiedHeadsTwoProductsRoundItsWeightOnce) {
   EXPECT_EQ(input_gradient(new_operand_version()), d_x1);
 }
 
-// The MLP with its activation kept in bf16 (where the bf16 products take rounded operands): act is the float
-// path's act rounded, pre its derivative, and the backward's dpre, dweight and dbias are the float act's bits.
-TEST(OneDnnBf16Gemm, GeluWithTheActivationKeptRoundedGivesTheFloatActivationsBits) {
+// The MLP with its hidden tensors kept in bf16 (where the bf16 products take rounded operands): act is the float
+// path's act rounded and pre its derivative; in the backward d_pre is the float path's rounded, fc1's bias gradient
+// its column sums (per 192-row tile, then added: to float rounding of a sum in one order), fc2's weight terms those
+// of the float act, and none of it depends on the thread count.
+TEST(OneDnnBf16Gemm, GeluWithItsTensorsKeptRoundedGivesTheFloatPathsBits) {
   if (!bf16_gemm_takes_rounded_operands())
     GTEST_SKIP() << "the bf16 GEMMs here do not take rounded operands: " << bf16_isa_description();
   Rng rng(21);
@@ -287,15 +290,33 @@ TEST(OneDnnBf16Gemm, GeluWithTheActivationKeptRoundedGivesTheFloatActivationsBit
       long differ = 0;
       for (size_t i = 0; i < act.size(); ++i) differ += act_r[i] != bf16_bits(act[i]);
       EXPECT_EQ(differ, 0) << "of " << act.size() << " activations";
-      std::vector<float> dpre(act.size()), dpre_r(act.size());
-      std::vector<float> dw(w2.size(), 0.5f), dw_r = dw, db(OC, 0.25f), db_r = db;
+      std::vector<float> dpre(act.size()), dw(w2.size(), 0.5f), db(OC, 0.25f);
       gelu_linear_backward(dpre.data(), dw.data(), db.data(), dout.data(), pre.data(), act.data(), w2.data(), N, I, OC,
                            GemmPrecision::Bf16, form, GeluSaved::Derivative);
-      gelu_linear_backward_rounded_act(dpre_r.data(), dw_r.data(), db_r.data(), dout.data(), pre_r.data(),
-                                       act_r.data(), w2.data(), N, I, OC);
-      EXPECT_EQ(dpre, dpre_r);
+      auto rounded = [&](int threads) {
+        set_num_threads(threads);
+        std::vector<uint16_t> dpre_r(act.size());
+        std::vector<float> dw_r(w2.size(), 0.5f), db_r(OC, 0.25f), db1(I, 0.125f);
+        gelu_linear_backward_rounded_dpre(dpre_r.data(), db1.data(), dw_r.data(), db_r.data(), dout.data(),
+                                          pre_r.data(), act_r.data(), w2.data(), N, I, OC);
+        set_num_threads(0);
+        return std::make_tuple(dpre_r, dw_r, db_r, db1);
+      };
+      const auto [dpre_r, dw_r, db_r, db1] = rounded(1);
+      EXPECT_TRUE(rounded(2) == rounded(1)) << "the thread count changes the backward";
+      differ = 0;
+      for (size_t i = 0; i < dpre.size(); ++i) differ += dpre_r[i] != bf16_bits(dpre[i]);
+      EXPECT_EQ(differ, 0) << "of " << dpre.size() << " input gradients";
       EXPECT_EQ(dw, dw_r);
       EXPECT_EQ(db, db_r);
+      for (int j = 0; j < I; ++j) {
+        double sum = 0, magnitude = 0;  // float sums of N terms in another order: within ~N eps of sum |x|
+        for (int n = 0; n < N; ++n) {
+          sum += dpre[static_cast<size_t>(n) * I + j];
+          magnitude += std::fabs(dpre[static_cast<size_t>(n) * I + j]);
+        }
+        EXPECT_NEAR(db1[j], 0.125 + sum, 2e-6 * magnitude) << j;
+      }
       // against the plain products: dpre = (dout W2) * gelu' and db the column sums of dout, bit for bit; dw from
       // dout's tiles as oneDNN's gemm kernel reads them in place, to float rounding of its other blocking
       std::vector<float> product(act.size()), dw_plain(w2.size(), 0.5f);

@@ -107,6 +107,17 @@ void linear_forward_rounded_input(float* out, const uint16_t* inp, const float* 
   BLOCKLAB_CHECK(done, "linear_forward_rounded_input: the bf16 GEMMs here do not take rounded operands");
 }
 
+void linear_backward_rounded_dout(float* dinp, float* dweight, const uint16_t* dout, const float* inp,
+                                  const float* weight, int N, int C, int OC, GradWrite dinp_write) {
+  BLOCKLAB_PROFILE("linear_backward");
+  const float beta = dinp_write == GradWrite::Accumulate ? 1.f : 0.f;
+  bool done = dinp == nullptr || sgemm_in(GemmPrecision::Bf16, false, false, N, C, OC, nullptr, OC, weight, C, beta,
+                                          dinp, C, {.a_bf16 = dout});
+  done = done && (dweight == nullptr || sgemm_in(GemmPrecision::Bf16, true, false, OC, C, N, nullptr, OC, inp, C, 1.f,
+                                                 dweight, C, {.a_bf16 = dout}));
+  BLOCKLAB_CHECK(done, "linear_backward_rounded_dout: the bf16 GEMMs here do not take rounded operands");
+}
+
 void linear_weight_backward_rounded(float* dweight, const uint16_t* dout, const float* inp, const uint16_t* inp_bf16,
                                     int N, int C, int OC) {
   BLOCKLAB_PROFILE("linear_backward");

@@ -34,6 +34,10 @@ const uint16_t* rounded_for_backward(const float* dout, int N, int OC, float* db
 // model whose bf16 products take rounded operands (an error elsewhere): the bits of linear_forward in bf16.
 void linear_forward_rounded_input(float* out, const uint16_t* inp, const float* weight, const float* bias, int N, int C,
                                   int OC, uint64_t weight_version = 0);
+// linear_backward's products with dout given rounded, its bias gradient taken by whoever rounded it: dinp (N,C)
+// (+)= dout @ weight (nullptr: skipped), dweight (OC,C) += dout^T @ inp.
+void linear_backward_rounded_dout(float* dinp, float* dweight, const uint16_t* dout, const float* inp,
+                                  const float* weight, int N, int C, int OC, GradWrite dinp_write);
 // dweight (OC,C) += dout^T @ inp, dout given rounded (rounded_for_backward), inp as floats or (inp_bf16) rounded.
 void linear_weight_backward_rounded(float* dweight, const uint16_t* dout, const float* inp, const uint16_t* inp_bf16,
                                     int N, int C, int OC);

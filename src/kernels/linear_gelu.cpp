@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/elementwise.h"
 #include "kernels/fast_math.h"
@@ -126,6 +127,43 @@ void times_saved_derivative_tile(void* context, const float* tile, long ld, int 
   });
 }
 
+// The same, dpre written rounded to bf16 (it feeds only fc1's products), and the float dpre's column sums (fc1's
+// bias gradient) taken here: per tile from zero in row order, into the tile's slot of `partials` (one per 16 rows
+// of C: tiles start at multiples of 16), which gelu_linear_backward_rounded_dpre adds up in row order.
+struct RoundedDpreTiles {
+  uint16_t* dpre;
+  const float* derivative;
+  int ld;
+  float* partials;  // nullptr: no bias; else (M / 16 + 1) x ld
+  std::vector<char>* used;
+};
+
+void times_saved_derivative_rounded_tile(void* context, const float* tile, long ld, int i0, int rows, int j0,
+                                         int cols) {
+  const RoundedDpreTiles& b = *static_cast<const RoundedDpreTiles*>(context);
+  constexpr int kChunk = 256;
+  alignas(64) float value[kChunk];
+  float* sums = b.partials != nullptr ? b.partials + static_cast<long>(i0 / 16) * b.ld + j0 : nullptr;
+  if (sums != nullptr) {
+    std::fill_n(sums, cols, 0.f);
+    (*b.used)[i0 / 16] = 1;
+  }
+  for (int r = 0; r < rows; ++r) {
+    const float* product = tile + r * ld;
+    const float* derivative = b.derivative + static_cast<long>(i0 + r) * b.ld + j0;
+    uint16_t* out = b.dpre + static_cast<long>(i0 + r) * b.ld + j0;
+    for (int c0 = 0; c0 < cols; c0 += kChunk) {
+      const int n = std::min(kChunk, cols - c0);
+      on_isa([&](auto) {
+        for (int j = 0; j < n; ++j) value[j] = product[c0 + j] * derivative[c0 + j];
+        if (sums != nullptr)
+          for (int j = 0; j < n; ++j) sums[c0 + j] += value[j];
+      });
+      round_to_bf16(value, out + c0, n);
+    }
+  }
+}
+
 // backward with the derivative saved: out = dact * gelu'
 void times_saved_derivative_block(void* context, int i0, int rows, int j0, int cols) {
   on_isa([&](auto) {
@@ -137,10 +175,9 @@ void times_saved_derivative_block(void* context, int i0, int rows, int j0, int c
 
 namespace {
 // The backward with the derivative saved, where the bf16 products take rounded operands: dout rounded once for
-// both products (its column sums into dbias in the same pass), act as floats or (act_bf16) rounded.
+// both products (its column sums into dbias in the same pass).
 void gelu_linear_backward_rounded(float* dpre, float* dweight, float* dbias, const float* dout, const float* derivative,
-                                  const float* act, const uint16_t* act_bf16, const float* weight, int N, int C,
-                                  int OC) {
+                                  const float* act, const float* weight, int N, int C, int OC) {
   const uint16_t* d16 = nullptr;
   {
     BLOCKLAB_PROFILE("gelu_linear_backward");
@@ -150,7 +187,7 @@ void gelu_linear_backward_rounded(float* dpre, float* dweight, float* dbias, con
                                {.context = &block, .a_bf16 = d16, .on_product_block = times_saved_derivative_tile});
     BLOCKLAB_CHECK(done, "gelu_linear_backward: the bf16 GEMMs here do not take rounded operands");
   }
-  linear_weight_backward_rounded(dweight, d16, act, act_bf16, N, C, OC);
+  linear_weight_backward_rounded(dweight, d16, act, nullptr, N, C, OC);
 }
 }  // namespace
 
@@ -182,7 +219,7 @@ void gelu_linear_backward(T* dpre, T* dweight, T* dbias, const T* dout, const T*
   const bool derivative_saved = saved == GeluSaved::Derivative;
   if constexpr (std::is_same_v<T, float>) {
     if (derivative_saved && precision == GemmPrecision::Bf16 && bf16_gemm_takes_rounded_operands()) {
-      gelu_linear_backward_rounded(dpre, dweight, dbias, dout, pre, act, nullptr, weight, N, C, OC);
+      gelu_linear_backward_rounded(dpre, dweight, dbias, dout, pre, act, weight, N, C, OC);
       return;
     }
     bool fused = false;
@@ -233,10 +270,34 @@ void linear_gelu_forward_rounded_act(uint16_t* act, float* pre, const float* inp
                  "linear_gelu_forward_rounded_act: the bf16 GEMMs here do not take rounded operands");
 }
 
-void gelu_linear_backward_rounded_act(float* dpre, float* dweight, float* dbias, const float* dout,
-                                      const float* derivative, const uint16_t* act, const float* weight, int N, int C,
-                                      int OC) {
-  gelu_linear_backward_rounded(dpre, dweight, dbias, dout, derivative, nullptr, act, weight, N, C, OC);
+void gelu_linear_backward_rounded_dpre(uint16_t* dpre, float* dpre_bias, float* dweight, float* dbias,
+                                       const float* dout, const float* derivative, const uint16_t* act,
+                                       const float* weight, int N, int C, int OC) {
+  const uint16_t* d16 = nullptr;
+  {
+    BLOCKLAB_PROFILE("gelu_linear_backward");
+    d16 = rounded_for_backward(dout, N, OC, dbias);
+    static thread_local std::vector<float> partials;
+    static thread_local std::vector<char> used;
+    const int slots = N / 16 + 1;
+    if (dpre_bias != nullptr) {
+      partials.resize(static_cast<size_t>(slots) * C);
+      used.assign(slots, 0);
+    }
+    RoundedDpreTiles tiles{dpre, derivative, C, dpre_bias != nullptr ? partials.data() : nullptr, &used};
+    const SgemmExtras extras{.context = &tiles, .a_bf16 = d16, .on_product_block = times_saved_derivative_rounded_tile};
+    const bool done =
+        sgemm_in(GemmPrecision::Bf16, false, false, N, C, OC, nullptr, OC, weight, C, 0.f, nullptr, C, extras);
+    BLOCKLAB_CHECK(done, "gelu_linear_backward_rounded_dpre: the bf16 GEMMs here do not take rounded operands");
+    if (dpre_bias != nullptr) {
+      std::vector<float> total(C, 0.f);
+      for (int slot = 0; slot < slots; ++slot)
+        if (used[slot])
+          for (int j = 0; j < C; ++j) total[j] += partials[static_cast<size_t>(slot) * C + j];
+      for (int j = 0; j < C; ++j) dpre_bias[j] += total[j];
+    }
+  }
+  linear_weight_backward_rounded(dweight, d16, nullptr, act, N, C, OC);
 }
 
 template GeluSaved linear_gelu_forward<float>(float*, float*, const float*, const float*, const float*, int, int, int,

@@ -493,11 +493,18 @@ void mlp_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, const M
   const BlockDims& d = in.dims;
   const int N = static_cast<int>(d.N());
   const GemmPrecision precision = gemm_precision(c);
-  if (a.act_rounded) {  // d_pre from fc2 and the saved GELU' in one pass; fc2's weight terms from the bf16 act
-    if constexpr (std::is_same_v<T, float>)
-      gelu_linear_backward_rounded_act(s.d_pre, g.fc2.weight, g.fc2.bias, dout, a.pre,
-                                       reinterpret_cast<const uint16_t*>(a.act), w.fc2.weight, N, d.I, d.C);
-  } else if (c.mlp == MlpKind::Gelu || c.mlp == MlpKind::GeluTanh) {
+  if (a.act_rounded) {
+    // d_pre from fc2 and the saved GELU' in one pass, kept rounded (fc1's products alone read it) with fc1's bias
+    // gradient taken as it is written; fc2's weight terms from the bf16 act
+    if constexpr (std::is_same_v<T, float>) {
+      uint16_t* d_pre = reinterpret_cast<uint16_t*>(s.d_pre);
+      gelu_linear_backward_rounded_dpre(d_pre, g.fc1.bias, g.fc2.weight, g.fc2.bias, dout, a.pre,
+                                        reinterpret_cast<const uint16_t*>(a.act), w.fc2.weight, N, d.I, d.C);
+      linear_backward_rounded_dout(dinp, g.fc1.weight, d_pre, inp, w.fc1.weight, N, d.C, d.I, write);
+    }
+    return;
+  }
+  if (c.mlp == MlpKind::Gelu || c.mlp == MlpKind::GeluTanh) {
     // d_pre from fc2 and GELU' in one pass
     gelu_linear_backward(s.d_pre, g.fc2.weight, g.fc2.bias, dout, a.pre, a.act, w.fc2.weight, N, d.I, d.C, precision,
                          gelu_form(c.mlp), a.pre_saved);
