@@ -68,29 +68,31 @@ INSTANTIATE_TEST_SUITE_P(Shapes, OneDnnBf16Gemm,
                          });
 
 // Operands given already rounded (SgemmExtras::a_bf16, b_bf16) give the bits of the same product from their float
-// values, with C accumulated or overwritten: A read in place; B read in place, or copied into column panels (N = 600,
-// 1030: several column tiles). The float pointer is then never read (null here).
+// values, for every transpose, with C accumulated or overwritten: read in place, or copied into the tiles' panels
+// (A transposed in several row tiles: M = 300, 800; B in several column tiles: N = 600, 1030). The float pointer is
+// then never read (null here).
 TEST_P(OneDnnBf16Gemm, RoundedOperandsGiveTheBitsOfFloatOnes) {
   SKIP_WITHOUT_ONEDNN();
   const Case c = GetParam();
   Rng rng(c.M * 7 + c.N);
-  for (int t = 0; t < 8; ++t) {
-    const bool tb = t & 1, accumulate = t & 2, rounded_a = t & 4;
+  for (int t = 0; t < 16; ++t) {
+    const bool tb = t & 1, accumulate = t & 2, rounded_a = t & 4, ta = t & 8;
     const auto A = random_floats(rng, static_cast<size_t>(c.M) * c.K);
     const auto B = random_floats(rng, static_cast<size_t>(c.K) * c.N);
     const auto C0 = random_floats(rng, static_cast<size_t>(c.M) * c.N);
     std::vector<uint16_t> a16(A.size()), b16(B.size());
     round_to_bf16(A.data(), a16.data(), static_cast<long>(A.size()));
     round_to_bf16(B.data(), b16.data(), static_cast<long>(B.size()));
-    const int ldb = tb ? c.K : c.N;
+    const int lda = ta ? c.M : c.K, ldb = tb ? c.K : c.N;
     const float beta = accumulate ? 1.f : 0.f;
     auto floats = C0, rounded = C0;
-    ASSERT_TRUE(onednn_bf16_gemm(false, tb, c.M, c.N, c.K, A.data(), c.K, B.data(), ldb, beta, floats.data(), c.N));
+    ASSERT_TRUE(onednn_bf16_gemm(ta, tb, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, beta, floats.data(), c.N));
     SgemmExtras extras;
     (rounded_a ? extras.a_bf16 : extras.b_bf16) = rounded_a ? a16.data() : b16.data();
-    ASSERT_TRUE(onednn_bf16_gemm(false, tb, c.M, c.N, c.K, rounded_a ? nullptr : A.data(), c.K,
+    ASSERT_TRUE(onednn_bf16_gemm(ta, tb, c.M, c.N, c.K, rounded_a ? nullptr : A.data(), lda,
                                  rounded_a ? B.data() : nullptr, ldb, beta, rounded.data(), c.N, extras));
-    EXPECT_EQ(floats, rounded) << (rounded_a ? "A" : "B") << " rounded, tb " << tb << ", beta " << beta;
+    EXPECT_EQ(floats, rounded) << (rounded_a ? "A" : "B") << " rounded, ta " << ta << ", tb " << tb << ", beta "
+                               << beta;
   }
 }
 

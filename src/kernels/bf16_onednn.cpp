@@ -124,9 +124,8 @@ int tile_cols(int M, int N, int K, int ldc) {
 // where dense row tiles of 192 rows run brgemm at 550-850. So A and B are rounded into dense panels
 // (rounded_panels), and C is written into a dense scratch tile and then added to C, unless the tile spans C's
 // width (then into C directly, accumulating by oneDNN's sum post-op).
-// m, n, K, trans_a, trans_b, ldc (of the written tile: ldc or n), accumulate, lda (0: op(A)'s tile a dense panel;
-// else op(A) read in place from A's rounded copy as stored, (K, lda))
-using Key = std::tuple<int, int, int, bool, bool, int, bool, int>;
+// m, n, K, trans_a, trans_b, ldc (of the written tile: ldc or n), accumulate
+using Key = std::tuple<int, int, int, bool, bool, int, bool>;
 
 struct Tile {
   memory::desc a, b, c, scratchpad;
@@ -141,9 +140,9 @@ const Tile& tile_plan(const Key& key) {
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  const auto [m, n, K, ta, tb, ldc, accumulate, lda] = key;
+  const auto [m, n, K, ta, tb, ldc, accumulate] = key;
   Tile t;
-  t.a = memory::desc({m, K}, memory::data_type::bf16, ta ? memory::dims{1, lda > 0 ? lda : m} : memory::dims{K, 1});
+  t.a = memory::desc({m, K}, memory::data_type::bf16, ta ? memory::dims{1, m} : memory::dims{K, 1});
   t.b = memory::desc({K, n}, memory::data_type::bf16, tb ? memory::dims{1, K} : memory::dims{n, 1});
   t.c = memory::desc({m, n}, memory::data_type::f32, memory::dims{ldc, 1});
   dnnl::primitive_attr attr;
@@ -329,12 +328,13 @@ bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const flo
   // op(A)'s row tiles, dense: A's rows as stored (A is (M,K)), or, transposed (A is (K,M)), its column panels of tm
   // (a row tile is a K x m block). op(B)'s column tiles likewise: B's rows (transposed, (N,K)), or its column
   // panels of tn ((K,N)). Tile (rt, jt) reads A's rounded copy from rt * tm * K and B's from jt * tn * K.
-  // An operand given rounded (extras.a_bf16, b_bf16) is read where it lies: A always (transposed, each row tile of
-  // op(A) a strided view of it, as oneDNN's gemm kernel reads it: level with the dense panels here, measured on
-  // 512 x 128 x 2016 and 384 x 128 x 2016), B when it is the dense panel the tiles read (transposed, or in one column
-  // tile), else copied into the panels.
+  // An operand given rounded (extras.a_bf16, b_bf16) is read where it lies when it is the dense panel the tiles read
+  // (A not transposed, or transposed in one row tile; B transposed, or in one column tile), else copied into the
+  // panels: oneDNN's brgemm kernel reads dense panels only, and its gemm kernel, which takes a strided op(A) in
+  // place, ran GPT-2's weight gradients (K = 252) up to 1.7x slower (the tied head's, 50257 x 768 x 128, most).
   static thread_local std::vector<uint16_t> a16;
-  const int a_view_ld = trans_a && extras.a_bf16 != nullptr ? M : 0;
+  const bool a_copied = extras.a_bf16 != nullptr && trans_a && tm < M;
+  if (a_copied) copied_panels(extras.a_bf16, K, M, tm, a16);
   const bool sums_while_rounding = extras.a_row_sums != nullptr && trans_a && extras.a_bf16 == nullptr;
   if (sums_while_rounding)
     rounded_panels_and_column_sums(A, K, M, lda, tm, a16, extras.a_row_sums);
@@ -358,12 +358,10 @@ bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const flo
   const bool handed = extras.on_product_block != nullptr;
   if (handed && accumulate) return false;
   const bool in_place = !handed && col_tiles == 1 && ldc == N;
-  auto key = [&](int m, int n) {
-    return Key{m, n, K, trans_a, trans_b, in_place ? ldc : n, in_place && accumulate, a_view_ld};
-  };
+  auto key = [&](int m, int n) { return Key{m, n, K, trans_a, trans_b, in_place ? ldc : n, in_place && accumulate}; };
   const Tile* plans[2][2] = {{&tile_plan(key(tm, tn)), &tile_plan(key(tm, n_last))},
                              {&tile_plan(key(m_last, tn)), &tile_plan(key(m_last, n_last))}};
-  const uint16_t* a_data = extras.a_bf16 != nullptr ? extras.a_bf16 : a16.data();
+  const uint16_t* a_data = extras.a_bf16 != nullptr && !a_copied ? extras.a_bf16 : a16.data();
   const bool nested = omp_in_parallel() != 0;
   const int tiles = row_tiles * col_tiles;
   // Each thread takes a run of consecutive tiles. Where op(B) is the larger operand (N > M: a layer's weight
@@ -387,8 +385,7 @@ bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const flo
       if (!in_place && c_scratch.size() < static_cast<size_t>(m) * n) c_scratch.resize(static_cast<size_t>(m) * n);
       float* out = in_place ? c_tile : c_scratch.data();
       if (tile_scratch.size() < tile.scratchpad.get_size()) tile_scratch.resize(tile.scratchpad.get_size());
-      const uint16_t* a_tile = a_data + (a_view_ld > 0 ? static_cast<size_t>(i0) : static_cast<size_t>(i0) * K);
-      memory a_mem(tile.a, engine(), const_cast<uint16_t*>(a_tile));
+      memory a_mem(tile.a, engine(), const_cast<uint16_t*>(a_data + static_cast<size_t>(i0) * K));
       memory b_mem(tile.b, engine(), const_cast<uint16_t*>(b_data + static_cast<size_t>(j0) * K));
       memory c_mem(tile.c, engine(), out), scratch_mem(tile.scratchpad, engine(), tile_scratch.data());
       tile.matmul.execute(tile_stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem},
