@@ -26,8 +26,9 @@ void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
 
 // For a model whose bf16 products take rounded operands (bf16_gemm_takes_rounded_operands()): dout (N,OC) rounded
 // to bf16 once for both of a linear layer's backward products (the input gradient's A, and the weight gradient's
-// op(A) = dout^T read in place), and dbias (OC; nullptr: none) += its column sums in the same pass (the bits
-// a_row_sums gives): dout crosses memory once instead of twice. The copy is this thread's, valid until its next call.
+// op(A) = dout^T, copied from it into panels where the tiles need them), and dbias (OC; nullptr: none) += its column
+// sums in the same pass (the bits a_row_sums gives): dout's floats cross memory once instead of twice. The copy is
+// this thread's, valid until its next call.
 const uint16_t* rounded_for_backward(const float* dout, int N, int OC, float* dbias);
 
 // linear_forward with the input kept rounded to bf16 (inp: (N,C) dense, round_to_bf16 of the float input), for a
