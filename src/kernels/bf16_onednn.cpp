@@ -192,32 +192,29 @@ void add_rows(float* c, long ldc, const float* s, long lds, int m, int n) {
     for (int j = 0; j < n; ++j) c[i * ldc + j] += s[i * lds + j];
 }
 
-// A rows x cols float matrix (leading dimension ld) rounded to bf16 into `out` as dense panels of `width`
-// columns (the last one narrower): panel p holds columns c0 = p * width on, as a rows x w row-major block at
-// out + c0 * rows. width = cols gives the plain dense matrix (leading dimension cols).
-void rounded_panels(const float* x, int rows, int cols, int ld, int width, std::vector<uint16_t>& out) {
+// A rows x cols matrix (leading dimension ld) into `out` as dense panels of `width` columns (the last one
+// narrower): panel p holds columns c0 = p * width on, as a rows x w row-major block at out + c0 * rows; width = cols
+// gives the plain dense matrix (leading dimension cols). put(source, destination, w) writes a row's w values.
+template <typename T, typename Put>
+void to_panels(const T* x, int rows, int cols, long ld, int width, std::vector<uint16_t>& out, Put put) {
   out.resize(static_cast<size_t>(rows) * cols);
   uint16_t* o = out.data();
 #pragma omp parallel for schedule(static)
   for (int r = 0; r < rows; ++r)
     for (int c0 = 0; c0 < cols; c0 += width) {
       const int w = std::min(width, cols - c0);
-      const size_t at = static_cast<size_t>(c0) * rows + static_cast<size_t>(r) * w;
-      round_to_bf16(x + static_cast<size_t>(r) * ld + c0, o + at, w);
+      put(x + static_cast<size_t>(r) * ld + c0, o + static_cast<size_t>(c0) * rows + static_cast<size_t>(r) * w, w);
     }
 }
 
-// A dense rows x cols bf16 matrix copied into `out` as the panels of `width` columns rounded_panels writes.
+// Float values rounded to bf16 into the panels.
+void rounded_panels(const float* x, int rows, int cols, int ld, int width, std::vector<uint16_t>& out) {
+  to_panels(x, rows, cols, ld, width, out, [](const float* in, uint16_t* to, int w) { round_to_bf16(in, to, w); });
+}
+
+// A dense bf16 matrix (leading dimension cols) copied into the panels.
 void copied_panels(const uint16_t* x, int rows, int cols, int width, std::vector<uint16_t>& out) {
-  out.resize(static_cast<size_t>(rows) * cols);
-  uint16_t* o = out.data();
-#pragma omp parallel for schedule(static)
-  for (int r = 0; r < rows; ++r)
-    for (int c0 = 0; c0 < cols; c0 += width) {
-      const int w = std::min(width, cols - c0);
-      const size_t at = static_cast<size_t>(c0) * rows + static_cast<size_t>(r) * w;
-      std::copy_n(x + static_cast<size_t>(r) * cols + c0, w, o + at);
-    }
+  to_panels(x, rows, cols, cols, width, out, [](const uint16_t* in, uint16_t* to, int w) { std::copy_n(in, w, to); });
 }
 
 // rounded_panels of a transposed A (x: rows x cols as stored; op(A)'s rows are its columns) that also adds each
