@@ -378,7 +378,7 @@ bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const flo
       const int i0 = rt * tm, j0 = jt * tn;
       const int m = std::min(tm, M - i0), n = std::min(tn, N - j0);
       const Tile& tile = *plans[rt == row_tiles - 1][jt == col_tiles - 1];
-      float* c_tile = C + static_cast<size_t>(i0) * ldc + j0;
+      float* c_tile = handed ? nullptr : C + static_cast<size_t>(i0) * ldc + j0;  // handed: C unused (may be null)
       if (!in_place && c_scratch.size() < static_cast<size_t>(m) * n) c_scratch.resize(static_cast<size_t>(m) * n);
       float* out = in_place ? c_tile : c_scratch.data();
       if (tile_scratch.size() < tile.scratchpad.get_size()) tile_scratch.resize(tile.scratchpad.get_size());
