@@ -42,6 +42,18 @@ void add_column_sums(T* dbias, const T* dout, int N, int OC) {
     for (int o = o0; o < o1; ++o) dbias[o] += acc[o - o0];
   }
 }
+// linear_backward's products with dout given rounded (nullptr dinp or dweight: skipped), inp as floats or
+// (inp_bf16) rounded: the one place the rounded-operand backward products are spelled out.
+void rounded_dout_products(float* dinp, float* dweight, const uint16_t* dout, const float* inp,
+                           const uint16_t* inp_bf16, const float* weight, int N, int C, int OC, GradWrite dinp_write,
+                           uint64_t weight_version) {
+  const float beta = dinp_write == GradWrite::Accumulate ? 1.f : 0.f;
+  bool done = dinp == nullptr || sgemm_in(GemmPrecision::Bf16, false, false, N, C, OC, nullptr, OC, weight, C, beta,
+                                          dinp, C, {.b_version = weight_version, .a_bf16 = dout});
+  done = done && (dweight == nullptr || sgemm_in(GemmPrecision::Bf16, true, false, OC, C, N, nullptr, OC, inp, C, 1.f,
+                                                 dweight, C, {.a_bf16 = dout, .b_bf16 = inp_bf16}));
+  BLOCKLAB_CHECK(done, "linear_backward: the bf16 GEMMs here do not take rounded operands");
+}
 }  // namespace
 
 template <typename T>
@@ -68,12 +80,8 @@ void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
   if constexpr (std::is_same_v<T, float>) {
     if (precision == GemmPrecision::Bf16 && dinp != nullptr && dweight != nullptr &&
         bf16_gemm_takes_rounded_operands()) {  // dout rounded once for both products, its column sums beside
-      const uint16_t* d16 = rounded_for_backward(dout, N, OC, dbias);
-      const bool done = sgemm_in(precision, false, false, N, C, OC, nullptr, OC, weight, C, beta, dinp, C,
-                                 {.b_version = weight_version, .a_bf16 = d16}) &&
-                        sgemm_in(precision, true, false, OC, C, N, nullptr, OC, inp, C, 1.f, dweight, C,
-                                 {.a_bf16 = d16});
-      BLOCKLAB_CHECK(done, "linear_backward: the bf16 GEMMs here do not take rounded operands");
+      rounded_dout_products(dinp, dweight, rounded_for_backward(dout, N, OC, dbias), inp, nullptr, weight, N, C, OC,
+                            dinp_write, weight_version);
       return;
     }
     if (dinp != nullptr && sgemm_in(precision, false, false, N, C, OC, dout, OC, weight, C, beta, dinp, C,
@@ -110,20 +118,13 @@ void linear_forward_rounded_input(float* out, const uint16_t* inp, const float* 
 void linear_backward_rounded_dout(float* dinp, float* dweight, const uint16_t* dout, const float* inp,
                                   const float* weight, int N, int C, int OC, GradWrite dinp_write) {
   BLOCKLAB_PROFILE("linear_backward");
-  const float beta = dinp_write == GradWrite::Accumulate ? 1.f : 0.f;
-  bool done = dinp == nullptr || sgemm_in(GemmPrecision::Bf16, false, false, N, C, OC, nullptr, OC, weight, C, beta,
-                                          dinp, C, {.a_bf16 = dout});
-  done = done && (dweight == nullptr || sgemm_in(GemmPrecision::Bf16, true, false, OC, C, N, nullptr, OC, inp, C, 1.f,
-                                                 dweight, C, {.a_bf16 = dout}));
-  BLOCKLAB_CHECK(done, "linear_backward_rounded_dout: the bf16 GEMMs here do not take rounded operands");
+  rounded_dout_products(dinp, dweight, dout, inp, nullptr, weight, N, C, OC, dinp_write, 0);
 }
 
 void linear_weight_backward_rounded(float* dweight, const uint16_t* dout, const float* inp, const uint16_t* inp_bf16,
                                     int N, int C, int OC) {
   BLOCKLAB_PROFILE("linear_backward");
-  const bool done = sgemm_in(GemmPrecision::Bf16, true, false, OC, C, N, nullptr, OC, inp, C, 1.f, dweight, C,
-                             {.a_bf16 = dout, .b_bf16 = inp_bf16});
-  BLOCKLAB_CHECK(done, "linear_weight_backward_rounded: the bf16 GEMMs here do not take rounded operands");
+  rounded_dout_products(nullptr, dweight, dout, inp, inp_bf16, nullptr, N, C, OC, GradWrite::Overwrite, 0);
 }
 
 template void linear_forward<float>(float*, const float*, const float*, const float*, int, int, int, GemmPrecision,

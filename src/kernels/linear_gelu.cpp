@@ -171,9 +171,7 @@ void times_saved_derivative_block(void* context, int i0, int rows, int j0, int c
                  [](float dact, float derivative) { return dact * derivative; });
   });
 }
-}  // namespace
 
-namespace {
 // The backward with the derivative saved, where the bf16 products take rounded operands: dout rounded once for
 // both products (its column sums into dbias in the same pass).
 void gelu_linear_backward_rounded(float* dpre, float* dweight, float* dbias, const float* dout, const float* derivative,
