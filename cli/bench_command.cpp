@@ -219,18 +219,23 @@ void register_bench(CLI::App& root, std::vector<Command>& commands) {
                         // Peak RSS (the whole process: program, libraries, threads, the peak measurement's
                         // buffers) against the training state proper.
                         const double mib = 1024.0 * 1024.0;
-                        const double param_bytes = static_cast<double>(trainer.model().params().size_bytes());
-                        const double state = 4 * param_bytes + static_cast<double>(trainer.activations().activation_bytes());
+                        const Model<float>& trained = trainer.model();
+                        const double param_bytes = static_cast<double>(trained.params().size_bytes());
+                        // the bf16 copy of the parameters, where the model keeps one (Model::rounded_params_to_write)
+                        const double rounded_bytes = static_cast<double>(trained.rounded_params_bytes());
+                        const double state =
+                            4 * param_bytes + rounded_bytes + static_cast<double>(trainer.activations().activation_bytes());
                         rusage usage{};
                         ::getrusage(RUSAGE_SELF, &usage);
                         const double rss = static_cast<double>(usage.ru_maxrss) * 1024.0;
-                        std::printf("memory: parameters + gradients + Adam moments %.1f MiB, activations %.1f MiB, "
-                                    "backward buffers %.1f MiB",
-                                    4 * param_bytes / mib, static_cast<double>(trainer.activations().activation_bytes()) / mib,
+                        std::printf("memory: parameters + gradients + Adam moments %.1f MiB, ", 4 * param_bytes / mib);
+                        if (rounded_bytes > 0) std::printf("parameters in bf16 %.1f MiB, ", rounded_bytes / mib);
+                        std::printf("activations %.1f MiB, backward buffers %.1f MiB",
+                                    static_cast<double>(trainer.activations().activation_bytes()) / mib,
                                     static_cast<double>(trainer.activations().scratch_bytes()) / mib);
                         if (rss > 0)  // (0 where the platform keeps no peak RSS: WebAssembly)
-                          std::printf("; peak RSS %.1f MiB = %.2fx (parameters + gradients + moments + activations)",
-                                      rss / mib, rss / state);
+                          std::printf("; peak RSS %.1f MiB = %.2fx (parameters + gradients + moments%s + activations)",
+                                      rss / mib, rss / state, rounded_bytes > 0 ? " + bf16 parameters" : "");
                         std::printf("\n");
                         if (*profile) {
                           // wall ms per step and share of the step; the calling thread's CPU ms (with one

@@ -7,6 +7,7 @@
 // resumes bit for bit, and clear errors for bad keys.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -14,6 +15,7 @@
 
 #include "cli_runner.h"
 #include "io/checkpoint.h"
+#include "kernels/bf16_gemm.h"
 #include "io/safetensors.h"
 #include "model/parameters.h"
 #include "train/optimizer.h"
@@ -229,6 +231,40 @@ TEST(OptimizerFused, ClipUpdateAndZeroEqualTheSeparatePassesForEveryOptimizer) {
       else
         EXPECT_EQ(p_fused, first_threads) << "2 threads differ from 1";
       EXPECT_NE(p_fused, a.p0);
+    }
+  }
+  set_num_threads(0);
+}
+
+// The fused update with a rounded copy asked for: adam and adamw write it (each new value as round_to_bf16 rounds
+// it, into a copy at any alignment, across the update's parallel chunks, at 1 and 2 threads), the others leave it
+// alone; the update itself is the same bits either way.
+TEST(OptimizerFused, RoundedCopyHoldsTheNewWeightsRoundedWhereTheOptimizerWritesIt) {
+  const Arena a;
+  for (const auto& [label, keys] : kinds()) {
+    SCOPED_TRACE(label);
+    const RunConfig c = with_keys(RunConfig{}, keys);
+    const bool adam = c.optimizer.kind == OptimizerKind::Adam || c.optimizer.kind == OptimizerKind::AdamW;
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      auto plain = make_optimizer<float>(c.optimizer, Arena::n, a.hidden, c.lr);
+      auto rounding = make_optimizer<float>(c.optimizer, Arena::n, a.hidden, c.lr);
+      std::vector<float> p_plain = a.p0, p_rounding = a.p0;
+      std::vector<uint16_t> storage(Arena::n + 3, 0x7fc1), want(Arena::n);
+      for (int offset : {0, 1, 3}) {  // the copy 0, 2 and 6 bytes past the allocation
+        std::vector<float> g = a.g0, g_rounding = a.g0;
+        const std::span<uint16_t> rounded(storage.data() + offset, Arena::n);
+        std::fill(rounded.begin(), rounded.end(), uint16_t{0x7fc1});
+        plain->step_and_zero_grads(p_plain, g, 1e-2, 0.5);
+        EXPECT_EQ(rounding->step_and_zero_grads(p_rounding, g_rounding, 1e-2, 0.5, rounded), adam);
+        ASSERT_EQ(p_rounding, p_plain) << "offset " << offset;
+        for (float x : g_rounding) ASSERT_EQ(x, 0.f);
+        kernels::round_to_bf16(p_plain.data(), want.data(), Arena::n);
+        if (adam)
+          EXPECT_TRUE(std::equal(want.begin(), want.end(), rounded.begin())) << "offset " << offset;
+        else
+          EXPECT_TRUE(std::all_of(rounded.begin(), rounded.end(), [](uint16_t x) { return x == 0x7fc1; }));
+      }
     }
   }
   set_num_threads(0);

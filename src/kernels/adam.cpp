@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
+#include "kernels/bf16_gemm.h"
 #include "kernels/isa.h"
+#include "util/error.h"
 #include "util/profiler.h"
 
 namespace blocklab::kernels {
@@ -29,17 +32,22 @@ BLOCKLAB_ALWAYS_INLINE void adam_chunk(T* __restrict p, T* __restrict g, T* __re
 }  // namespace
 
 template <typename T>
-void adam_update(T* p, T* g, T* m, T* v, long n, const AdamCoefficients<T>& c, T grad_scale, bool zero_grads) {
+void adam_update(T* p, T* g, T* m, T* v, long n, const AdamCoefficients<T>& c, T grad_scale, bool zero_grads,
+                 uint16_t* p_bf16) {
   BLOCKLAB_PROFILE("adam_update");
+  if constexpr (!std::is_same_v<T, float>) BLOCKLAB_CHECK(p_bf16 == nullptr, "adam_update: a bf16 copy of float only");
 #pragma omp parallel for schedule(static)
-  for (long start = 0; start < n; start += kChunk)
+  for (long start = 0; start < n; start += kChunk) {
+    const long len = std::min(kChunk, n - start);
     on_isa([&](auto) {
-      const long len = std::min(kChunk, n - start);
       if (zero_grads)
         adam_chunk<T, true>(p + start, g + start, m + start, v + start, len, c, grad_scale);
       else
         adam_chunk<T, false>(p + start, g + start, m + start, v + start, len, c, grad_scale);
     });
+    if constexpr (std::is_same_v<T, float>)
+      if (p_bf16 != nullptr) round_to_bf16_streamed(p + start, p_bf16 + start, len);  // p still in L1/L2
+  }
 }
 
 template <typename T>
@@ -65,9 +73,10 @@ double sum_of_squares(const T* x, long n) {
   return lane[0];
 }
 
-template void adam_update<float>(float*, float*, float*, float*, long, const AdamCoefficients<float>&, float, bool);
+template void adam_update<float>(float*, float*, float*, float*, long, const AdamCoefficients<float>&, float, bool,
+                                 uint16_t*);
 template void adam_update<double>(double*, double*, double*, double*, long, const AdamCoefficients<double>&, double,
-                                  bool);
+                                  bool, uint16_t*);
 template double sum_of_squares<float>(const float*, long);
 template double sum_of_squares<double>(const double*, long);
 

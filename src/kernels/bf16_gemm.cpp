@@ -530,6 +530,17 @@ BLOCKLAB_BF16_TARGET void round_to_bf16_avx512(const float* x, uint16_t* out, lo
   }
   for (; i < n; ++i) out[i] = bf16_bits(x[i]);
 }
+
+BLOCKLAB_BF16_TARGET void round_to_bf16_streamed_avx512(const float* x, uint16_t* out, long n) {
+  long i = 0;
+  for (; i < n && reinterpret_cast<uintptr_t>(out + i) % 32 != 0; ++i) out[i] = bf16_bits(x[i]);
+  for (; i + 16 <= n; i += 16) {
+    const __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + i));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(out + i), (__m256i)h);
+  }
+  for (; i < n; ++i) out[i] = bf16_bits(x[i]);
+  _mm_sfence();
+}
 }  // namespace
 #endif
 
@@ -539,6 +550,14 @@ void round_to_bf16(const float* x, uint16_t* out, long n) {
   if (fast) return round_to_bf16_avx512(x, out, n);
 #endif
   for (long i = 0; i < n; ++i) out[i] = bf16_bits(x[i]);
+}
+
+void round_to_bf16_streamed(const float* x, uint16_t* out, long n) {
+#if defined(__x86_64__)
+  static const bool fast = cpu_has_avx512_bf16();
+  if (fast) return round_to_bf16_streamed_avx512(x, out, n);
+#endif
+  round_to_bf16(x, out, n);
 }
 
 namespace {

@@ -70,6 +70,10 @@ bool bf16_gemm_takes_rounded_operands();
 // out[i] = bf16_bits(x[i]) for n values: the rounding every bf16 path applies to its operands (vcvtneps2bf16, 16
 // values an instruction, where the CPU has AVX512-BF16).
 void round_to_bf16(const float* x, uint16_t* out, long n);
+// round_to_bf16 with stores that bypass the caches where the CPU has AVX512-BF16 (non-temporal, fenced before it
+// returns): for a copy that is not read again soon (the optimizer's rounded weights: ordinary stores into memory
+// that is not in cache first read each line they write, and took twice as long at GPT-2 size). The same bits.
+void round_to_bf16_streamed(const float* x, uint16_t* out, long n);
 
 // x (rows x cols, leading dimension ld) rounded to bf16 as round_to_bf16 rounds, into out (leading dimension ldo);
 // with sums, sums[c] += column c's float values summed in row order from zero, in the same pass: a linear layer's

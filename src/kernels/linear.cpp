@@ -46,24 +46,30 @@ void add_column_sums(T* dbias, const T* dout, int N, int OC) {
 // (inp_bf16) rounded: the one place the rounded-operand backward products are spelled out.
 void rounded_dout_products(float* dinp, float* dweight, const uint16_t* dout, const float* inp,
                            const uint16_t* inp_bf16, const float* weight, int N, int C, int OC, GradWrite dinp_write,
-                           uint64_t weight_version) {
+                           uint64_t weight_version, const uint16_t* weight_bf16) {
   const float beta = dinp_write == GradWrite::Accumulate ? 1.f : 0.f;
   bool done = dinp == nullptr || sgemm_in(GemmPrecision::Bf16, false, false, N, C, OC, nullptr, OC, weight, C, beta,
-                                          dinp, C, {.b_version = weight_version, .a_bf16 = dout});
+                                          dinp, C, {.b_version = weight_version, .a_bf16 = dout, .b_bf16 = weight_bf16});
   done = done && (dweight == nullptr || sgemm_in(GemmPrecision::Bf16, true, false, OC, C, N, nullptr, OC, inp, C, 1.f,
                                                  dweight, C, {.a_bf16 = dout, .b_bf16 = inp_bf16}));
   BLOCKLAB_CHECK(done, "linear_backward: the bf16 GEMMs here do not take rounded operands");
+}
+
+// A weight's bf16 copy where this product reads it (bf16 products that take rounded operands), else nullptr.
+const uint16_t* taken(const uint16_t* weight_bf16, GemmPrecision precision) {
+  return precision == GemmPrecision::Bf16 && weight_bf16 != nullptr && bf16_gemm_takes_rounded_operands() ? weight_bf16
+                                                                                                         : nullptr;
 }
 }  // namespace
 
 template <typename T>
 void linear_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC,
-                    GemmPrecision precision, uint64_t weight_version) {
+                    GemmPrecision precision, uint64_t weight_version, const uint16_t* weight_bf16) {
   BLOCKLAB_PROFILE("linear_forward");
   // out (N,OC) = inp (N,C) @ weight^T (C,OC) + bias, the bias added in the GEMM's last store
   if constexpr (std::is_same_v<T, float>) {
     if (sgemm_in(precision, false, true, N, OC, C, inp, C, weight, C, 0.f, out, OC,
-                 {.bias = bias, .b_version = weight_version}))
+                 {.bias = bias, .b_version = weight_version, .b_bf16 = taken(weight_bf16, precision)}))
       return;
   }
   gemm<T>(false, true, N, OC, C, T(1), inp, C, weight, C, T(0), out, OC);
@@ -72,7 +78,8 @@ void linear_forward(T* out, const T* inp, const T* weight, const T* bias, int N,
 
 template <typename T>
 void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, int N,
-                     int C, int OC, GradWrite dinp_write, GemmPrecision precision, uint64_t weight_version) {
+                     int C, int OC, GradWrite dinp_write, GemmPrecision precision, uint64_t weight_version,
+                     const uint16_t* weight_bf16) {
   BLOCKLAB_PROFILE("linear_backward");
   // forward: out = inp @ weight^T + bias
   // dinp (N,C) (+)= dout (N,OC) @ weight (OC,C)
@@ -81,11 +88,11 @@ void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
     if (precision == GemmPrecision::Bf16 && dinp != nullptr && dweight != nullptr &&
         bf16_gemm_takes_rounded_operands()) {  // dout rounded once for both products, its column sums beside
       rounded_dout_products(dinp, dweight, rounded_for_backward(dout, N, OC, dbias), inp, nullptr, weight, N, C, OC,
-                            dinp_write, weight_version);
+                            dinp_write, weight_version, taken(weight_bf16, precision));
       return;
     }
     if (dinp != nullptr && sgemm_in(precision, false, false, N, C, OC, dout, OC, weight, C, beta, dinp, C,
-                                    {.b_version = weight_version}))
+                                    {.b_version = weight_version, .b_bf16 = taken(weight_bf16, precision)}))
       dinp = nullptr;
   }
   if (dinp != nullptr) gemm<T>(false, false, N, C, OC, T(1), dout, OC, weight, C, beta, dinp, C);
@@ -108,32 +115,33 @@ const uint16_t* rounded_for_backward(const float* dout, int N, int OC, float* db
 }
 
 void linear_forward_rounded_input(float* out, const uint16_t* inp, const float* weight, const float* bias, int N, int C,
-                                  int OC, uint64_t weight_version) {
+                                  int OC, uint64_t weight_version, const uint16_t* weight_bf16) {
   BLOCKLAB_PROFILE("linear_forward");
   const bool done = sgemm_in(GemmPrecision::Bf16, false, true, N, OC, C, nullptr, C, weight, C, 0.f, out, OC,
-                             {.bias = bias, .b_version = weight_version, .a_bf16 = inp});
+                             {.bias = bias, .b_version = weight_version, .a_bf16 = inp, .b_bf16 = weight_bf16});
   BLOCKLAB_CHECK(done, "linear_forward_rounded_input: the bf16 GEMMs here do not take rounded operands");
 }
 
 void linear_backward_rounded_dout(float* dinp, float* dweight, const uint16_t* dout, const float* inp,
-                                  const float* weight, int N, int C, int OC, GradWrite dinp_write) {
+                                  const float* weight, int N, int C, int OC, GradWrite dinp_write,
+                                  const uint16_t* weight_bf16) {
   BLOCKLAB_PROFILE("linear_backward");
-  rounded_dout_products(dinp, dweight, dout, inp, nullptr, weight, N, C, OC, dinp_write, 0);
+  rounded_dout_products(dinp, dweight, dout, inp, nullptr, weight, N, C, OC, dinp_write, 0, weight_bf16);
 }
 
 void linear_weight_backward_rounded(float* dweight, const uint16_t* dout, const float* inp, const uint16_t* inp_bf16,
                                     int N, int C, int OC) {
   BLOCKLAB_PROFILE("linear_backward");
-  rounded_dout_products(nullptr, dweight, dout, inp, inp_bf16, nullptr, N, C, OC, GradWrite::Overwrite, 0);
+  rounded_dout_products(nullptr, dweight, dout, inp, inp_bf16, nullptr, N, C, OC, GradWrite::Overwrite, 0, nullptr);
 }
 
 template void linear_forward<float>(float*, const float*, const float*, const float*, int, int, int, GemmPrecision,
-                                    uint64_t);
+                                    uint64_t, const uint16_t*);
 template void linear_forward<double>(double*, const double*, const double*, const double*, int, int, int,
-                                     GemmPrecision, uint64_t);
+                                     GemmPrecision, uint64_t, const uint16_t*);
 template void linear_backward<float>(float*, float*, float*, const float*, const float*, const float*, int,
-                                     int, int, GradWrite, GemmPrecision, uint64_t);
+                                     int, int, GradWrite, GemmPrecision, uint64_t, const uint16_t*);
 template void linear_backward<double>(double*, double*, double*, const double*, const double*, const double*,
-                                      int, int, int, GradWrite, GemmPrecision, uint64_t);
+                                      int, int, int, GradWrite, GemmPrecision, uint64_t, const uint16_t*);
 
 }  // namespace blocklab::kernels

@@ -8,21 +8,26 @@ namespace blocklab::kernels {
 
 // inp (N,C), weight (OC,C), bias (OC) or nullptr -> out (N,OC), overwritten. weight_version: nonzero when the
 // weight is unchanged since every earlier call with the same version (SgemmExtras::b_version), so that the bf16
-// path may keep its rounded copy; results are the same either way.
+// path may keep its rounded copy; results are the same either way. weight_bf16 (nullptr: none): the weight
+// already rounded to bf16 (round_to_bf16, same layout), read instead of rounding it where the bf16 products take
+// rounded operands (bf16_gemm_takes_rounded_operands()) and ignored elsewhere; the same results.
 template <typename T>
 void linear_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC,
-                    GemmPrecision precision = GemmPrecision::Fp32, uint64_t weight_version = 0);
+                    GemmPrecision precision = GemmPrecision::Fp32, uint64_t weight_version = 0,
+                    const uint16_t* weight_bf16 = nullptr);
 
 // How a backward kernel writes an input gradient: added to what the buffer holds (a residual stream's
 // gradient gathers several terms), or written over it (a fresh buffer: no zeroing pass needed).
 enum class GradWrite { Accumulate, Overwrite };
 
 // dinp (N,C) (+)= dout @ weight as dinp_write says; accumulates (+=) into dweight (OC,C) and dbias (OC).
-// Any of the three may be nullptr to skip it. dout (N,OC) is the gradient of the loss w.r.t. out.
+// Any of the three may be nullptr to skip it. dout (N,OC) is the gradient of the loss w.r.t. out. weight_version
+// and weight_bf16 as for linear_forward.
 template <typename T>
 void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, int N,
                      int C, int OC, GradWrite dinp_write = GradWrite::Accumulate,
-                     GemmPrecision precision = GemmPrecision::Fp32, uint64_t weight_version = 0);
+                     GemmPrecision precision = GemmPrecision::Fp32, uint64_t weight_version = 0,
+                     const uint16_t* weight_bf16 = nullptr);
 
 // For a model whose bf16 products take rounded operands (bf16_gemm_takes_rounded_operands()): dout (N,OC) rounded
 // to bf16 once for both of a linear layer's backward products (the input gradient's A, and the weight gradient's
@@ -34,11 +39,12 @@ const uint16_t* rounded_for_backward(const float* dout, int N, int OC, float* db
 // linear_forward with the input kept rounded to bf16 (inp: (N,C) dense, round_to_bf16 of the float input), for a
 // model whose bf16 products take rounded operands (an error elsewhere): the bits of linear_forward in bf16.
 void linear_forward_rounded_input(float* out, const uint16_t* inp, const float* weight, const float* bias, int N, int C,
-                                  int OC, uint64_t weight_version = 0);
+                                  int OC, uint64_t weight_version = 0, const uint16_t* weight_bf16 = nullptr);
 // linear_backward's products with dout given rounded, its bias gradient taken by whoever rounded it: dinp (N,C)
-// (+)= dout @ weight (nullptr: skipped), dweight (OC,C) += dout^T @ inp.
+// (+)= dout @ weight (nullptr: skipped), dweight (OC,C) += dout^T @ inp; weight_bf16 as for linear_forward.
 void linear_backward_rounded_dout(float* dinp, float* dweight, const uint16_t* dout, const float* inp,
-                                  const float* weight, int N, int C, int OC, GradWrite dinp_write);
+                                  const float* weight, int N, int C, int OC, GradWrite dinp_write,
+                                  const uint16_t* weight_bf16 = nullptr);
 // dweight (OC,C) += dout^T @ inp, dout given rounded (rounded_for_backward), inp as floats or (inp_bf16) rounded.
 void linear_weight_backward_rounded(float* dweight, const uint16_t* dout, const float* inp, const uint16_t* inp_bf16,
                                     int N, int C, int OC);

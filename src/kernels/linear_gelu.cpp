@@ -256,21 +256,22 @@ void gelu_linear_backward(T* dpre, T* dweight, T* dbias, const T* dout, const T*
 }
 
 void linear_gelu_forward_rounded_act(uint16_t* act, float* pre, const float* inp, const float* weight,
-                                     const float* bias, int N, int C, int OC, GeluForm form) {
+                                     const float* bias, int N, int C, int OC, GeluForm form,
+                                     const uint16_t* weight_bf16) {
   BLOCKLAB_PROFILE("linear_gelu_forward");
   RoundedGeluBlock block{act, pre, OC};
   void (*epilogue)(void*, const float*, long, int, int, int, int) =
       form == GeluForm::Erf ? gelu_rounded_and_derivative_tile<GeluForm::Erf>
                             : gelu_rounded_and_derivative_tile<GeluForm::Tanh>;
   const bool done = sgemm_in(GemmPrecision::Bf16, false, true, N, OC, C, inp, C, weight, C, 0.f, pre, OC,
-                             {.bias = bias, .context = &block, .on_product_block = epilogue});
+                             {.bias = bias, .context = &block, .b_bf16 = weight_bf16, .on_product_block = epilogue});
   BLOCKLAB_CHECK(done && bf16_gemm_takes_rounded_operands(),
                  "linear_gelu_forward_rounded_act: the bf16 GEMMs here do not take rounded operands");
 }
 
 void gelu_linear_backward_rounded_dpre(uint16_t* dpre, float* dpre_bias, float* dweight, float* dbias,
                                        const float* dout, const float* derivative, const uint16_t* act,
-                                       const float* weight, int N, int C, int OC) {
+                                       const float* weight, int N, int C, int OC, const uint16_t* weight_bf16) {
   const uint16_t* d16 = nullptr;
   {
     BLOCKLAB_PROFILE("gelu_linear_backward");
@@ -283,7 +284,10 @@ void gelu_linear_backward_rounded_dpre(uint16_t* dpre, float* dpre_bias, float* 
       used.assign(slots, 0);
     }
     RoundedDpreTiles tiles{dpre, derivative, C, dpre_bias != nullptr ? partials.data() : nullptr, &used};
-    const SgemmExtras extras{.context = &tiles, .a_bf16 = d16, .on_product_block = times_saved_derivative_rounded_tile};
+    const SgemmExtras extras{.context = &tiles,
+                             .a_bf16 = d16,
+                             .b_bf16 = weight_bf16,
+                             .on_product_block = times_saved_derivative_rounded_tile};
     const bool done =
         sgemm_in(GemmPrecision::Bf16, false, false, N, C, OC, nullptr, OC, weight, C, 0.f, nullptr, C, extras);
     BLOCKLAB_CHECK(done, "gelu_linear_backward_rounded_dpre: the bf16 GEMMs here do not take rounded operands");

@@ -42,15 +42,18 @@ void gelu_linear_backward(T* dpre, T* dweight, T* dbias, const T* dout, const T*
 // The bf16 forms for a model whose bf16 products take rounded operands (bf16_gemm_takes_rounded_operands(); an error
 // elsewhere), where the MLP's hidden tensors are read only by products, which round them: they are kept rounded to
 // bf16, (N, C) dense, half the bytes written and read and no rounding pass before the products that read them.
+// weight_bf16 (nullptr: none): the weight already rounded, as linear_forward takes it.
 // Forward: act as linear_gelu_forward (bf16, want_derivative) computes it, rounded; `pre` holds gelu', as there.
 void linear_gelu_forward_rounded_act(uint16_t* act, float* pre, const float* inp, const float* weight,
-                                     const float* bias, int N, int C, int OC, GeluForm form);
+                                     const float* bias, int N, int C, int OC, GeluForm form,
+                                     const uint16_t* weight_bf16 = nullptr);
 // Backward: dpre = (dout @ weight) * gelu' rounded (fc1's backward reads it: linear_backward_rounded_dout), and
 // dpre_bias (C; fc1's bias gradient, nullptr: none) += its float values' column sums, taken here: from zero per
 // tile of the product (192 rows; thread-count independent), the tiles' sums then added in row order. dweight and
 // dbias as gelu_linear_backward gives them (act rounded: its values, the same bits).
 void gelu_linear_backward_rounded_dpre(uint16_t* dpre, float* dpre_bias, float* dweight, float* dbias,
                                        const float* dout, const float* derivative, const uint16_t* act,
-                                       const float* weight, int N, int C, int OC);
+                                       const float* weight, int N, int C, int OC,
+                                       const uint16_t* weight_bf16 = nullptr);
 
 }  // namespace blocklab::kernels

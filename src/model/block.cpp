@@ -139,7 +139,7 @@ template <typename T>
 void apply_linear(T* out, const T* inp, const LinearTensors<T>& l, int N, int C, int OC, const BlockInputs<T>& in) {
   if (l.source == nullptr) {
     linear_forward(out, inp, static_cast<const T*>(l.weight), static_cast<const T*>(l.bias), N, C, OC,
-                   gemm_precision(*in.config));
+                   gemm_precision(*in.config), 0, rounded_weight(in, static_cast<const T*>(l.weight)));
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
@@ -376,7 +376,7 @@ void attention_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, c
   const GemmPrecision precision = gemm_precision(c);
   // out = proj_in Wo^T + bo, proj_in = y_gated or y
   linear_backward(s.d_y, g.proj.weight, g.proj.bias, dout, st.gate ? a.y_gated : a.y, w.proj.weight, N, d.Q, d.C,
-                  GradWrite::Overwrite, precision);
+                  GradWrite::Overwrite, precision, 0, rounded_weight(in, w.proj.weight));
   if (st.gate) sigmoid_gate_backward(s.d_gate, s.d_y, static_cast<const T*>(a.y), static_cast<const T*>(a.gate),
                                      static_cast<long>(N) * d.Q);
   // The projections' gradient rows (fused: [q | k | v] rows of s.d_qkv), and where the attention writes its q, k,
@@ -408,20 +408,20 @@ void attention_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, c
   if (st.head_norms) head_norms_backward(projected, s, g, dr, a, w, st, d);
   if (st.fused) {  // qkv = inp @ W^T + b
     linear_backward(dinp, g.qkv.weight, g.qkv.bias, static_cast<const T*>(s.d_qkv), inp, w.qkv.weight, N, d.C,
-                    d.Q + 2 * d.K, write, precision);
+                    d.Q + 2 * d.K, write, precision, 0, rounded_weight(in, w.qkv.weight));
   } else {  // q = inp Wq^T + bq;  k, v = kv_inp Wk^T + bk, kv_inp Wv^T + bv (kv_inp: the context for cross-attention)
     linear_backward(dinp, g.q.weight, g.q.bias, static_cast<const T*>(projected.q.p), inp, w.q.weight, N, d.C, d.Q,
-                    write, precision);
+                    write, precision, 0, rounded_weight(in, w.q.weight));
     T* d_kv_inp = st.cross ? s.d_context : dinp;
     const T* kv_inp = st.cross ? in.context : inp;
     linear_backward(d_kv_inp, g.k.weight, g.k.bias, static_cast<const T*>(projected.k.p), kv_inp, w.k.weight, Nk, d.C,
-                    d.K, GradWrite::Accumulate, precision);
+                    d.K, GradWrite::Accumulate, precision, 0, rounded_weight(in, w.k.weight));
     linear_backward(d_kv_inp, g.v.weight, g.v.bias, static_cast<const T*>(projected.v.p), kv_inp, w.v.weight, Nk, d.C,
-                    d.K, GradWrite::Accumulate, precision);
+                    d.K, GradWrite::Accumulate, precision, 0, rounded_weight(in, w.v.weight));
   }
   if (st.gate)  // z = inp Wg^T, after the projections (the first of which may overwrite dinp)
     linear_backward(dinp, g.gate.weight, static_cast<T*>(nullptr), static_cast<const T*>(s.d_gate), inp, w.gate.weight,
-                    N, d.C, d.Q, GradWrite::Accumulate, precision);
+                    N, d.C, d.Q, GradWrite::Accumulate, precision, 0, rounded_weight(in, w.gate.weight));
 }
 
 // F of the MLP sub-layer: inp (N,C) -> a.out (N,C).
@@ -459,9 +459,11 @@ void mlp_forward_sublayer(MlpActs<T>& a, const T* inp, const MlpTensors<T>& w, c
                         gemm_precision(c) == GemmPrecision::Bf16 && bf16_gemm_takes_rounded_operands();
         if (a.act_rounded) {
           uint16_t* act = reinterpret_cast<uint16_t*>(a.act);
-          linear_gelu_forward_rounded_act(act, a.pre, inp, w.fc1.weight, w.fc1.bias, N, d.C, d.I, gelu_form(c.mlp));
+          linear_gelu_forward_rounded_act(act, a.pre, inp, w.fc1.weight, w.fc1.bias, N, d.C, d.I, gelu_form(c.mlp),
+                                          rounded_weight(in, w.fc1.weight));
           a.pre_saved = GeluSaved::Derivative;
-          linear_forward_rounded_input(a.out, act, w.fc2.weight, w.fc2.bias, N, d.I, d.C);
+          linear_forward_rounded_input(a.out, act, w.fc2.weight, w.fc2.bias, N, d.I, d.C, 0,
+                                       rounded_weight(in, w.fc2.weight));
           return;
         }
       }
@@ -499,8 +501,10 @@ void mlp_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, const M
     if constexpr (std::is_same_v<T, float>) {
       uint16_t* d_pre = reinterpret_cast<uint16_t*>(s.d_pre);
       gelu_linear_backward_rounded_dpre(d_pre, g.fc1.bias, g.fc2.weight, g.fc2.bias, dout, a.pre,
-                                        reinterpret_cast<const uint16_t*>(a.act), w.fc2.weight, N, d.I, d.C);
-      linear_backward_rounded_dout(dinp, g.fc1.weight, d_pre, inp, w.fc1.weight, N, d.C, d.I, write);
+                                        reinterpret_cast<const uint16_t*>(a.act), w.fc2.weight, N, d.I, d.C,
+                                        rounded_weight(in, w.fc2.weight));
+      linear_backward_rounded_dout(dinp, g.fc1.weight, d_pre, inp, w.fc1.weight, N, d.C, d.I, write,
+                                   rounded_weight(in, w.fc1.weight));
     }
     return;
   }
@@ -510,7 +514,7 @@ void mlp_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, const M
                          gelu_form(c.mlp), a.pre_saved);
   } else {
     linear_backward(s.d_act, g.fc2.weight, g.fc2.bias, dout, a.act, w.fc2.weight, N, d.I, d.C, GradWrite::Overwrite,
-                    precision);
+                    precision, 0, rounded_weight(in, w.fc2.weight));
     glu_backward(s.d_pre, static_cast<const T*>(s.d_act), static_cast<const T*>(a.pre), N, d.I,
                  c.mlp == MlpKind::SwiGLU ? GluKind::SwiGLU : GluKind::GeGLU);
   }
@@ -521,7 +525,7 @@ void mlp_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, const M
                            d.I_in);
   }
   linear_backward(dinp, g.fc1.weight, g.fc1.bias, static_cast<const T*>(s.d_pre), inp, w.fc1.weight, N, d.C, d.I_in,
-                  write, precision);
+                  write, precision, 0, rounded_weight(in, w.fc1.weight));
 }
 
 // The learned per-block and per-sub-layer terms of a sub-layer's residual, as pointers (nullptr: absent).

@@ -165,7 +165,18 @@ struct BlockInputs {
   T* first_v = nullptr;         // (N,K) [value_residual] the first block's values: written by block 0's forward
   T* attention_scratch = nullptr;
   LinearSource::Work* linear_work = nullptr;  // for weights read through a LinearSource
+  // The parameters rounded to bf16 (Model::rounded_params_to_write), where they are current; nullptr otherwise.
+  // params_base: the arena they mirror, element for element.
+  const uint16_t* rounded_params = nullptr;
+  const T* params_base = nullptr;
 };
+
+// A weight of the arena as the bf16 products read it: its rounded copy where BlockInputs has one, else nullptr
+// (the products round it themselves).
+template <typename T>
+const uint16_t* rounded_weight(const BlockInputs<T>& in, const T* weight) {
+  return in.rounded_params != nullptr && weight != nullptr ? in.rounded_params + (weight - in.params_base) : nullptr;
+}
 
 // x (N,C) -> a.output (N,C); fills a. For a forward-only stack one BlockActs may serve every block in
 // turn: x may be the previous block's output in the same BlockActs (it is read before it is overwritten).

@@ -46,6 +46,8 @@ TrainingMemory estimate_training_memory(const ModelConfig& config, int batch, in
   m.parameters = count.elements * sizeof(float);
   m.gradients = m.parameters;
   m.adam_moments = 2 * m.parameters;
+  if (config.precision == Precision::Bf16 && kernels::bf16_gemm_takes_rounded_operands())
+    m.rounded_parameters = count.elements * sizeof(uint16_t);
   const auto sizes = Activations<float>::sizes(config, batch, seq_len);
   m.activations = static_cast<double>(sizes.activation_bytes);
   m.backward_buffers = static_cast<double>(sizes.scratch_bytes);

@@ -11,10 +11,15 @@ namespace blocklab {
 
 struct TrainingMemory {
   double parameters = 0, gradients = 0, adam_moments = 0;  // bytes; adam_moments counts m and v
+  // the parameters rounded to bf16, where the model keeps them (bf16 products that take rounded operands:
+  // Model::rounded_params_to_write; counted whatever the optimizer, an upper bound for those that write none)
+  double rounded_parameters = 0;
   double activations = 0, backward_buffers = 0;
   double tables = 0;           // parameter table entries, per-block views, batch buffers
   bool lower_bound = false;    // only the cheap lower bound was computed (it exceeded stop_above)
-  double total() const { return parameters + gradients + adam_moments + activations + backward_buffers + tables; }
+  double total() const {
+    return parameters + gradients + adam_moments + rounded_parameters + activations + backward_buffers + tables;
+  }
 };
 
 // Exact for the float arenas (the same carving code that allocates them). A cheap lower bound comes

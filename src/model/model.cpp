@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/cross_entropy.h"
 #include "kernels/embedding.h"
@@ -120,6 +121,7 @@ Model<T>::Model(const ModelConfig& config) : config_(config), table_((config.val
 
 template <typename T>
 std::span<T> Model<T>::param(std::string_view name) {
+  rounded_valid_ = false;
   const ParamSpec& s = table_.at(name);
   return {params_.data() + s.offset, static_cast<size_t>(s.numel)};
 }
@@ -185,6 +187,7 @@ void Model<T>::init_linear(T* p, const ParamSpec& s, Rng& rng) const {
 template <typename T>
 void Model<T>::init_weights(uint64_t seed) {
   const InitScheme scheme = config_.effective_init();
+  rounded_valid_ = false;
   std::fill(params_.begin(), params_.end(), T(0));
   const bool sphere = config_.stream() == ResidualStream::Sphere;  // its own init (model/sphere.h)
   for (const ParamSpec& s : table_.specs()) {
@@ -247,7 +250,19 @@ void Model<T>::init_weights(uint64_t seed) {
 
 template <typename T>
 void Model<T>::normalize_weights() {
-  if (config_.stream() == ResidualStream::Sphere) normalize_onto_sphere(params_.data(), table_);
+  if (config_.stream() != ResidualStream::Sphere) return;
+  rounded_valid_ = false;
+  normalize_onto_sphere(params_.data(), table_);
+}
+
+template <typename T>
+std::span<uint16_t> Model<T>::rounded_params_to_write() {
+  rounded_valid_ = false;
+  // kept from the first bf16 step on, also across steps in fp32 (`blocklab bench --precision bf16` interleaves them)
+  const bool bf16 = gemm_precision(config_) == kernels::GemmPrecision::Bf16 || !rounded_.empty();
+  if (!std::is_same_v<T, float> || !bf16 || !kernels::bf16_gemm_takes_rounded_operands()) return {};
+  rounded_.resize(params_.size());
+  return rounded_;
 }
 
 template <typename T>
@@ -268,6 +283,8 @@ BlockInputs<T> Model<T>::block_inputs(Activations<T>& acts) const {
   in.context = acts.context_;
   in.attention_scratch = acts.scratch_.attention;
   in.first_v = acts.first_v_;
+  if (rounded_valid_ && gemm_precision(config_) == kernels::GemmPrecision::Bf16)
+    in.rounded_params = rounded_.data(), in.params_base = params_.data();
   return in;
 }
 
@@ -344,13 +361,13 @@ void Model<T>::head_loss(Activations<T>& acts, const T* x, HeadChunk c) const {
   if (config_.stream() == ResidualStream::Sphere) {
     // The sphere stream: logits = s_z * (h head^T), s_z = stored * sqrt(C) per vocabulary entry
     linear_forward(acts.logits_raw_, x, static_cast<const T*>(w_.head_weight), static_cast<const T*>(nullptr), c.rows,
-                   C, V, gemm_precision(config_), acts.weights_version_);
+                   C, V, gemm_precision(config_), acts.weights_version_, rounded(w_.head_weight));
     const T factor = static_cast<T>(SphereFactors::of(config_).s_z);
     kernels::channel_scale_forward(acts.logits_, static_cast<const T*>(acts.logits_raw_),
                                    static_cast<const T*>(w_.head_scale), factor, c.rows, V);
   } else {
     linear_forward(acts.logits_, x, static_cast<const T*>(w_.head_weight), static_cast<const T*>(nullptr), c.rows, C,
-                   V, gemm_precision(config_), acts.weights_version_);
+                   V, gemm_precision(config_), acts.weights_version_, rounded(w_.head_weight));
   }
   // the chunk's losses, then to the rows of their positions
   T* losses = acts.chunk_losses_;
@@ -374,7 +391,8 @@ void Model<T>::head_backward(Activations<T>& acts, const T* x, HeadChunk c, T* d
   const bool consecutive = rows[c.rows - 1] - rows[0] == c.rows - 1;
   T* d_x = consecutive ? d_top + static_cast<long>(rows[0]) * C : acts.head_d_in_;
   linear_backward(d_x, g_.head_weight, static_cast<T*>(nullptr), d_logits, x, static_cast<const T*>(w_.head_weight),
-                  c.rows, C, V, GradWrite::Overwrite, gemm_precision(config_), acts.weights_version_);
+                  c.rows, C, V, GradWrite::Overwrite, gemm_precision(config_), acts.weights_version_,
+                  rounded(w_.head_weight));
   if (!consecutive)
     for (int i = 0; i < c.rows; ++i)
       std::copy_n(acts.head_d_in_ + static_cast<long>(i) * C, C, d_top + static_cast<long>(rows[i]) * C);
@@ -483,7 +501,7 @@ void Model<T>::forward_logits(Activations<T>& acts, const int32_t* inputs, int f
   if (rows == 0) return;
   const T* x = head_input_rows(acts) + static_cast<long>(first_row) * C;
   linear_forward(out.data(), x, static_cast<const T*>(w_.head_weight), static_cast<const T*>(nullptr),
-                 static_cast<int>(rows), C, V, gemm_precision(config_));
+                 static_cast<int>(rows), C, V, gemm_precision(config_), 0, rounded(w_.head_weight));
   if (config_.stream() == ResidualStream::Sphere) {  // logits = s_z * raw, in place
     const T factor = static_cast<T>(SphereFactors::of(config_).s_z);
     kernels::channel_scale_forward(out.data(), static_cast<const T*>(out.data()), static_cast<const T*>(w_.head_scale),

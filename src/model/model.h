@@ -119,7 +119,11 @@ class Model {
   void set_precision(Precision precision) { config_.precision = precision; }
   const ParameterTable& table() const { return table_; }
 
-  std::span<T> params() { return params_; }
+  // Mutable access: the caller may write them, so the rounded copy (rounded_params_to_write) is withdrawn.
+  std::span<T> params() {
+    rounded_valid_ = false;
+    return params_;
+  }
   std::span<const T> params() const { return params_; }
   // Mutable access: the caller may write them, so the next backward clears them first (see grads_were_zeroed).
   std::span<T> grads() {
@@ -179,6 +183,19 @@ class Model {
   // withdraws it.
   void grads_were_zeroed() { grads_zero_ = true; }
 
+  // The parameters rounded to bf16, for a float model whose bf16 products take rounded operands
+  // (bf16_gemm_takes_rounded_operands(); the precision set to bf16 now or at an earlier call, as `blocklab bench
+  // --precision bf16` switches it between steps): the forward and backward products in bf16 then read
+  // each weight's copy instead of rounding the weight on every call (the same bits). An optimizer writes it in its
+  // pass (Optimizer::step_and_zero_grads with rounded_params), while each chunk is still in cache; the trainer then
+  // says so (rounded_params_were_written). Returns the arena-long copy to write (allocated on first use), or an
+  // empty span where this model keeps none. Any later mutable params() / param() access, init_weights, or a
+  // sphere renormalisation withdraws it.
+  std::span<uint16_t> rounded_params_to_write();
+  void rounded_params_were_written() { rounded_valid_ = !rounded_.empty(); }
+  bool has_rounded_params() const { return rounded_valid_; }
+  size_t rounded_params_bytes() const { return rounded_.size() * sizeof(uint16_t); }  // held, current or not
+
  private:
   void check_shape(const Activations<T>& acts) const;
   void embed(Activations<T>& acts, const int32_t* inputs) const;
@@ -213,6 +230,12 @@ class Model {
   ParameterTable table_;
   std::vector<T> params_, grads_;
   bool grads_zero_ = false;  // grads_ known to be all zero (grads_were_zeroed)
+  std::vector<uint16_t> rounded_;  // params_ rounded to bf16 (rounded_params_to_write)
+  bool rounded_valid_ = false;     // rounded_ holds the current params_
+  // A weight of the arena as the bf16 products read it: its rounded copy where it is current, else nullptr.
+  const uint16_t* rounded(const T* weight) const {
+    return rounded_valid_ && weight != nullptr ? rounded_.data() + (weight - params_.data()) : nullptr;
+  }
   std::vector<T> rope_cos_, rope_sin_;  // (seq_len, D/2) [RoPE]
   ModelTensors<T> w_, g_;
 };

@@ -18,8 +18,10 @@ void require_training_memory(const RunConfig& config, const std::string& what, i
   const TrainingMemory m = training_memory(config, available->bytes / runs);
   const double per_run = m.total() + kProgramBytes;
   std::string parts = "parameters + gradients + Adam moments " +
-                      format_bytes(m.parameters + m.gradients + m.adam_moments) + ", activations " +
-                      format_bytes(m.activations) + ", backward buffers " + format_bytes(m.backward_buffers);
+                      format_bytes(m.parameters + m.gradients + m.adam_moments) + ", " +
+                      (m.rounded_parameters > 0 ? "parameters in bf16 " + format_bytes(m.rounded_parameters) + ", " : "") +
+                      "activations " + format_bytes(m.activations) + ", backward buffers " +
+                      format_bytes(m.backward_buffers);
   if (runs > 1) parts = format_bytes(per_run) + " per run x " + std::to_string(runs_at_once) + " runs; " + parts;
   require_memory(what, per_run * runs, parts,
                  "; lower --batch, --width, --layers, --copy-len or --vocab" +

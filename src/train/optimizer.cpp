@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/adam.h"
 #include "kernels/gemm.h"
@@ -86,6 +87,17 @@ void Optimizer<T>::step_and_zero_grads(std::span<T> params, std::span<T> grads, 
 }
 
 template <typename T>
+bool Optimizer<T>::step_and_zero_grads(std::span<T> params, std::span<T> grads, double lr, double grad_scale,
+                                       std::span<uint16_t> rounded_params) {
+  BLOCKLAB_CHECK(params.size() == size_ && grads.size() == size_, "optimizer arena size mismatch");
+  BLOCKLAB_CHECK(rounded_params.size() == size_, "optimizer: the rounded copy must be as long as the arena");
+  ++t_;
+  if (update_rounded(params, grads.data(), lr, grad_scale, rounded_params.data())) return true;
+  update(params, grads.data(), lr, grad_scale, true);
+  return false;
+}
+
+template <typename T>
 std::span<T> Optimizer<T>::state(std::string_view name) {
   for (const StateArray& a : state())
     if (a.name == name) return a.values;
@@ -105,8 +117,16 @@ void Adam<T>::update(std::span<T> params, T* grads, double lr, double grad_scale
 }
 
 template <typename T>
+bool Adam<T>::update_rounded(std::span<T> params, T* grads, double lr, double grad_scale, uint16_t* rounded) {
+  if constexpr (!std::is_same_v<T, float>) return false;
+  update_range(params.data(), grads, 0, static_cast<long>(this->size_), lr, grad_scale, true,
+               options_.kind == OptimizerKind::AdamW, this->t_, rounded);
+  return true;
+}
+
+template <typename T>
 void Adam<T>::update_range(T* params, T* grads, long begin, long end, double lr, double grad_scale, bool zero_grads,
-                           bool decoupled, int64_t t) {
+                           bool decoupled, int64_t t, uint16_t* rounded) {
   const long n = end - begin;
   if (n <= 0) return;
   // GI-Adam: v_0 = g_1^2, then the first update as usual
@@ -122,7 +142,7 @@ void Adam<T>::update_range(T* params, T* grads, long begin, long end, double lr,
       .eps = static_cast<T>(options_.eps),
       .decay = decoupled ? static_cast<T>(1.0 - lr * options_.weight_decay) : T(1)};
   kernels::adam_update(params + begin, grads + begin, m_.data() + begin, v_.data() + begin, n, c,
-                       static_cast<T>(grad_scale), zero_grads);
+                       static_cast<T>(grad_scale), zero_grads, rounded != nullptr ? rounded + begin : nullptr);
 }
 
 namespace {

@@ -43,6 +43,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <type_traits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -122,6 +123,14 @@ class Optimizer {
   // grad_scale as it is read: 1 for none, max_norm / norm to clip) and the gradients set to zero in the same pass
   // (the next backward finds them cleared: Model::grads_were_zeroed()).
   void step_and_zero_grads(std::span<T> params, std::span<T> grads, double lr, double grad_scale);
+  // step_and_zero_grads, and, where this optimizer can, each new parameter value rounded to bf16 (as the bf16
+  // products round their operands) into rounded_params (as long as the arena) in the same pass, so that the next
+  // forward reads the copy instead of rounding the weights again. Returns whether it wrote the copy (adam and
+  // adamw do; the others update as step_and_zero_grads and leave it as it was).
+  bool step_and_zero_grads(std::span<T> params, std::span<T> grads, double lr, double grad_scale,
+                           std::span<uint16_t> rounded_params);
+  // Whether step_and_zero_grads writes a rounded copy when given one.
+  virtual bool writes_rounded_params() const { return false; }
 
   int64_t steps_taken() const { return t_; }
   void set_steps_taken(int64_t t) { t_ = t; }
@@ -134,6 +143,8 @@ class Optimizer {
   explicit Optimizer(size_t size) : size_(size) {}
   // The update itself, t_ already counting it. grads is written only when zero_grads is set.
   virtual void update(std::span<T> params, T* grads, double lr, double grad_scale, bool zero_grads) = 0;
+  // update() with zero_grads set that also writes the rounded copy; false, having done nothing, where it cannot.
+  virtual bool update_rounded(std::span<T>, T*, double, double, uint16_t*) { return false; }
 
   size_t size_;
   int64_t t_ = 0;
@@ -151,11 +162,14 @@ class Adam : public Optimizer<T> {
 
   // The update of elements [begin, end) at update count t (with adamw's decay when `decoupled`), as update()
   // runs it over the whole arena.
+  // rounded (nullptr: none; float only): the new values rounded to bf16, at the same offsets.
   void update_range(T* params, T* grads, long begin, long end, double lr, double grad_scale, bool zero_grads,
-                    bool decoupled, int64_t t);
+                    bool decoupled, int64_t t, uint16_t* rounded = nullptr);
 
  protected:
   void update(std::span<T> params, T* grads, double lr, double grad_scale, bool zero_grads) override;
+  bool update_rounded(std::span<T> params, T* grads, double lr, double grad_scale, uint16_t* rounded) override;
+  bool writes_rounded_params() const override { return std::is_same_v<T, float>; }
 
  private:
   OptimizerOptions options_;

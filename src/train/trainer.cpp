@@ -97,9 +97,17 @@ StepResult Trainer::step() {
     clip_to_norm<float>(model_.grads(), r.grad_norm, config_.clip_grad_norm);
     optimizer_->step(model_.params(), model_.grads(), r.lr);
   } else {
-    // clipping folded into the update, and the gradients cleared in the same pass for the next backward
-    optimizer_->step_and_zero_grads(model_.params(), model_.grads(), r.lr,
-                                    clip_scale(r.grad_norm, config_.clip_grad_norm));
+    // clipping folded into the update, the gradients cleared in the same pass for the next backward, and, where
+    // the bf16 products read them so, the new weights rounded to bf16 beside them
+    const double scale = clip_scale(r.grad_norm, config_.clip_grad_norm);
+    const std::span<uint16_t> rounded =
+        optimizer_->writes_rounded_params() ? model_.rounded_params_to_write() : std::span<uint16_t>{};
+    if (rounded.empty()) {
+      optimizer_->step_and_zero_grads(model_.params(), model_.grads(), r.lr, scale);
+    } else {
+      const bool written = optimizer_->step_and_zero_grads(model_.params(), model_.grads(), r.lr, scale, rounded);
+      if (written) model_.rounded_params_were_written();
+    }
     model_.grads_were_zeroed();
   }
   model_.normalize_weights();  // the sphere stream: unit weight vectors after every update (a no-op otherwise)
