@@ -80,21 +80,18 @@ void Optimizer<T>::step(std::span<T> params, std::span<const T> grads, double lr
 }
 
 template <typename T>
-void Optimizer<T>::step_and_zero_grads(std::span<T> params, std::span<T> grads, double lr, double grad_scale) {
-  BLOCKLAB_CHECK(params.size() == size_ && grads.size() == size_, "optimizer arena size mismatch");
-  ++t_;
-  update(params, grads.data(), lr, grad_scale, true);
-}
-
-template <typename T>
 bool Optimizer<T>::step_and_zero_grads(std::span<T> params, std::span<T> grads, double lr, double grad_scale,
                                        std::span<uint16_t> rounded_params) {
   BLOCKLAB_CHECK(params.size() == size_ && grads.size() == size_, "optimizer arena size mismatch");
-  BLOCKLAB_CHECK(rounded_params.size() == size_, "optimizer: the rounded copy must be as long as the arena");
+  BLOCKLAB_CHECK(rounded_params.empty() || rounded_params.size() == size_,
+                 "optimizer: the rounded copy must be as long as the arena");
   ++t_;
-  if (update_rounded(params, grads.data(), lr, grad_scale, rounded_params.data())) return true;
-  update(params, grads.data(), lr, grad_scale, true);
-  return false;
+  const bool rounding = !rounded_params.empty() && writes_rounded_params();
+  if (rounding)
+    update_rounded(params, grads.data(), lr, grad_scale, rounded_params.data());
+  else
+    update(params, grads.data(), lr, grad_scale, true);
+  return rounding;
 }
 
 template <typename T>
@@ -117,11 +114,9 @@ void Adam<T>::update(std::span<T> params, T* grads, double lr, double grad_scale
 }
 
 template <typename T>
-bool Adam<T>::update_rounded(std::span<T> params, T* grads, double lr, double grad_scale, uint16_t* rounded) {
-  if constexpr (!std::is_same_v<T, float>) return false;
+void Adam<T>::update_rounded(std::span<T> params, T* grads, double lr, double grad_scale, uint16_t* rounded) {
   update_range(params.data(), grads, 0, static_cast<long>(this->size_), lr, grad_scale, true,
                options_.kind == OptimizerKind::AdamW, this->t_, rounded);
-  return true;
 }
 
 template <typename T>

@@ -122,14 +122,12 @@ class Optimizer {
   // The same update of a training step, with the gradient clipping folded in (each gradient value multiplied by
   // grad_scale as it is read: 1 for none, max_norm / norm to clip) and the gradients set to zero in the same pass
   // (the next backward finds them cleared: Model::grads_were_zeroed()).
-  void step_and_zero_grads(std::span<T> params, std::span<T> grads, double lr, double grad_scale);
-  // step_and_zero_grads, and, where this optimizer can, each new parameter value rounded to bf16 (as the bf16
-  // products round their operands) into rounded_params (as long as the arena) in the same pass, so that the next
-  // forward reads the copy instead of rounding the weights again. Returns whether it wrote the copy (adam and
-  // adamw do; the others update as step_and_zero_grads and leave it as it was).
+  // Given rounded_params (as long as the arena; empty: none), an optimizer that writes one
+  // (writes_rounded_params(): adam and adamw) also rounds each new parameter value to bf16 into it in the same pass
+  // (as the bf16 products round their operands), so that the next forward reads the copy instead of rounding the
+  // weights again; the others leave it as it was. Returns whether it wrote the copy.
   bool step_and_zero_grads(std::span<T> params, std::span<T> grads, double lr, double grad_scale,
-                           std::span<uint16_t> rounded_params);
-  // Whether step_and_zero_grads writes a rounded copy when given one.
+                           std::span<uint16_t> rounded_params = {});
   virtual bool writes_rounded_params() const { return false; }
 
   int64_t steps_taken() const { return t_; }
@@ -143,8 +141,8 @@ class Optimizer {
   explicit Optimizer(size_t size) : size_(size) {}
   // The update itself, t_ already counting it. grads is written only when zero_grads is set.
   virtual void update(std::span<T> params, T* grads, double lr, double grad_scale, bool zero_grads) = 0;
-  // update() with zero_grads set that also writes the rounded copy; false, having done nothing, where it cannot.
-  virtual bool update_rounded(std::span<T>, T*, double, double, uint16_t*) { return false; }
+  // update() with zero_grads set that also writes the rounded copy: called only where writes_rounded_params().
+  virtual void update_rounded(std::span<T>, T*, double, double, uint16_t*) {}
 
   size_t size_;
   int64_t t_ = 0;
@@ -159,6 +157,7 @@ class Adam : public Optimizer<T> {
   std::span<T> second_moment() { return v_; }
   std::vector<typename Optimizer<T>::StateArray> state() override { return {{"adam.m", m_}, {"adam.v", v_}}; }
   using Optimizer<T>::state;
+  bool writes_rounded_params() const override { return std::is_same_v<T, float>; }
 
   // The update of elements [begin, end) at update count t (with adamw's decay when `decoupled`), as update()
   // runs it over the whole arena.
@@ -168,8 +167,7 @@ class Adam : public Optimizer<T> {
 
  protected:
   void update(std::span<T> params, T* grads, double lr, double grad_scale, bool zero_grads) override;
-  bool update_rounded(std::span<T> params, T* grads, double lr, double grad_scale, uint16_t* rounded) override;
-  bool writes_rounded_params() const override { return std::is_same_v<T, float>; }
+  void update_rounded(std::span<T> params, T* grads, double lr, double grad_scale, uint16_t* rounded) override;
 
  private:
   OptimizerOptions options_;

@@ -102,12 +102,8 @@ StepResult Trainer::step() {
     const double scale = clip_scale(r.grad_norm, config_.clip_grad_norm);
     const std::span<uint16_t> rounded =
         optimizer_->writes_rounded_params() ? model_.rounded_params_to_write() : std::span<uint16_t>{};
-    if (rounded.empty()) {
-      optimizer_->step_and_zero_grads(model_.params(), model_.grads(), r.lr, scale);
-    } else {
-      const bool written = optimizer_->step_and_zero_grads(model_.params(), model_.grads(), r.lr, scale, rounded);
-      if (written) model_.rounded_params_were_written();
-    }
+    if (optimizer_->step_and_zero_grads(model_.params(), model_.grads(), r.lr, scale, rounded))
+      model_.rounded_params_were_written();
     model_.grads_were_zeroed();
   }
   model_.normalize_weights();  // the sphere stream: unit weight vectors after every update (a no-op otherwise)
