@@ -15,6 +15,7 @@
 #include "kernels/gelu_tanh.h"
 #include "kernels/linear.h"
 #include "kernels/linear_gelu.h"
+#include "kernels/linear_glu.h"
 #include "kernels/norm.h"
 #include "kernels/sgemm.h"
 #include "util/threads.h"
@@ -540,6 +541,83 @@ TEST(LinearGelu, DerivativeKeptInTheForwardGivesTheSameBackward) {
                            eye.data(), N, OC, OC, GemmPrecision::Fp32, form);
       EXPECT_EQ(kept, derivative);
     }
+  }
+}
+
+// The gated MLP fused with its linear layers (linear_glu.h) against the unfused kernels: the products and weight
+// gradients bit for bit, the gated values and their gradients to rounding; the same bits at 1 and 2 threads. In
+// bf16 with the weights' rounded copies where the products read them. I = 50 and 40 leave partial register tiles and
+// blocks; N = 67 partial row panels.
+TEST(LinearGlu, FusedMatchesUnfused) {
+  const int N = 67, C = 24, OC = 36;
+  Rng rng(23);
+  auto floats = [&](size_t n) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = static_cast<float>(rng.normal());
+    return v;
+  };
+  // |got - want| <= 1e-6 (|want| + |scale|): the activation's value and derivative are computed to ~1e-7
+  auto expect_close = [](const std::vector<float>& got, const std::vector<float>& want,
+                         const std::vector<float>& scale, const char* what) {
+    ASSERT_EQ(got.size(), want.size());
+    long differ = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_LE(std::abs(got[i] - want[i]), 1e-6f * (std::abs(want[i]) + std::abs(scale[i])))
+          << what << "[" << i << "]";
+      differ += got[i] != want[i];
+    }
+    if (differ > 0) std::printf("%s: %ld of %zu values differ in their last bits\n", what, differ, got.size());
+  };
+  for (const int I : {50, 40}) {
+    const auto inp = floats(N * C), w1 = floats(2 * I * C), b1 = floats(2 * I), w2 = floats(OC * I),
+               dout = floats(N * OC);
+    std::vector<uint16_t> w1_16(w1.size()), w2_16(w2.size());
+    round_to_bf16(w1.data(), w1_16.data(), static_cast<long>(w1.size()));
+    round_to_bf16(w2.data(), w2_16.data(), static_cast<long>(w2.size()));
+    for (const GemmPrecision precision : {GemmPrecision::Fp32, GemmPrecision::Bf16})
+      for (const GluKind kind : {GluKind::SwiGLU, GluKind::GeGLU}) {
+        SCOPED_TRACE(std::string(kind == GluKind::SwiGLU ? "SwiGLU" : "GeGLU") + " I " + std::to_string(I) +
+                     (precision == GemmPrecision::Bf16 ? " bf16" : " fp32"));
+        const uint16_t* r1 = precision == GemmPrecision::Bf16 ? w1_16.data() : nullptr;
+        const uint16_t* r2 = precision == GemmPrecision::Bf16 ? w2_16.data() : nullptr;
+        // unfused
+        std::vector<float> pre_ref(N * 2 * I), act_ref(N * I), dact(N * I), dpre_ref(N * 2 * I);
+        std::vector<float> dw_ref(w2.size(), 0.5f), db_ref(OC, 0.25f);
+        linear_forward(pre_ref.data(), inp.data(), w1.data(), b1.data(), N, C, 2 * I, precision, 0, r1);
+        glu_forward(act_ref.data(), pre_ref.data(), N, I, kind);
+        linear_backward(dact.data(), dw_ref.data(), db_ref.data(), dout.data(), act_ref.data(), w2.data(), N, I, OC,
+                        GradWrite::Overwrite, precision, 0, r2);
+        glu_backward(dpre_ref.data(), dact.data(), pre_ref.data(), N, I, kind);
+        std::vector<float> value(N * I), dact_value(N * 2 * I);  // the scales of the rounding differences
+        for (int n = 0; n < N; ++n)
+          for (int i = 0; i < I; ++i) {
+            value[n * I + i] = pre_ref[n * 2 * I + i];
+            dact_value[n * 2 * I + i] = dact[n * I + i];
+            dact_value[n * 2 * I + I + i] = dact[n * I + i] * value[n * I + i];
+          }
+        std::vector<float> first_act, first_dpre;
+        for (int threads : {1, 2}) {
+          set_num_threads(threads);
+          std::vector<float> pre(N * 2 * I, 3.f), act(N * I, 5.f), dpre(N * 2 * I, 7.f);
+          std::vector<float> dw(w2.size(), 0.5f), db(OC, 0.25f);
+          linear_glu_forward(act.data(), pre.data(), inp.data(), w1.data(), b1.data(), N, C, I, kind, precision, r1);
+          EXPECT_EQ(pre, pre_ref);
+          expect_close(act, act_ref, value, "act");
+          glu_linear_backward(dpre.data(), dw.data(), db.data(), dout.data(), pre_ref.data(), act_ref.data(),
+                              w2.data(), N, I, OC, kind, precision, r2);
+          expect_close(dpre, dpre_ref, dact_value, "dpre");
+          EXPECT_EQ(dw, dw_ref);
+          EXPECT_EQ(db, db_ref);
+          if (threads == 1) {
+            first_act = act;
+            first_dpre = dpre;
+          } else {
+            EXPECT_EQ(act, first_act);
+            EXPECT_EQ(dpre, first_dpre);
+          }
+        }
+        set_num_threads(0);
+      }
   }
 }
 

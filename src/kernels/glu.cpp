@@ -1,5 +1,6 @@
 #include "kernels/glu.h"
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -36,14 +37,15 @@ BLOCKLAB_ALWAYS_INLINE void glu_backward_row(T* dvalue, T* dgate, const T* dout,
                                             GluKind kind) {
   if (kind == GluKind::SwiGLU) {
     for (int i = 0; i < I; ++i) {
-      const T x = gate[i], s = sigmoid(x);
-      dvalue[i] = dout[i] * (x * s);
-      dgate[i] = dout[i] * value[i] * (s * (T(1) + x * (T(1) - s)));
+      const T d = dout[i], x = gate[i], s = sigmoid(x);
+      dvalue[i] = d * (x * s);
+      dgate[i] = d * value[i] * (s * (T(1) + x * (T(1) - s)));
     }
   } else {
     for (int i = 0; i < I; ++i) {
-      dvalue[i] = dout[i] * gelu_value(gate[i]);
-      dgate[i] = dout[i] * value[i] * gelu_derivative(gate[i]);
+      const T d = dout[i];
+      dvalue[i] = d * gelu_value(gate[i]);
+      dgate[i] = d * value[i] * gelu_derivative(gate[i]);
     }
   }
 }
@@ -71,6 +73,26 @@ void glu_backward(T* dinp, const T* dout, const T* inp, int N, int I, GluKind ki
     T* drow = dinp + n * I2;
     on_isa([&](auto) { glu_backward_row(drow, drow + I, dout + static_cast<long>(n) * I, row, row + I, I, kind); });
   }
+}
+
+void glu_forward_rows(float* out, long ld, const float* value, const float* gate, long pre_ld, int rows, int cols,
+                      GluKind kind) {
+  on_isa([&](auto) {
+    for (int r = 0; r < rows; ++r) glu_forward_row(out + r * ld, value + r * pre_ld, gate + r * pre_ld, cols, kind);
+  });
+}
+
+void glu_backward_rows(float* dvalue, float* dgate, const float* dout, long ld, const float* value, const float* gate,
+                       long pre_ld, int rows, int cols, GluKind kind) {
+  constexpr int kChunk = 256;  // dout's chunk copied first: dvalue may be dout, and the row function reads it once
+  alignas(64) float d[kChunk];
+  for (int r = 0; r < rows; ++r)
+    for (int c0 = 0; c0 < cols; c0 += kChunk) {
+      const int n = std::min(kChunk, cols - c0);
+      std::copy_n(dout + r * ld + c0, n, d);
+      const long at = r * pre_ld + c0;
+      on_isa([&](auto) { glu_backward_row(dvalue + at, dgate + at, d, value + at, gate + at, n, kind); });
+    }
 }
 
 #define BLOCKLAB_INSTANTIATE(T)                                              \

@@ -13,6 +13,7 @@
 #include "kernels/attention_gqa.h"
 #include "kernels/linear.h"
 #include "kernels/linear_gelu.h"
+#include "kernels/linear_glu.h"
 #include "kernels/norm.h"
 #include "kernels/rope.h"
 #include "kernels/unit_norm.h"
@@ -26,6 +27,7 @@ using namespace kernels;
 namespace {
 
 GeluForm gelu_form(MlpKind kind) { return kind == MlpKind::GeluTanh ? GeluForm::Tanh : GeluForm::Erf; }
+GluKind glu_kind(MlpKind kind) { return kind == MlpKind::SwiGLU ? GluKind::SwiGLU : GluKind::GeGLU; }
 
 // The register-tiled causal attention of kernels/attention.h serves the fused [q | k | v] layout with
 // as many kv heads as heads and D = C/H (the seed model); everything else goes through the general
@@ -443,8 +445,7 @@ void mlp_forward_sublayer(MlpActs<T>& a, const T* inp, const MlpTensors<T>& w, c
       case MlpKind::GeluTanh: gelu_tanh_forward(a.act, static_cast<const T*>(a.pre), NI); break;
       case MlpKind::SwiGLU:
       case MlpKind::GeGLU:
-        glu_forward(a.act, static_cast<const T*>(a.pre), N, d.I,
-                    c.mlp == MlpKind::SwiGLU ? GluKind::SwiGLU : GluKind::GeGLU);
+        glu_forward(a.act, static_cast<const T*>(a.pre), N, d.I, glu_kind(c.mlp));
         break;
     }
     apply_linear(a.out, static_cast<const T*>(a.act), w.fc2, N, d.I, d.C, in);
@@ -479,9 +480,14 @@ void mlp_forward_sublayer(MlpActs<T>& a, const T* inp, const MlpTensors<T>& w, c
       }
       break;
     case MlpKind::SwiGLU:
-    case MlpKind::GeGLU:  // [value | gate] = inp W1^T + b1;  act = value * f(gate)
-      apply_linear(a.pre, inp, w.fc1, N, d.C, d.I_in, in);
-      glu_forward(a.act, static_cast<const T*>(a.pre), N, d.I, c.mlp == MlpKind::SwiGLU ? GluKind::SwiGLU : GluKind::GeGLU);
+    case MlpKind::GeGLU:  // [value | gate] = inp W1^T + b1;  act = value * f(gate) (fused: the weight in the arena)
+      if (w.fc1.source == nullptr) {
+        linear_glu_forward(a.act, a.pre, inp, static_cast<const T*>(w.fc1.weight), static_cast<const T*>(w.fc1.bias), N,
+                           d.C, d.I, glu_kind(c.mlp), gemm_precision(c), rounded_weight(in, w.fc1.weight));
+      } else {
+        apply_linear(a.pre, inp, w.fc1, N, d.C, d.I_in, in);
+        glu_forward(a.act, static_cast<const T*>(a.pre), N, d.I, glu_kind(c.mlp));
+      }
       break;
   }
   // out = act W2^T + b2
@@ -512,11 +518,9 @@ void mlp_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, const M
     // d_pre from fc2 and GELU' in one pass
     gelu_linear_backward(s.d_pre, g.fc2.weight, g.fc2.bias, dout, a.pre, a.act, w.fc2.weight, N, d.I, d.C, precision,
                          gelu_form(c.mlp), a.pre_saved);
-  } else {
-    linear_backward(s.d_act, g.fc2.weight, g.fc2.bias, dout, a.act, w.fc2.weight, N, d.I, d.C, GradWrite::Overwrite,
-                    precision, 0, rounded_weight(in, w.fc2.weight));
-    glu_backward(s.d_pre, static_cast<const T*>(s.d_act), static_cast<const T*>(a.pre), N, d.I,
-                 c.mlp == MlpKind::SwiGLU ? GluKind::SwiGLU : GluKind::GeGLU);
+  } else {  // d_pre from fc2 and the GLU's backward in one pass
+    glu_linear_backward(s.d_pre, g.fc2.weight, g.fc2.bias, dout, static_cast<const T*>(a.pre), a.act, w.fc2.weight, N,
+                        d.I, d.C, glu_kind(c.mlp), precision, rounded_weight(in, w.fc2.weight), s.d_act);
   }
   if (a.pre_raw != nullptr) {
     // pre = s_uv * pre_raw: d s_uv (stored) and d pre_raw

@@ -1,0 +1,131 @@
+#include "kernels/linear_glu.h"
+
+#include <type_traits>
+#include <vector>
+
+#include "kernels/sgemm.h"
+#include "util/error.h"
+#include "util/profiler.h"
+
+namespace blocklab::kernels {
+
+namespace {
+// What an epilogue needs of the (N, 2I) [value | gate] matrix and the (N, I) tensor beside it.
+struct GluBlock {
+  float* out;        // forward: act (N, I); backward: dpre (N, 2I), whose value half holds the product dact
+  const float* pre;  // (N, 2I): value columns 0 .. I-1, gate columns I .. 2I-1
+  int I;
+  GluKind kind;
+};
+
+// forward: the gate product's block (its columns j0 .. j0+cols are gate units) is done, and value's long before
+void glu_of_block(void* context, int i0, int rows, int j0, int cols) {
+  const GluBlock& b = *static_cast<const GluBlock*>(context);
+  const long pre_ld = 2L * b.I;
+  const float* value = b.pre + i0 * pre_ld + j0;
+  glu_forward_rows(b.out + static_cast<long>(i0) * b.I + j0, b.I, value, value + b.I, pre_ld, rows, cols, b.kind);
+}
+
+// backward: the block of dact = dout @ weight in dpre's value half becomes dvalue there and dgate beside it
+void glu_gradient_of_block(void* context, int i0, int rows, int j0, int cols) {
+  const GluBlock& b = *static_cast<const GluBlock*>(context);
+  const long pre_ld = 2L * b.I, at = i0 * pre_ld + j0;
+  glu_backward_rows(b.out + at, b.out + at + b.I, b.out + at, pre_ld, b.pre + at, b.pre + at + b.I, pre_ld, rows, cols,
+                    b.kind);
+}
+
+// The weight's bf16 copy where the product reads it (bf16 products that take rounded operands), else nullptr.
+const uint16_t* rounded_copy(const uint16_t* weight_bf16, GemmPrecision precision) {
+  const bool read = precision == GemmPrecision::Bf16 && bf16_gemm_takes_rounded_operands();
+  return read ? weight_bf16 : nullptr;
+}
+}  // namespace
+
+template <typename T>
+void linear_glu_forward(T* act, T* pre, const T* inp, const T* weight, const T* bias, int N, int C, int I, GluKind kind,
+                        GemmPrecision precision, const uint16_t* weight_bf16) {
+  if constexpr (std::is_same_v<T, float>) {
+    BLOCKLAB_PROFILE("linear_glu_forward");
+    const long I2 = 2L * I;
+    const uint16_t* w16 = rounded_copy(weight_bf16, precision);
+    // value = inp @ weight[0:I]^T + bias[0:I] into pre's first I columns
+    if (sgemm_in(precision, false, true, N, I, C, inp, C, weight, C, 0.f, pre, static_cast<int>(I2),
+                 {.bias = bias, .b_bf16 = w16})) {
+      // gate likewise into the last I columns, each finished block turned into act with its value block
+      GluBlock block{act, pre, I, kind};
+      const bool done =
+          sgemm_in(precision, false, true, N, I, C, inp, C, weight + static_cast<long>(I) * C, C, 0.f, pre + I,
+                   static_cast<int>(I2),
+                   {.bias = bias == nullptr ? nullptr : bias + I,
+                    .on_block_done = glu_of_block,
+                    .context = &block,
+                    .block_input = pre,
+                    .block_ld = I2,
+                    .b_bf16 = w16 == nullptr ? nullptr : w16 + static_cast<long>(I) * C});
+      BLOCKLAB_CHECK(done, "linear_glu_forward: the gate's product found no GEMM that its value's product found");
+      return;
+    }
+  }
+  linear_forward(pre, inp, weight, bias, N, C, 2 * I, precision, 0, weight_bf16);
+  glu_forward(act, static_cast<const T*>(pre), N, I, kind);
+}
+
+template <typename T>
+void glu_linear_backward(T* dpre, T* dweight, T* dbias, const T* dout, const T* pre, const T* act, const T* weight,
+                         int N, int I, int OC, GluKind kind, GemmPrecision precision, const uint16_t* weight_bf16,
+                         T* dact) {
+  if constexpr (std::is_same_v<T, float>) {
+    // dact (N,I) = dout (N,OC) @ weight (OC,I) into dpre's value half, each block turned into dvalue and dgate
+    GluBlock block{dpre, pre, I, kind};
+    SgemmExtras extras{.on_block_done = glu_gradient_of_block,
+                       .context = &block,
+                       .block_input = pre + I,  // the gate, which both gradients read
+                       .block_ld = 2L * I};
+    const int ldc = 2 * I;
+    if (precision == GemmPrecision::Bf16 && bf16_gemm_takes_rounded_operands()) {
+      // dout rounded once for both products (its column sums into dbias), as linear_backward does
+      const uint16_t* d16 = nullptr;
+      {
+        BLOCKLAB_PROFILE("glu_linear_backward");
+        d16 = rounded_for_backward(dout, N, OC, dbias);
+        extras.a_bf16 = d16;
+        extras.b_bf16 = weight_bf16;
+        const bool done = sgemm_in(GemmPrecision::Bf16, false, false, N, I, OC, nullptr, OC, weight, I, 0.f, dpre,
+                                   ldc, extras);
+        BLOCKLAB_CHECK(done, "glu_linear_backward: the bf16 GEMMs here do not take rounded operands");
+      }
+      if (dweight != nullptr) linear_weight_backward_rounded(dweight, d16, act, nullptr, N, I, OC);
+      return;
+    }
+    bool fused = false;
+    {
+      BLOCKLAB_PROFILE("glu_linear_backward");
+      fused = sgemm_in(precision, false, false, N, I, OC, dout, OC, weight, I, 0.f, dpre, ldc, extras);
+    }
+    if (fused) {  // the weight and bias terms
+      linear_backward<T>(nullptr, dweight, dbias, dout, act, weight, N, I, OC, GradWrite::Accumulate, precision);
+      return;
+    }
+  }
+  // unfused: the product, then the GLU's backward
+  std::vector<T> room;
+  if (dact == nullptr) {
+    room.resize(static_cast<size_t>(N) * I);
+    dact = room.data();
+  }
+  linear_backward<T>(dact, dweight, dbias, dout, act, weight, N, I, OC, GradWrite::Overwrite, precision, 0,
+                     weight_bf16);
+  glu_backward(dpre, static_cast<const T*>(dact), pre, N, I, kind);
+}
+
+template void linear_glu_forward<float>(float*, float*, const float*, const float*, const float*, int, int, int,
+                                        GluKind, GemmPrecision, const uint16_t*);
+template void linear_glu_forward<double>(double*, double*, const double*, const double*, const double*, int, int, int,
+                                         GluKind, GemmPrecision, const uint16_t*);
+template void glu_linear_backward<float>(float*, float*, float*, const float*, const float*, const float*,
+                                         const float*, int, int, int, GluKind, GemmPrecision, const uint16_t*, float*);
+template void glu_linear_backward<double>(double*, double*, double*, const double*, const double*, const double*,
+                                          const double*, int, int, int, GluKind, GemmPrecision, const uint16_t*,
+                                          double*);
+
+}  // namespace blocklab::kernels
