@@ -75,10 +75,10 @@ void glu_backward(T* dinp, const T* dout, const T* inp, int N, int I, GluKind ki
   }
 }
 
-void glu_forward_rows(float* out, long ld, const float* value, const float* gate, long pre_ld, int rows, int cols,
-                      GluKind kind) {
+void glu_forward_rows(float* out, long ld, const float* value, long value_ld, const float* gate, long gate_ld, int rows,
+                      int cols, GluKind kind) {
   on_isa([&](auto) {
-    for (int r = 0; r < rows; ++r) glu_forward_row(out + r * ld, value + r * pre_ld, gate + r * pre_ld, cols, kind);
+    for (int r = 0; r < rows; ++r) glu_forward_row(out + r * ld, value + r * value_ld, gate + r * gate_ld, cols, kind);
   });
 }
 

@@ -19,11 +19,11 @@ template <typename T>
 void glu_backward(T* dinp, const T* dout, const T* inp, int N, int I, GluKind kind);
 
 // The same on a block of rows, for a GEMM epilogue (kernels/linear_glu.h): `rows` rows of `cols` hidden units,
-// value and gate (and dvalue, dgate) pre_ld floats from row to row, out and dout ld floats. The same bits as the
-// whole-matrix forms (the same inlined row functions), except where the compiler's scalar remainder loop rounds
-// differently from its vector loop (~1e-7).
-void glu_forward_rows(float* out, long ld, const float* value, const float* gate, long pre_ld, int rows, int cols,
-                      GluKind kind);
+// each operand with its own distance from row to row (the backward's value, gate, dvalue and dgate pre_ld). The
+// same bits as the whole-matrix forms (the same inlined row functions), except where the compiler's scalar remainder
+// loop rounds differently from its vector loop (~1e-7).
+void glu_forward_rows(float* out, long ld, const float* value, long value_ld, const float* gate, long gate_ld, int rows,
+                      int cols, GluKind kind);
 // dout may be dvalue itself (the product written where its gradient goes): each chunk of it is read before
 // dvalue's is written.
 void glu_backward_rows(float* dvalue, float* dgate, const float* dout, long ld, const float* value, const float* gate,

@@ -1,5 +1,6 @@
 #include "kernels/linear_glu.h"
 
+#include <algorithm>
 #include <type_traits>
 #include <vector>
 
@@ -23,7 +24,18 @@ void glu_of_block(void* context, int i0, int rows, int j0, int cols) {
   const GluBlock& b = *static_cast<const GluBlock*>(context);
   const long pre_ld = 2L * b.I;
   const float* value = b.pre + i0 * pre_ld + j0;
-  glu_forward_rows(b.out + static_cast<long>(i0) * b.I + j0, b.I, value, value + b.I, pre_ld, rows, cols, b.kind);
+  glu_forward_rows(b.out + static_cast<long>(i0) * b.I + j0, b.I, value, pre_ld, value + b.I, pre_ld, rows, cols,
+                   b.kind);
+}
+
+// The same where the gate's product arrives in a scratch tile (on_product_block: the oneDNN path, which would
+// otherwise copy the tile into the strided C first): the gate written into `pre` and act from the tile.
+void glu_of_tile(void* context, const float* tile, long ld, int i0, int rows, int j0, int cols) {
+  const GluBlock& b = *static_cast<const GluBlock*>(context);
+  const long pre_ld = 2L * b.I;
+  float* value = const_cast<float*>(b.pre) + i0 * pre_ld + j0;
+  for (int r = 0; r < rows; ++r) std::copy_n(tile + r * ld, cols, value + r * pre_ld + b.I);
+  glu_forward_rows(b.out + static_cast<long>(i0) * b.I + j0, b.I, value, pre_ld, tile, ld, rows, cols, b.kind);
 }
 
 // backward: the block of dact = dout @ weight in dpre's value half becomes dvalue there and dgate beside it
@@ -34,10 +46,17 @@ void glu_gradient_of_block(void* context, int i0, int rows, int j0, int cols) {
                     b.kind);
 }
 
-// The weight's bf16 copy where the product reads it (bf16 products that take rounded operands), else nullptr.
-const uint16_t* rounded_copy(const uint16_t* weight_bf16, GemmPrecision precision) {
-  const bool read = precision == GemmPrecision::Bf16 && bf16_gemm_takes_rounded_operands();
-  return read ? weight_bf16 : nullptr;
+// The same from a scratch tile of dact (on_product_block)
+void glu_gradient_of_tile(void* context, const float* tile, long ld, int i0, int rows, int j0, int cols) {
+  const GluBlock& b = *static_cast<const GluBlock*>(context);
+  const long pre_ld = 2L * b.I, at = i0 * pre_ld + j0;
+  glu_backward_rows(b.out + at, b.out + at + b.I, tile, ld, b.pre + at, b.pre + at + b.I, pre_ld, rows, cols, b.kind);
+}
+
+// The bf16 products that take rounded operands (oneDNN's) also hand over their product's tiles (on_product_block)
+// and read a weight's rounded copy; the others do neither.
+bool takes_product_tiles(GemmPrecision precision) {
+  return precision == GemmPrecision::Bf16 && bf16_gemm_takes_rounded_operands();
 }
 }  // namespace
 
@@ -47,7 +66,8 @@ void linear_glu_forward(T* act, T* pre, const T* inp, const T* weight, const T* 
   if constexpr (std::is_same_v<T, float>) {
     BLOCKLAB_PROFILE("linear_glu_forward");
     const long I2 = 2L * I;
-    const uint16_t* w16 = rounded_copy(weight_bf16, precision);
+    const bool tiles = takes_product_tiles(precision);
+    const uint16_t* w16 = tiles ? weight_bf16 : nullptr;
     // value = inp @ weight[0:I]^T + bias[0:I] into pre's first I columns
     if (sgemm_in(precision, false, true, N, I, C, inp, C, weight, C, 0.f, pre, static_cast<int>(I2),
                  {.bias = bias, .b_bf16 = w16})) {
@@ -57,11 +77,12 @@ void linear_glu_forward(T* act, T* pre, const T* inp, const T* weight, const T* 
           sgemm_in(precision, false, true, N, I, C, inp, C, weight + static_cast<long>(I) * C, C, 0.f, pre + I,
                    static_cast<int>(I2),
                    {.bias = bias == nullptr ? nullptr : bias + I,
-                    .on_block_done = glu_of_block,
+                    .on_block_done = tiles ? nullptr : glu_of_block,
                     .context = &block,
                     .block_input = pre,
                     .block_ld = I2,
-                    .b_bf16 = w16 == nullptr ? nullptr : w16 + static_cast<long>(I) * C});
+                    .b_bf16 = w16 == nullptr ? nullptr : w16 + static_cast<long>(I) * C,
+                    .on_product_block = tiles ? glu_of_tile : nullptr});
       BLOCKLAB_CHECK(done, "linear_glu_forward: the gate's product found no GEMM that its value's product found");
       return;
     }
@@ -82,12 +103,15 @@ void glu_linear_backward(T* dpre, T* dweight, T* dbias, const T* dout, const T* 
                        .block_input = pre + I,  // the gate, which both gradients read
                        .block_ld = 2L * I};
     const int ldc = 2 * I;
-    if (precision == GemmPrecision::Bf16 && bf16_gemm_takes_rounded_operands()) {
-      // dout rounded once for both products (its column sums into dbias), as linear_backward does
+    if (takes_product_tiles(precision)) {
+      // dout rounded once for both products (its column sums into dbias), as linear_backward does; dact's tiles
+      // handed over instead of copied into dpre first
       const uint16_t* d16 = nullptr;
       {
         BLOCKLAB_PROFILE("glu_linear_backward");
         d16 = rounded_for_backward(dout, N, OC, dbias);
+        extras.on_block_done = nullptr;
+        extras.on_product_block = glu_gradient_of_tile;
         extras.a_bf16 = d16;
         extras.b_bf16 = weight_bf16;
         const bool done = sgemm_in(GemmPrecision::Bf16, false, false, N, I, OC, nullptr, OC, weight, I, 0.f, dpre,
