@@ -15,6 +15,7 @@
 #include "kernels/bf16_gemm.h"
 #include "kernels/bf16_onednn.h"
 #include "kernels/linear_gelu.h"
+#include "kernels/linear_glu.h"
 #include "util/rng.h"
 #include "util/threads.h"
 
@@ -332,6 +333,60 @@ TEST(OneDnnBf16Gemm, GeluWithItsTensorsKeptRoundedGivesTheFloatPathsBits) {
       }
       for (size_t i = 0; i < dw.size(); ++i)
         ASSERT_NEAR(dw[i], dw_plain[i], 1e-5f * (1.f + std::fabs(dw_plain[i]))) << i;
+    }
+  }
+}
+
+// The gated MLP likewise (linear_glu.h): act the float path's act rounded and pre the same; in the backward d_pre the
+// float path's rounded (both halves), fc1's bias gradient its column sums (per tile, then added: to float rounding of
+// a sum in one order), fc2's weight terms those of the float act, none of it depending on the thread count.
+TEST(OneDnnBf16Gemm, GluWithItsTensorsKeptRoundedGivesTheFloatPathsBits) {
+  if (!bf16_gemm_takes_rounded_operands())
+    GTEST_SKIP() << "the bf16 GEMMs here do not take rounded operands: " << bf16_isa_description();
+  Rng rng(22);
+  for (const Case c : {Case{2016, 512, 128}, Case{300, 550, 48}}) {  // N, I, C: fc1 (C -> 2I), fc2 (I -> OC = C)
+    const int N = c.M, I = c.N, C = c.K, OC = c.K;
+    const auto inp = random_floats(rng, static_cast<size_t>(N) * C);
+    const auto w1 = random_floats(rng, static_cast<size_t>(2 * I) * C);
+    const auto b1 = random_floats(rng, 2 * I), w2 = random_floats(rng, static_cast<size_t>(OC) * I);
+    const auto dout = random_floats(rng, static_cast<size_t>(N) * OC);
+    for (const GluKind kind : {GluKind::SwiGLU, GluKind::GeGLU}) {
+      SCOPED_TRACE(kind == GluKind::SwiGLU ? "SwiGLU" : "GeGLU");
+      std::vector<float> act(static_cast<size_t>(N) * I), pre(2 * act.size()), pre_r(pre.size(), 3.f);
+      std::vector<uint16_t> act_r(act.size());
+      linear_glu_forward(act.data(), pre.data(), inp.data(), w1.data(), b1.data(), N, C, I, kind, GemmPrecision::Bf16);
+      linear_glu_forward_rounded_act(act_r.data(), pre_r.data(), inp.data(), w1.data(), b1.data(), N, C, I, kind);
+      EXPECT_EQ(pre, pre_r);
+      long differ = 0;
+      for (size_t i = 0; i < act.size(); ++i) differ += act_r[i] != bf16_bits(act[i]);
+      EXPECT_EQ(differ, 0) << "of " << act.size() << " activations";
+      std::vector<float> dpre(pre.size()), dw(w2.size(), 0.5f), db(OC, 0.25f);
+      glu_linear_backward(dpre.data(), dw.data(), db.data(), dout.data(), pre.data(), act.data(), w2.data(), N, I, OC,
+                          kind, GemmPrecision::Bf16);
+      auto rounded = [&](int threads) {
+        set_num_threads(threads);
+        std::vector<uint16_t> dpre_r(pre.size());
+        std::vector<float> dw_r(w2.size(), 0.5f), db_r(OC, 0.25f), db1(2 * I, 0.125f);
+        glu_linear_backward_rounded_dpre(dpre_r.data(), db1.data(), dw_r.data(), db_r.data(), dout.data(),
+                                         pre_r.data(), act_r.data(), w2.data(), N, I, OC, kind);
+        set_num_threads(0);
+        return std::make_tuple(dpre_r, dw_r, db_r, db1);
+      };
+      const auto [dpre_r, dw_r, db_r, db1] = rounded(1);
+      EXPECT_TRUE(rounded(2) == rounded(1)) << "the thread count changes the backward";
+      differ = 0;
+      for (size_t i = 0; i < dpre.size(); ++i) differ += dpre_r[i] != bf16_bits(dpre[i]);
+      EXPECT_EQ(differ, 0) << "of " << dpre.size() << " input gradients";
+      EXPECT_EQ(dw, dw_r);
+      EXPECT_EQ(db, db_r);
+      for (int j = 0; j < 2 * I; ++j) {
+        double sum = 0, magnitude = 0;  // float sums of N terms in another order: within ~N eps of sum |x|
+        for (int n = 0; n < N; ++n) {
+          sum += dpre[static_cast<size_t>(n) * 2 * I + j];
+          magnitude += std::fabs(dpre[static_cast<size_t>(n) * 2 * I + j]);
+        }
+        EXPECT_NEAR(db1[j], 0.125 + sum, 2e-6 * magnitude) << j;
+      }
     }
   }
 }

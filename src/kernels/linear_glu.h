@@ -31,4 +31,20 @@ void glu_linear_backward(T* dpre, T* dweight, T* dbias, const T* dout, const T* 
                          int N, int I, int OC, GluKind kind, GemmPrecision precision = GemmPrecision::Fp32,
                          const uint16_t* weight_bf16 = nullptr, T* dact = nullptr);
 
+// The bf16 forms for a model whose bf16 products take rounded operands (bf16_gemm_takes_rounded_operands(); an error
+// elsewhere), as linear_gelu.h has them: the hidden tensors that only products read are kept rounded to bf16, dense,
+// half the bytes written and read and no rounding pass before the products that read them. weight_bf16 as above.
+// Forward: pre as linear_glu_forward (bf16) gives it, act (N,I) its act rounded.
+void linear_glu_forward_rounded_act(uint16_t* act, float* pre, const float* inp, const float* weight,
+                                    const float* bias, int N, int C, int I, GluKind kind,
+                                    const uint16_t* weight_bf16 = nullptr);
+// Backward: dpre (N,2I) = glu_linear_backward's (bf16) dpre rounded (fc1's backward reads it:
+// linear_backward_rounded_dout), and dpre_bias (2I; fc1's bias gradient, nullptr: none) += its float values' column
+// sums, taken here: from zero per tile of the product (tiles start at multiples of 16 rows; thread-count
+// independent), the tiles' sums then added in row order. act: the rounded act. dweight and dbias as
+// glu_linear_backward gives them.
+void glu_linear_backward_rounded_dpre(uint16_t* dpre, float* dpre_bias, float* dweight, float* dbias,
+                                      const float* dout, const float* pre, const uint16_t* act, const float* weight,
+                                      int N, int I, int OC, GluKind kind, const uint16_t* weight_bf16 = nullptr);
+
 }  // namespace blocklab::kernels

@@ -481,6 +481,19 @@ void mlp_forward_sublayer(MlpActs<T>& a, const T* inp, const MlpTensors<T>& w, c
       break;
     case MlpKind::SwiGLU:
     case MlpKind::GeGLU:  // [value | gate] = inp W1^T + b1;  act = value * f(gate) (fused: the weight in the arena)
+      if constexpr (std::is_same_v<T, float>) {
+        // bf16 products that take rounded operands: act kept in bf16, as for GELU above
+        a.act_rounded = w.fc1.source == nullptr && w.fc2.source == nullptr &&
+                        gemm_precision(c) == GemmPrecision::Bf16 && bf16_gemm_takes_rounded_operands();
+        if (a.act_rounded) {
+          uint16_t* act = reinterpret_cast<uint16_t*>(a.act);
+          linear_glu_forward_rounded_act(act, a.pre, inp, w.fc1.weight, w.fc1.bias, N, d.C, d.I, glu_kind(c.mlp),
+                                         rounded_weight(in, w.fc1.weight));
+          linear_forward_rounded_input(a.out, act, w.fc2.weight, w.fc2.bias, N, d.I, d.C, 0,
+                                       rounded_weight(in, w.fc2.weight));
+          return;
+        }
+      }
       if (w.fc1.source == nullptr) {
         linear_glu_forward(a.act, a.pre, inp, static_cast<const T*>(w.fc1.weight), static_cast<const T*>(w.fc1.bias), N,
                            d.C, d.I, glu_kind(c.mlp), gemm_precision(c), rounded_weight(in, w.fc1.weight));
@@ -502,14 +515,18 @@ void mlp_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, const M
   const int N = static_cast<int>(d.N());
   const GemmPrecision precision = gemm_precision(c);
   if (a.act_rounded) {
-    // d_pre from fc2 and the saved GELU' in one pass, kept rounded (fc1's products alone read it) with fc1's bias
-    // gradient taken as it is written; fc2's weight terms from the bf16 act
+    // d_pre from fc2 and the saved GELU' (or the GLU's backward) in one pass, kept rounded (fc1's products alone read
+    // it) with fc1's bias gradient taken as it is written; fc2's weight terms from the bf16 act
     if constexpr (std::is_same_v<T, float>) {
       uint16_t* d_pre = reinterpret_cast<uint16_t*>(s.d_pre);
-      gelu_linear_backward_rounded_dpre(d_pre, g.fc1.bias, g.fc2.weight, g.fc2.bias, dout, a.pre,
-                                        reinterpret_cast<const uint16_t*>(a.act), w.fc2.weight, N, d.I, d.C,
-                                        rounded_weight(in, w.fc2.weight));
-      linear_backward_rounded_dout(dinp, g.fc1.weight, d_pre, inp, w.fc1.weight, N, d.C, d.I, write,
+      const auto* act = reinterpret_cast<const uint16_t*>(a.act);
+      if (c.gated_mlp())
+        glu_linear_backward_rounded_dpre(d_pre, g.fc1.bias, g.fc2.weight, g.fc2.bias, dout, a.pre, act, w.fc2.weight,
+                                         N, d.I, d.C, glu_kind(c.mlp), rounded_weight(in, w.fc2.weight));
+      else
+        gelu_linear_backward_rounded_dpre(d_pre, g.fc1.bias, g.fc2.weight, g.fc2.bias, dout, a.pre, act, w.fc2.weight,
+                                          N, d.I, d.C, rounded_weight(in, w.fc2.weight));
+      linear_backward_rounded_dout(dinp, g.fc1.weight, d_pre, inp, w.fc1.weight, N, d.C, d.I_in, write,
                                    rounded_weight(in, w.fc1.weight));
     }
     return;

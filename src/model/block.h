@@ -109,8 +109,9 @@ struct MlpActs {
   kernels::GeluSaved pre_saved = kernels::GeluSaved::PreActivation;
   T* pre_raw = nullptr;  // [sphere] (N, I_in) fc1 output before s_uv
   T* act = nullptr;    // (N, I) activation output, fc2's input; see act_rounded
-  // [GELU, bf16 products that take rounded operands] `act` holds the activation rounded to bf16, (N, I) uint16 in
-  // the first half of its floats' bytes: only fc2's products read it, and they would round it (kernels/linear_gelu.h)
+  // [GELU, SwiGLU, GeGLU; bf16 products that take rounded operands] `act` holds the activation rounded to bf16, (N, I)
+  // uint16 in the first half of its floats' bytes: only fc2's products read it, and they would round it
+  // (kernels/linear_gelu.h, linear_glu.h)
   bool act_rounded = false;
   T* out = nullptr;    // (N,C) F(x)
   NormActs<T> out_norm;  // [out norm]
