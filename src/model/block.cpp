@@ -733,7 +733,8 @@ long carve_block_scratch(BlockScratch<T>& s, T* base, const ModelConfig& c, cons
   if (c.qkv_norm()) s.d_qk_pre = m.take(N * (d.Q + 2L * d.K));
   s.d_y = m.take(N * d.Q);
   if (c.attn_gate) s.d_gate = m.take(N * d.Q);
-  if (c.mlp != MlpKind::Gelu && c.mlp != MlpKind::GeluTanh) s.d_act = m.take(N * d.I);
+  // the gated MLP's dact: in float it is turned into d_pre block by block (kernels/linear_glu.h), kept whole in double
+  if (c.gated_mlp() && std::is_same_v<T, double>) s.d_act = m.take(N * d.I);
   s.d_pre = m.take(N * d.I_in);
   bool plain = true, out_norm = false;
   for (int l = 0; l < c.layers; ++l)

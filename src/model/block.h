@@ -137,7 +137,7 @@ struct BlockScratch {
   T* d_qk_pre = nullptr; // [qk_norm] (N, Q+K), [hybrid] (N, Q+2K): gradients of the q/k(/v) projections' outputs
   T* d_y = nullptr;      // (N,Q)
   T* d_gate = nullptr;   // [attn_gate] (N,Q) d loss / d (inp W_g^T)
-  T* d_act = nullptr;    // (N,I) [MLP kinds other than exact GELU]
+  T* d_act = nullptr;    // (N,I) [gated MLP, double]
   T* d_pre = nullptr;    // (N, I_in)
   T* d_branch = nullptr; // (N,C) [scaled, gated or out-normed sub-layers] d loss / d out(F); [sphere] d resid
   T* d_f = nullptr;      // (N,C) [out norm, sphere] d loss / d F
