@@ -268,6 +268,29 @@ TEST(OneDnnBf16Gemm, TheTiedHeadsTwoProductsRoundItsWeightOnce) {
   EXPECT_EQ(input_gradient(new_operand_version()), d_x1);
 }
 
+namespace {
+// How many of `rounded` are not the bf16 rounding of `values` (the same length).
+long differ_from_rounding(const std::vector<uint16_t>& rounded, const std::vector<float>& values) {
+  long differ = 0;
+  for (size_t i = 0; i < values.size(); ++i) differ += rounded[i] != bf16_bits(values[i]);
+  return differ;
+}
+
+// sums[j] == start + the sum of column j of the (rows, cols) matrix `values`, to the rounding of float sums of `rows`
+// terms in another order (within ~rows eps of the sum of |x|).
+void expect_column_sums(const std::vector<float>& sums, double start, const std::vector<float>& values, int rows,
+                        int cols) {
+  for (int j = 0; j < cols; ++j) {
+    double sum = 0, magnitude = 0;
+    for (int n = 0; n < rows; ++n) {
+      sum += values[static_cast<size_t>(n) * cols + j];
+      magnitude += std::fabs(values[static_cast<size_t>(n) * cols + j]);
+    }
+    EXPECT_NEAR(sums[j], start + sum, 2e-6 * magnitude) << j;
+  }
+}
+}  // namespace
+
 // The MLP with its hidden tensors kept in bf16 (where the bf16 products take rounded operands): act is the float
 // path's act rounded and pre its derivative; in the backward d_pre is the float path's rounded, fc1's bias gradient
 // its column sums (per 192-row tile, then added: to float rounding of a sum in one order), fc2's weight terms those
@@ -290,9 +313,7 @@ TEST(OneDnnBf16Gemm, GeluWithItsTensorsKeptRoundedGivesTheFloatPathsBits) {
                 GeluSaved::Derivative);
       linear_gelu_forward_rounded_act(act_r.data(), pre_r.data(), inp.data(), w1.data(), b1.data(), N, C, I, form);
       EXPECT_EQ(pre, pre_r);
-      long differ = 0;
-      for (size_t i = 0; i < act.size(); ++i) differ += act_r[i] != bf16_bits(act[i]);
-      EXPECT_EQ(differ, 0) << "of " << act.size() << " activations";
+      EXPECT_EQ(differ_from_rounding(act_r, act), 0) << "of " << act.size() << " activations";
       std::vector<float> dpre(act.size()), dw(w2.size(), 0.5f), db(OC, 0.25f);
       gelu_linear_backward(dpre.data(), dw.data(), db.data(), dout.data(), pre.data(), act.data(), w2.data(), N, I, OC,
                            GemmPrecision::Bf16, form, GeluSaved::Derivative);
@@ -307,19 +328,10 @@ TEST(OneDnnBf16Gemm, GeluWithItsTensorsKeptRoundedGivesTheFloatPathsBits) {
       };
       const auto [dpre_r, dw_r, db_r, db1] = rounded(1);
       EXPECT_TRUE(rounded(2) == rounded(1)) << "the thread count changes the backward";
-      differ = 0;
-      for (size_t i = 0; i < dpre.size(); ++i) differ += dpre_r[i] != bf16_bits(dpre[i]);
-      EXPECT_EQ(differ, 0) << "of " << dpre.size() << " input gradients";
+      EXPECT_EQ(differ_from_rounding(dpre_r, dpre), 0) << "of " << dpre.size() << " input gradients";
       EXPECT_EQ(dw, dw_r);
       EXPECT_EQ(db, db_r);
-      for (int j = 0; j < I; ++j) {
-        double sum = 0, magnitude = 0;  // float sums of N terms in another order: within ~N eps of sum |x|
-        for (int n = 0; n < N; ++n) {
-          sum += dpre[static_cast<size_t>(n) * I + j];
-          magnitude += std::fabs(dpre[static_cast<size_t>(n) * I + j]);
-        }
-        EXPECT_NEAR(db1[j], 0.125 + sum, 2e-6 * magnitude) << j;
-      }
+      expect_column_sums(db1, 0.125, dpre, N, I);
       // against the plain products: dpre = (dout W2) * gelu' and db the column sums of dout, bit for bit; dw from
       // dout's tiles as oneDNN's gemm kernel reads them in place, to float rounding of its other blocking
       std::vector<float> product(act.size()), dw_plain(w2.size(), 0.5f);
@@ -357,9 +369,7 @@ TEST(OneDnnBf16Gemm, GluWithItsTensorsKeptRoundedGivesTheFloatPathsBits) {
       linear_glu_forward(act.data(), pre.data(), inp.data(), w1.data(), b1.data(), N, C, I, kind, GemmPrecision::Bf16);
       linear_glu_forward_rounded_act(act_r.data(), pre_r.data(), inp.data(), w1.data(), b1.data(), N, C, I, kind);
       EXPECT_EQ(pre, pre_r);
-      long differ = 0;
-      for (size_t i = 0; i < act.size(); ++i) differ += act_r[i] != bf16_bits(act[i]);
-      EXPECT_EQ(differ, 0) << "of " << act.size() << " activations";
+      EXPECT_EQ(differ_from_rounding(act_r, act), 0) << "of " << act.size() << " activations";
       std::vector<float> dpre(pre.size()), dw(w2.size(), 0.5f), db(OC, 0.25f);
       glu_linear_backward(dpre.data(), dw.data(), db.data(), dout.data(), pre.data(), act.data(), w2.data(), N, I, OC,
                           kind, GemmPrecision::Bf16);
@@ -374,19 +384,10 @@ TEST(OneDnnBf16Gemm, GluWithItsTensorsKeptRoundedGivesTheFloatPathsBits) {
       };
       const auto [dpre_r, dw_r, db_r, db1] = rounded(1);
       EXPECT_TRUE(rounded(2) == rounded(1)) << "the thread count changes the backward";
-      differ = 0;
-      for (size_t i = 0; i < dpre.size(); ++i) differ += dpre_r[i] != bf16_bits(dpre[i]);
-      EXPECT_EQ(differ, 0) << "of " << dpre.size() << " input gradients";
+      EXPECT_EQ(differ_from_rounding(dpre_r, dpre), 0) << "of " << dpre.size() << " input gradients";
       EXPECT_EQ(dw, dw_r);
       EXPECT_EQ(db, db_r);
-      for (int j = 0; j < 2 * I; ++j) {
-        double sum = 0, magnitude = 0;  // float sums of N terms in another order: within ~N eps of sum |x|
-        for (int n = 0; n < N; ++n) {
-          sum += dpre[static_cast<size_t>(n) * 2 * I + j];
-          magnitude += std::fabs(dpre[static_cast<size_t>(n) * 2 * I + j]);
-        }
-        EXPECT_NEAR(db1[j], 0.125 + sum, 2e-6 * magnitude) << j;
-      }
+      expect_column_sums(db1, 0.125, dpre, N, 2 * I);
     }
   }
 }

@@ -9,6 +9,7 @@
 #include "kernels/gelu.h"
 #include "kernels/gelu_tanh.h"
 #include "kernels/sgemm.h"
+#include "kernels/tile_sums.h"
 #include "util/error.h"
 #include "util/profiler.h"
 
@@ -128,14 +129,12 @@ void times_saved_derivative_tile(void* context, const float* tile, long ld, int 
 }
 
 // The same, dpre written rounded to bf16 (it feeds only fc1's products), and the float dpre's column sums (fc1's
-// bias gradient) taken here: per tile from zero in row order, into the tile's slot of `partials` (one per 16 rows
-// of C: tiles start at multiples of 16), which gelu_linear_backward_rounded_dpre adds up in row order.
+// bias gradient) taken here, tile by tile (kernels/tile_sums.h).
 struct RoundedDpreTiles {
   uint16_t* dpre;
   const float* derivative;
   int ld;
-  float* partials;  // nullptr: no bias; else (M / 16 + 1) x ld
-  std::vector<char>* used;
+  const TileColumnSums* sums;
 };
 
 void times_saved_derivative_rounded_tile(void* context, const float* tile, long ld, int i0, int rows, int j0,
@@ -143,11 +142,7 @@ void times_saved_derivative_rounded_tile(void* context, const float* tile, long 
   const RoundedDpreTiles& b = *static_cast<const RoundedDpreTiles*>(context);
   constexpr int kChunk = 256;
   alignas(64) float value[kChunk];
-  float* sums = b.partials != nullptr ? b.partials + static_cast<long>(i0 / 16) * b.ld + j0 : nullptr;
-  if (sums != nullptr) {
-    std::fill_n(sums, cols, 0.f);
-    (*b.used)[i0 / 16] = 1;
-  }
+  float* sums = b.sums->tile(i0, j0, cols);
   for (int r = 0; r < rows; ++r) {
     const float* product = tile + r * ld;
     const float* derivative = b.derivative + static_cast<long>(i0 + r) * b.ld + j0;
@@ -276,14 +271,8 @@ void gelu_linear_backward_rounded_dpre(uint16_t* dpre, float* dpre_bias, float* 
   {
     BLOCKLAB_PROFILE("gelu_linear_backward");
     d16 = rounded_for_backward(dout, N, OC, dbias);
-    static thread_local std::vector<float> partials;
-    static thread_local std::vector<char> used;
-    const int slots = N / 16 + 1;
-    if (dpre_bias != nullptr) {
-      partials.resize(static_cast<size_t>(slots) * C);
-      used.assign(slots, 0);
-    }
-    RoundedDpreTiles tiles{dpre, derivative, C, dpre_bias != nullptr ? partials.data() : nullptr, &used};
+    const TileColumnSums sums(dpre_bias != nullptr, N, C);
+    RoundedDpreTiles tiles{dpre, derivative, C, &sums};
     const SgemmExtras extras{.context = &tiles,
                              .a_bf16 = d16,
                              .b_bf16 = weight_bf16,
@@ -291,13 +280,7 @@ void gelu_linear_backward_rounded_dpre(uint16_t* dpre, float* dpre_bias, float* 
     const bool done =
         sgemm_in(GemmPrecision::Bf16, false, false, N, C, OC, nullptr, OC, weight, C, 0.f, nullptr, C, extras);
     BLOCKLAB_CHECK(done, "gelu_linear_backward_rounded_dpre: the bf16 GEMMs here do not take rounded operands");
-    if (dpre_bias != nullptr) {
-      std::vector<float> total(C, 0.f);
-      for (int slot = 0; slot < slots; ++slot)
-        if (used[slot])
-          for (int j = 0; j < C; ++j) total[j] += partials[static_cast<size_t>(slot) * C + j];
-      for (int j = 0; j < C; ++j) dpre_bias[j] += total[j];
-    }
+    sums.add_to(dpre_bias);
   }
   linear_weight_backward_rounded(dweight, d16, nullptr, act, N, C, OC);
 }

@@ -6,6 +6,7 @@
 
 #include "kernels/isa.h"
 #include "kernels/sgemm.h"
+#include "kernels/tile_sums.h"
 #include "util/error.h"
 #include "util/profiler.h"
 
@@ -56,15 +57,13 @@ void glu_gradient_of_tile(void* context, const float* tile, long ld, int i0, int
 
 // The rounded forms' tiles: act (forward) or dpre (backward) written rounded to bf16, each chunk of a row first
 // computed in float as glu_of_tile and glu_gradient_of_tile compute it; in the backward the float dpre's column sums
-// (fc1's bias gradient) taken too, per tile from zero in row order, into the tile's slot of `partials` (one per 16 rows
-// of the product: tiles start at multiples of 16), which glu_linear_backward_rounded_dpre then adds up in row order.
+// (fc1's bias gradient) taken too, tile by tile (kernels/tile_sums.h).
 struct RoundedGluTiles {
-  uint16_t* out;     // forward: act (N, I); backward: dpre (N, 2I)
-  float* pre;        // (N, 2I)
+  uint16_t* out;  // forward: act (N, I); backward: dpre (N, 2I)
+  float* pre;     // (N, 2I)
   int I;
   GluKind kind;
-  float* partials;   // backward: nullptr (no bias) or (N / 16 + 1) x 2I
-  std::vector<char>* used;
+  const TileColumnSums* sums;  // backward: 2I wide (forward: none)
 };
 
 constexpr int kRoundChunk = 256;
@@ -90,22 +89,18 @@ void rounded_glu_gradient_of_tile(void* context, const float* tile, long ld, int
   const RoundedGluTiles& b = *static_cast<const RoundedGluTiles*>(context);
   const long pre_ld = 2L * b.I;
   alignas(64) float dvalue[kRoundChunk], dgate[kRoundChunk];
-  float* sums = b.partials != nullptr ? b.partials + static_cast<long>(i0 / 16) * pre_ld + j0 : nullptr;
-  if (sums != nullptr) {
-    std::fill_n(sums, cols, 0.f);
-    std::fill_n(sums + b.I, cols, 0.f);
-    (*b.used)[i0 / 16] = 1;
-  }
+  float* value_sums = b.sums->tile(i0, j0, cols);
+  float* gate_sums = b.sums->tile(i0, b.I + j0, cols);
   for (int r = 0; r < rows; ++r) {
     const float* value = b.pre + (i0 + r) * pre_ld + j0;
     uint16_t* out = b.out + (i0 + r) * pre_ld + j0;
     for (int c0 = 0; c0 < cols; c0 += kRoundChunk) {
       const int n = std::min(kRoundChunk, cols - c0);
       glu_backward_rows(dvalue, dgate, tile + r * ld + c0, 0, value + c0, value + b.I + c0, 0, 1, n, b.kind);
-      if (sums != nullptr)
+      if (value_sums != nullptr)
         on_isa([&](auto) {
-          for (int j = 0; j < n; ++j) sums[c0 + j] += dvalue[j];
-          for (int j = 0; j < n; ++j) sums[b.I + c0 + j] += dgate[j];
+          for (int j = 0; j < n; ++j) value_sums[c0 + j] += dvalue[j];
+          for (int j = 0; j < n; ++j) gate_sums[c0 + j] += dgate[j];
         });
       round_to_bf16(dvalue, out + c0, n);
       round_to_bf16(dgate, out + b.I + c0, n);
@@ -207,7 +202,7 @@ void linear_glu_forward_rounded_act(uint16_t* act, float* pre, const float* inp,
                                     const uint16_t* weight_bf16) {
   BLOCKLAB_PROFILE("linear_glu_forward");
   const long I2 = 2L * I;
-  RoundedGluTiles tiles{act, pre, I, kind, nullptr, nullptr};
+  RoundedGluTiles tiles{act, pre, I, kind, nullptr};
   const uint16_t* gate_bf16 = weight_bf16 == nullptr ? nullptr : weight_bf16 + static_cast<long>(I) * C;
   const bool done =
       takes_product_tiles(GemmPrecision::Bf16) &&
@@ -231,16 +226,9 @@ void glu_linear_backward_rounded_dpre(uint16_t* dpre, float* dpre_bias, float* d
   {
     BLOCKLAB_PROFILE("glu_linear_backward");
     d16 = rounded_for_backward(dout, N, OC, dbias);
-    static thread_local std::vector<float> partials;
-    static thread_local std::vector<char> used;
-    const int slots = N / 16 + 1;
     const long I2 = 2L * I;
-    if (dpre_bias != nullptr) {
-      partials.resize(static_cast<size_t>(slots) * I2);
-      used.assign(slots, 0);
-    }
-    RoundedGluTiles tiles{dpre, const_cast<float*>(pre), I, kind, dpre_bias != nullptr ? partials.data() : nullptr,
-                          &used};
+    const TileColumnSums sums(dpre_bias != nullptr, N, I2);
+    RoundedGluTiles tiles{dpre, const_cast<float*>(pre), I, kind, &sums};
     const bool done = sgemm_in(GemmPrecision::Bf16, false, false, N, I, OC, nullptr, OC, weight, I, 0.f, nullptr,
                                static_cast<int>(I2),
                                {.context = &tiles,
@@ -248,13 +236,7 @@ void glu_linear_backward_rounded_dpre(uint16_t* dpre, float* dpre_bias, float* d
                                 .b_bf16 = weight_bf16,
                                 .on_product_block = rounded_glu_gradient_of_tile});
     BLOCKLAB_CHECK(done, "glu_linear_backward_rounded_dpre: the bf16 GEMMs here do not take rounded operands");
-    if (dpre_bias != nullptr) {
-      std::vector<float> total(I2, 0.f);
-      for (int slot = 0; slot < slots; ++slot)
-        if (used[slot])
-          for (long j = 0; j < I2; ++j) total[j] += partials[static_cast<size_t>(slot) * I2 + j];
-      for (long j = 0; j < I2; ++j) dpre_bias[j] += total[j];
-    }
+    sums.add_to(dpre_bias);
   }
   if (dweight != nullptr) linear_weight_backward_rounded(dweight, d16, nullptr, act, N, I, OC);
 }

@@ -451,23 +451,29 @@ void mlp_forward_sublayer(MlpActs<T>& a, const T* inp, const MlpTensors<T>& w, c
     apply_linear(a.out, static_cast<const T*>(a.act), w.fc2, N, d.I, d.C, in);
     return;
   }
+  if constexpr (std::is_same_v<T, float>) {
+    // bf16 products that take rounded operands: act kept in bf16 (only fc2's products read it), fc2's forward
+    // reading it as it lies
+    a.act_rounded = w.fc1.source == nullptr && w.fc2.source == nullptr && gemm_precision(c) == GemmPrecision::Bf16 &&
+                    bf16_gemm_takes_rounded_operands();
+    if (a.act_rounded) {
+      uint16_t* act = reinterpret_cast<uint16_t*>(a.act);
+      if (c.gated_mlp()) {
+        linear_glu_forward_rounded_act(act, a.pre, inp, w.fc1.weight, w.fc1.bias, N, d.C, d.I, glu_kind(c.mlp),
+                                       rounded_weight(in, w.fc1.weight));
+      } else {
+        linear_gelu_forward_rounded_act(act, a.pre, inp, w.fc1.weight, w.fc1.bias, N, d.C, d.I, gelu_form(c.mlp),
+                                        rounded_weight(in, w.fc1.weight));
+        a.pre_saved = GeluSaved::Derivative;
+      }
+      linear_forward_rounded_input(a.out, act, w.fc2.weight, w.fc2.bias, N, d.I, d.C, 0,
+                                   rounded_weight(in, w.fc2.weight));
+      return;
+    }
+  }
   switch (c.mlp) {
     case MlpKind::Gelu:
     case MlpKind::GeluTanh:  // act = gelu(inp W1^T + b1), fused when the weight is in the arena
-      if constexpr (std::is_same_v<T, float>) {
-        // bf16 products that take rounded operands: act kept in bf16, fc2's forward reading it as it lies
-        a.act_rounded = w.fc1.source == nullptr && w.fc2.source == nullptr &&
-                        gemm_precision(c) == GemmPrecision::Bf16 && bf16_gemm_takes_rounded_operands();
-        if (a.act_rounded) {
-          uint16_t* act = reinterpret_cast<uint16_t*>(a.act);
-          linear_gelu_forward_rounded_act(act, a.pre, inp, w.fc1.weight, w.fc1.bias, N, d.C, d.I, gelu_form(c.mlp),
-                                          rounded_weight(in, w.fc1.weight));
-          a.pre_saved = GeluSaved::Derivative;
-          linear_forward_rounded_input(a.out, act, w.fc2.weight, w.fc2.bias, N, d.I, d.C, 0,
-                                       rounded_weight(in, w.fc2.weight));
-          return;
-        }
-      }
       if (w.fc1.source == nullptr) {
         a.pre_saved = linear_gelu_forward(a.act, a.pre, inp, w.fc1.weight, static_cast<const T*>(w.fc1.bias), N, d.C,
                                           d.I, gemm_precision(c), gelu_form(c.mlp), /*want_derivative=*/true);
@@ -481,19 +487,6 @@ void mlp_forward_sublayer(MlpActs<T>& a, const T* inp, const MlpTensors<T>& w, c
       break;
     case MlpKind::SwiGLU:
     case MlpKind::GeGLU:  // [value | gate] = inp W1^T + b1;  act = value * f(gate) (fused: the weight in the arena)
-      if constexpr (std::is_same_v<T, float>) {
-        // bf16 products that take rounded operands: act kept in bf16, as for GELU above
-        a.act_rounded = w.fc1.source == nullptr && w.fc2.source == nullptr &&
-                        gemm_precision(c) == GemmPrecision::Bf16 && bf16_gemm_takes_rounded_operands();
-        if (a.act_rounded) {
-          uint16_t* act = reinterpret_cast<uint16_t*>(a.act);
-          linear_glu_forward_rounded_act(act, a.pre, inp, w.fc1.weight, w.fc1.bias, N, d.C, d.I, glu_kind(c.mlp),
-                                         rounded_weight(in, w.fc1.weight));
-          linear_forward_rounded_input(a.out, act, w.fc2.weight, w.fc2.bias, N, d.I, d.C, 0,
-                                       rounded_weight(in, w.fc2.weight));
-          return;
-        }
-      }
       if (w.fc1.source == nullptr) {
         linear_glu_forward(a.act, a.pre, inp, static_cast<const T*>(w.fc1.weight), static_cast<const T*>(w.fc1.bias), N,
                            d.C, d.I, glu_kind(c.mlp), gemm_precision(c), rounded_weight(in, w.fc1.weight));
