@@ -289,6 +289,19 @@ void expect_column_sums(const std::vector<float>& sums, double start, const std:
     EXPECT_NEAR(sums[j], start + sum, 2e-6 * magnitude) << j;
   }
 }
+// A rounded backward (`rounded(threads)`: its d_pre, weight gradient, bias gradient and fc1's bias gradient, the
+// gradients started at 0.5, 0.25 and 0.125) against the float path's dpre, dw and db: the same for 1 and 2 threads,
+// d_pre the float one rounded, dw and db bit for bit, fc1's bias gradient d_pre's column sums (width columns).
+template <typename Rounded>
+void expect_rounded_backward(Rounded&& rounded, const std::vector<float>& dpre, const std::vector<float>& dw,
+                             const std::vector<float>& db, int N, int width) {
+  const auto [dpre_r, dw_r, db_r, db1] = rounded(1);
+  EXPECT_TRUE(rounded(2) == rounded(1)) << "the thread count changes the backward";
+  EXPECT_EQ(differ_from_rounding(dpre_r, dpre), 0) << "of " << dpre.size() << " input gradients";
+  EXPECT_EQ(dw, dw_r);
+  EXPECT_EQ(db, db_r);
+  expect_column_sums(db1, 0.125, dpre, N, width);
+}
 }  // namespace
 
 // The MLP with its hidden tensors kept in bf16 (where the bf16 products take rounded operands): act is the float
@@ -326,12 +339,7 @@ TEST(OneDnnBf16Gemm, GeluWithItsTensorsKeptRoundedGivesTheFloatPathsBits) {
         set_num_threads(0);
         return std::make_tuple(dpre_r, dw_r, db_r, db1);
       };
-      const auto [dpre_r, dw_r, db_r, db1] = rounded(1);
-      EXPECT_TRUE(rounded(2) == rounded(1)) << "the thread count changes the backward";
-      EXPECT_EQ(differ_from_rounding(dpre_r, dpre), 0) << "of " << dpre.size() << " input gradients";
-      EXPECT_EQ(dw, dw_r);
-      EXPECT_EQ(db, db_r);
-      expect_column_sums(db1, 0.125, dpre, N, I);
+      expect_rounded_backward(rounded, dpre, dw, db, N, I);
       // against the plain products: dpre = (dout W2) * gelu' and db the column sums of dout, bit for bit; dw from
       // dout's tiles as oneDNN's gemm kernel reads them in place, to float rounding of its other blocking
       std::vector<float> product(act.size()), dw_plain(w2.size(), 0.5f);
@@ -382,12 +390,7 @@ TEST(OneDnnBf16Gemm, GluWithItsTensorsKeptRoundedGivesTheFloatPathsBits) {
         set_num_threads(0);
         return std::make_tuple(dpre_r, dw_r, db_r, db1);
       };
-      const auto [dpre_r, dw_r, db_r, db1] = rounded(1);
-      EXPECT_TRUE(rounded(2) == rounded(1)) << "the thread count changes the backward";
-      EXPECT_EQ(differ_from_rounding(dpre_r, dpre), 0) << "of " << dpre.size() << " input gradients";
-      EXPECT_EQ(dw, dw_r);
-      EXPECT_EQ(db, db_r);
-      expect_column_sums(db1, 0.125, dpre, N, 2 * I);
+      expect_rounded_backward(rounded, dpre, dw, db, N, 2 * I);
     }
   }
 }
