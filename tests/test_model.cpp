@@ -454,6 +454,61 @@ TEST_P(WholeModel, LogitsOfSomePositionsAreThoseRowsOfAll) {
   EXPECT_THROW(model.forward_logits(acts, batch.inputs.data(), B * config.seq_len - 1, past), Error);
 }
 
+// The gradient norm the backward's weight-gradient products take from their blocks in cache (model/grad_squares.h) is
+// the norm summed from memory over every row, bit for bit, and close to a plain sum of squares: float at fp32 and
+// bf16 (the bf16 GEMM paths), with one head chunk and several (the head weight's rows are taken on the last; a tied
+// embedding's rows summed again after the embedding's terms), at 1 and 2 threads (the same bits); and in double.
+TEST_P(WholeModel, GradNormTakenInTheBackwardIsTheNormOfEveryRow) {
+  ModelConfig config = GetParam().config;
+  const int B = 4;
+  CopyTask task(config.vocab, 3, 11);
+  Batch batch;
+  task.next(batch, B);
+  const int32_t *inputs = batch.inputs.data(), *targets = batch.targets.data();
+  const uint8_t* mask = batch.loss_mask.data();
+  const auto plain_norm = [](auto grads) {
+    long double total = 0;
+    for (const auto g : grads) total += static_cast<long double>(g) * g;
+    return static_cast<double>(std::sqrt(total));
+  };
+  for (const Precision precision : {Precision::Fp32, Precision::Bf16}) {
+    config.precision = precision;
+    if (precision == Precision::Bf16 && config.stream() == ResidualStream::Sphere) continue;  // fp32 only
+    Model<float> model(config);
+    model.init_weights(5);
+    for (int rows : {0, 3}) {
+      std::vector<double> norms;
+      for (int threads : {1, 2}) {
+        set_num_threads(threads);
+        Activations<float> acts = model.make_activations(B, config.seq_len, rows);
+        model.forward_backward(acts, inputs, targets, mask);
+        const double taken = model.grad_norm();
+        model.grads();  // mutable access: grad_norm() sums every row again
+        const double summed = model.grad_norm();
+        const std::string where = std::string(precision == Precision::Bf16 ? "bf16, " : "fp32, ") +
+                                  std::to_string(rows) + " rows, " + std::to_string(threads) + " threads";
+        EXPECT_EQ(taken, summed) << where;
+        EXPECT_NEAR(taken, plain_norm(std::span<const float>(model.grads())), 1e-12 * taken) << where;
+        model.forward(acts, inputs, targets, mask);
+        model.backward(acts);
+        EXPECT_EQ(model.grad_norm(), taken) << where << ": forward, backward";
+        norms.push_back(taken);
+      }
+      EXPECT_EQ(norms[0], norms[1]) << rows << " rows per chunk: 1 and 2 threads differ";
+    }
+  }
+  set_num_threads(0);
+  config.precision = Precision::Fp32;
+  Model<double> model(config);
+  randomise(model, 7);
+  Activations<double> acts = model.make_activations(B, config.seq_len, 3);
+  model.forward_backward(acts, inputs, targets, mask);
+  const double taken = model.grad_norm();
+  model.grads();
+  EXPECT_EQ(taken, model.grad_norm()) << "double";
+  EXPECT_NEAR(taken, plain_norm(std::span<const double>(model.grads())), 1e-12 * taken) << "double";
+}
+
 INSTANTIATE_TEST_SUITE_P(Variants, WholeModel, ::testing::ValuesIn(variants()),
                          [](const auto& info) { return info.param.name; });
 

@@ -7,6 +7,8 @@
 #include <cstdlib>
 
 #include "gemm_reference.h"
+#include "kernels/adam.h"
+#include "kernels/bf16_gemm.h"
 #include "kernels/isa.h"
 #include "kernels/sgemm.h"
 #include "util/rng.h"
@@ -98,6 +100,67 @@ TEST(SgemmExtras, BiasAndRowSumsEqualSeparatePassesBitForBit) {
           ASSERT_EQ(sums_before[i] + s, sums[i]) << "row " << i << " of " << M << "x" << N << "x" << K << " ta " << ta;
         }
       }
+}
+
+// A row's sum of squares taken in pieces of whole 8-column groups (a GEMM's column blocks) is sum_of_squares of the
+// row bit for bit, whatever the pieces.
+TEST(SumOfSquares, PiecesOfARowGiveTheWholeRowsBits) {
+  Rng rng(17);
+  const auto row = random_floats(rng, 1003);
+  const double whole = sum_of_squares(row.data(), 1003);
+  for (const int piece : {8, 24, 40, 768, 1003}) {
+    double lanes[kSquareLanes] = {};
+    for (int j0 = 0; j0 < 1003; j0 += piece) add_squares(lanes, row.data() + j0, std::min(piece, 1003 - j0), j0);
+    EXPECT_EQ(lanes_total(lanes), whole) << "pieces of " << piece;
+  }
+  // several rows at once (add_squares_rows: four at a time, then one by one), in pieces likewise
+  const int rows = 7, cols = 143;
+  std::vector<double> lanes(rows * kSquareLanes);
+  for (const int piece : {8, 40, 143}) {
+    std::fill(lanes.begin(), lanes.end(), 0.0);
+    for (int j0 = 0; j0 < cols; j0 += piece)
+      add_squares_rows(lanes.data(), row.data() + j0, cols, rows, std::min(piece, cols - j0), j0);
+    for (int r = 0; r < rows; ++r)
+      EXPECT_EQ(lanes_total(lanes.data() + r * kSquareLanes), sum_of_squares(row.data() + r * cols, cols))
+          << "row " << r << ", pieces of " << piece;
+  }
+  double exact = 0;
+  for (const float x : row) exact += static_cast<double>(x) * x;
+  EXPECT_NEAR(whole, exact, 1e-13 * exact);
+}
+
+// SgemmExtras::c_row_squares: each row's sum of squares of C as the call leaves it, bit for bit sum_of_squares of the
+// row, with C itself unchanged by the request (the threads split rows only then): fp32 and bf16, both layouts of A,
+// beta 0 and 1, rows in several column blocks (1700 columns: three blocks at AVX-512), an empty K, 1 and 2 threads.
+TEST(SgemmExtras, RowSquaresAreEachRowsSumOfSquares) {
+  Rng rng(19);
+  for (const GemmPrecision precision : {GemmPrecision::Fp32, GemmPrecision::Bf16})
+    for (const Case shape : {Case{40, 1700, 300}, Case{197, 129, 252}, Case{5, 3, 7}, Case{24, 64, 0}})
+      for (int ta = 0; ta < 2; ++ta)
+        for (const float beta : {0.f, 1.f})
+          for (int threads : {1, 2}) {
+            const auto [M, N, K] = shape;
+            const int lda = ta ? M : std::max(K, 1);
+            const auto A = random_floats(rng, static_cast<size_t>(M) * std::max(K, 1));
+            const auto B = random_floats(rng, static_cast<size_t>(std::max(K, 1)) * N);
+            const auto C0 = random_floats(rng, static_cast<size_t>(M) * N);
+            std::vector<float> plain = C0, taken = C0;
+            std::vector<double> squares(M, -1.0);
+            set_num_threads(threads);
+            const bool ran = sgemm_in(precision, ta, false, M, N, K, A.data(), lda, B.data(), N, beta, plain.data(), N);
+            const bool ran_too = sgemm_in(precision, ta, false, M, N, K, A.data(), lda, B.data(), N, beta,
+                                          taken.data(), N, {.c_row_squares = squares.data()});
+            set_num_threads(0);
+            if (!ran) GTEST_SKIP() << "no sgemm micro-kernel here: BLAS runs the products (and sums rows in a pass)";
+            const std::string where = std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + " ta " +
+                                      std::to_string(ta) + " beta " + std::to_string(beta) + " threads " +
+                                      std::to_string(threads) + (precision == GemmPrecision::Bf16 ? " bf16" : " fp32");
+            ASSERT_TRUE(ran_too) << where;
+            EXPECT_EQ(plain, taken) << where;
+            for (int i = 0; i < M; ++i)
+              ASSERT_EQ(squares[i], sum_of_squares(taken.data() + static_cast<size_t>(i) * N, N))
+                  << "row " << i << where;
+          }
 }
 
 // The AVX-512 walk (column blocks, B always packed, A's rows copied where they alias) changes where operands

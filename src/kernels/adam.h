@@ -19,6 +19,11 @@
 // sum_of_squares: sum of g^2 in double over one chunk, in 16 lanes (element i into lane i % 16) added pairwise
 // at the end: a float's square is exact in double, so the result is the same at every level, and a chunked
 // caller gets the same bits for any thread count.
+//
+// add_squares / lanes_total: the same sums for a row whose columns arrive in pieces (a GEMM's column blocks): each
+// piece adds its squares into the row's 16 lanes (column j into lane j % 16, in column order), and the lanes are
+// added pairwise once the row is complete; add_squares from zero over a whole row and then lanes_total give
+// sum_of_squares(row) bit for bit, whatever the pieces.
 #include <cstdint>
 
 namespace blocklab::kernels {
@@ -37,5 +42,20 @@ void adam_update(T* p, T* g, T* m, T* v, long n, const AdamCoefficients<T>& c, T
 // The sum of squares of x[0..n) in double, as described above (n at most a few thousand: one chunk).
 template <typename T>
 double sum_of_squares(const T* x, long n);
+
+inline constexpr int kSquareLanes = 16;
+// x[0..n) as columns first_col .. first_col + n - 1 of a row: lanes[j % 16] += x^2 for each column j, in order.
+template <typename T>
+void add_squares(double* lanes, const T* x, long n, long first_col);
+// add_squares for `rows` rows of x (ldx apart), each into its own 16 lanes (lanes + 16 r): the same sums, four rows at
+// a time (eight independent chains of additions where one row has two).
+template <typename T>
+void add_squares_rows(double* lanes, const T* x, long ldx, int rows, long n, long first_col);
+// The 16 lanes added pairwise (lane l += lane l + w for w = 8, 4, 2, 1; the lanes are overwritten): the row's sum.
+double lanes_total(double* lanes);
+// out[r] = sum_of_squares of row r of x (rows x cols, leading dimension ld), rows split over the threads (parallel) or
+// all on the calling thread.
+template <typename T>
+void row_sums_of_squares(const T* x, long rows, long cols, long ld, double* out, bool parallel = true);
 
 }  // namespace blocklab::kernels

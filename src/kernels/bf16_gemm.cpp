@@ -299,11 +299,12 @@ constexpr int kBlockPanels =
 void run(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb, float beta,
          float* C, int ldc, const SgemmExtras& extras) {
   const bool nested = omp_in_parallel() != 0;
-  const GemmPartition partition(M, N, kMr, kNr, nested ? 1 : omp_get_max_threads());
+  const GemmPartition partition(M, N, kMr, kNr, nested ? 1 : omp_get_max_threads(), extras.c_row_squares != nullptr);
 #pragma omp parallel if (!nested)
   {
     static thread_local std::vector<uint32_t> a_storage, b_storage;
     static thread_local std::vector<float> sums_storage;
+    static thread_local std::vector<double> squares_storage;
     const ThreadRect rect = partition.rect(omp_get_thread_num(), omp_get_num_threads());
     const int q_lo = rect.q_lo, q_hi = rect.q_hi, i_begin = rect.i_begin, i_end = rect.i_end;
     if (!rect.empty()) {
@@ -314,6 +315,7 @@ void run(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int ld
       uint32_t* Bp =
           aligned_words(b_storage, static_cast<size_t>((panels + n_blocks - 1) / n_blocks) * kNr * kPairsPerChunk);
       const ThreadRowSums sums(extras, rect, sums_storage);
+      const ThreadRowSquares squares(extras, rect, N, squares_storage);
       for (int cb = 0; cb < n_blocks; ++cb) {
         const int qa = block_begin(cb), qb = block_begin(cb + 1);
         for (int k0 = 0; k0 < K; k0 += kKc) {
@@ -350,9 +352,11 @@ void run(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int ld
                 prefetch.step();
               }
             }
-            if (last_chunk && extras.on_block_done != nullptr) {
+            if (last_chunk) {
               const int j_begin = qa * kNr, j_end = std::min(qb * kNr, N);
-              extras.on_block_done(extras.context, i0, rows, j_begin, j_end - j_begin);
+              if (extras.on_block_done != nullptr)
+                extras.on_block_done(extras.context, i0, rows, j_begin, j_end - j_begin);
+              squares.add_block(C, ldc, i0, rows, j_begin, j_end - j_begin);
             }
           }
         }

@@ -1,4 +1,6 @@
 #include "kernels/bf16_onednn.h"
+
+#include "kernels/adam.h"
 #include "kernels/isa.h"
 
 #ifdef BLOCKLAB_HAVE_ONEDNN
@@ -318,7 +320,9 @@ bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const flo
   if (beta != 0.f && beta != 1.f) return false;
   if (M <= 0 || N <= 0) return true;
   if (K <= 0) return sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, extras);  // C = beta C (+ bias)
-  const int tm = tile_rows(M), tn = tile_cols(M, N, K, ldc);
+  if (extras.on_product_block != nullptr && extras.c_row_squares != nullptr) return false;
+  // with c_row_squares, tiles of whole rows: each row's squares summed by the thread that has its tile
+  const int tm = tile_rows(M), tn = extras.c_row_squares != nullptr ? N : tile_cols(M, N, K, ldc);
   const int row_tiles = (M + tm - 1) / tm, col_tiles = (N + tn - 1) / tn;
   const int m_last = M - (row_tiles - 1) * tm, n_last = N - (col_tiles - 1) * tn;
   const bool accumulate = beta != 0.f;
@@ -405,6 +409,8 @@ bool onednn_bf16_gemm(bool trans_a, bool trans_b, int M, int N, int K, const flo
         add_row_sums(trans_a, A, lda, K, i0, m, extras.a_row_sums);
       if (extras.on_block_done != nullptr)
         for (int r0 = 0; r0 < m; r0 += 96) extras.on_block_done(extras.context, i0 + r0, std::min(96, m - r0), j0, n);
+      if (extras.c_row_squares != nullptr)  // a tile of whole rows (tn = N)
+        row_sums_of_squares(C + static_cast<size_t>(i0) * ldc, m, N, ldc, extras.c_row_squares + i0, false);
     }
   }
   return true;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/adam.h"
 #include "kernels/sgemm.h"
 
 namespace blocklab::kernels {
@@ -20,10 +21,10 @@ struct ThreadRect {
 
 class GemmPartition {
  public:
-  // C of M x N in register tiles of MR x NR, shared by up to `threads` threads.
-  GemmPartition(int M, int N, int MR, int NR, int threads)
+  // C of M x N in register tiles of MR x NR, shared by up to `threads` threads; rows_only: whole rows to each thread.
+  GemmPartition(int M, int N, int MR, int NR, int threads, bool rows_only = false)
       : M_(M), MR_(MR), n_panels_((N + NR - 1) / NR), row_panels_((M + MR - 1) / MR),
-        split_columns_(row_panels_ < threads || (N > M && n_panels_ >= threads)) {}
+        split_columns_(!rows_only && (row_panels_ < threads || (N > M && n_panels_ >= threads))) {}
 
   // Thread `thread` of a team of `team`: whole row panels or whole column panels, in equal shares.
   ThreadRect rect(int thread, int team) const {
@@ -71,6 +72,33 @@ class ThreadRowSums {
   float* out_;
   float* sums_ = nullptr;
   int i_begin_, i_end_;
+};
+
+// SgemmExtras::c_row_squares over one thread's rows (a partition by rows only, so that each row's blocks come to one
+// thread, in column order): each finished block's squares added into its rows' lanes (add_squares), a row's total
+// written once its last column is in. `storage` is the driver's per-thread vector, grown once.
+class ThreadRowSquares {
+ public:
+  ThreadRowSquares(const SgemmExtras& extras, const ThreadRect& rect, int N, std::vector<double>& storage)
+      : out_(extras.c_row_squares), N_(N), i_begin_(rect.i_begin) {
+    if (out_ == nullptr) return;
+    const size_t values = static_cast<size_t>(rect.i_end - rect.i_begin) * kSquareLanes;
+    if (storage.size() < values) storage.resize(values);
+    lanes_ = storage.data();
+  }
+  void add_block(const float* C, long ldc, int i0, int rows, int j0, int cols) const {
+    if (out_ == nullptr) return;
+    double* lanes = lanes_ + static_cast<long>(i0 - i_begin_) * kSquareLanes;
+    if (j0 == 0) std::fill_n(lanes, static_cast<long>(rows) * kSquareLanes, 0.0);
+    add_squares_rows(lanes, C + i0 * ldc + j0, ldc, rows, cols, j0);
+    if (j0 + cols == N_)
+      for (int r = 0; r < rows; ++r) out_[i0 + r] = lanes_total(lanes + static_cast<long>(r) * kSquareLanes);
+  }
+
+ private:
+  double* out_;
+  double* lanes_ = nullptr;
+  int N_, i_begin_;
 };
 
 }  // namespace blocklab::kernels

@@ -3,6 +3,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/adam.h"
 #include "kernels/gemm.h"
 #include "kernels/sgemm.h"
 #include "util/error.h"
@@ -46,12 +47,14 @@ void add_column_sums(T* dbias, const T* dout, int N, int OC) {
 // (inp_bf16) rounded: the one place the rounded-operand backward products are spelled out.
 void rounded_dout_products(float* dinp, float* dweight, const uint16_t* dout, const float* inp,
                            const uint16_t* inp_bf16, const float* weight, int N, int C, int OC, GradWrite dinp_write,
-                           uint64_t weight_version, const uint16_t* weight_bf16) {
+                           uint64_t weight_version, const uint16_t* weight_bf16, double* dweight_squares) {
   const float beta = dinp_write == GradWrite::Accumulate ? 1.f : 0.f;
   bool done = dinp == nullptr || sgemm_in(GemmPrecision::Bf16, false, false, N, C, OC, nullptr, OC, weight, C, beta,
                                           dinp, C, {.b_version = weight_version, .a_bf16 = dout, .b_bf16 = weight_bf16});
   done = done && (dweight == nullptr || sgemm_in(GemmPrecision::Bf16, true, false, OC, C, N, nullptr, OC, inp, C, 1.f,
-                                                 dweight, C, {.a_bf16 = dout, .b_bf16 = inp_bf16}));
+                                                 dweight, C,
+                                                 {.a_bf16 = dout, .b_bf16 = inp_bf16,
+                                                  .c_row_squares = dweight_squares}));
   BLOCKLAB_CHECK(done, "linear_backward: the bf16 GEMMs here do not take rounded operands");
 }
 
@@ -79,7 +82,7 @@ void linear_forward(T* out, const T* inp, const T* weight, const T* bias, int N,
 template <typename T>
 void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, int N,
                      int C, int OC, GradWrite dinp_write, GemmPrecision precision, uint64_t weight_version,
-                     const uint16_t* weight_bf16) {
+                     const uint16_t* weight_bf16, double* dweight_squares) {
   BLOCKLAB_PROFILE("linear_backward");
   // forward: out = inp @ weight^T + bias
   // dinp (N,C) (+)= dout (N,OC) @ weight (OC,C)
@@ -88,7 +91,7 @@ void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
     if (precision == GemmPrecision::Bf16 && dinp != nullptr && dweight != nullptr &&
         bf16_gemm_takes_rounded_operands()) {  // dout rounded once for both products, its column sums beside
       rounded_dout_products(dinp, dweight, rounded_for_backward(dout, N, OC, dbias), inp, nullptr, weight, N, C, OC,
-                            dinp_write, weight_version, taken(weight_bf16, precision));
+                            dinp_write, weight_version, taken(weight_bf16, precision), dweight_squares);
       return;
     }
     if (dinp != nullptr && sgemm_in(precision, false, false, N, C, OC, dout, OC, weight, C, beta, dinp, C,
@@ -99,11 +102,12 @@ void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
   // dweight (OC,C) += dout^T (OC,N) @ inp (N,C); dbias (OC) += column sums of dout = row sums of
   // dout^T, which the sgemm takes while it packs dout^T.
   if constexpr (std::is_same_v<T, float>) {
-    if (dweight != nullptr &&
-        sgemm_in(precision, true, false, OC, C, N, dout, OC, inp, C, 1.f, dweight, C, {.a_row_sums = dbias}))
+    if (dweight != nullptr && sgemm_in(precision, true, false, OC, C, N, dout, OC, inp, C, 1.f, dweight, C,
+                                       {.a_row_sums = dbias, .c_row_squares = dweight_squares}))
       return;
   }
   if (dweight != nullptr) gemm<T>(true, false, OC, C, N, T(1), dout, OC, inp, C, T(1), dweight, C);
+  if (dweight != nullptr && dweight_squares != nullptr) row_sums_of_squares(dweight, OC, C, C, dweight_squares);
   if (dbias != nullptr) add_column_sums(dbias, dout, N, OC);
 }
 
@@ -124,15 +128,17 @@ void linear_forward_rounded_input(float* out, const uint16_t* inp, const float* 
 
 void linear_backward_rounded_dout(float* dinp, float* dweight, const uint16_t* dout, const float* inp,
                                   const float* weight, int N, int C, int OC, GradWrite dinp_write,
-                                  const uint16_t* weight_bf16) {
+                                  const uint16_t* weight_bf16, double* dweight_squares) {
   BLOCKLAB_PROFILE("linear_backward");
-  rounded_dout_products(dinp, dweight, dout, inp, nullptr, weight, N, C, OC, dinp_write, 0, weight_bf16);
+  rounded_dout_products(dinp, dweight, dout, inp, nullptr, weight, N, C, OC, dinp_write, 0, weight_bf16,
+                        dweight_squares);
 }
 
 void linear_weight_backward_rounded(float* dweight, const uint16_t* dout, const float* inp, const uint16_t* inp_bf16,
-                                    int N, int C, int OC) {
+                                    int N, int C, int OC, double* dweight_squares) {
   BLOCKLAB_PROFILE("linear_backward");
-  rounded_dout_products(nullptr, dweight, dout, inp, inp_bf16, nullptr, N, C, OC, GradWrite::Overwrite, 0, nullptr);
+  rounded_dout_products(nullptr, dweight, dout, inp, inp_bf16, nullptr, N, C, OC, GradWrite::Overwrite, 0, nullptr,
+                        dweight_squares);
 }
 
 template void linear_forward<float>(float*, const float*, const float*, const float*, int, int, int, GemmPrecision,
@@ -140,8 +146,8 @@ template void linear_forward<float>(float*, const float*, const float*, const fl
 template void linear_forward<double>(double*, const double*, const double*, const double*, int, int, int,
                                      GemmPrecision, uint64_t, const uint16_t*);
 template void linear_backward<float>(float*, float*, float*, const float*, const float*, const float*, int,
-                                     int, int, GradWrite, GemmPrecision, uint64_t, const uint16_t*);
+                                     int, int, GradWrite, GemmPrecision, uint64_t, const uint16_t*, double*);
 template void linear_backward<double>(double*, double*, double*, const double*, const double*, const double*,
-                                      int, int, int, GradWrite, GemmPrecision, uint64_t, const uint16_t*);
+                                      int, int, int, GradWrite, GemmPrecision, uint64_t, const uint16_t*, double*);
 
 }  // namespace blocklab::kernels

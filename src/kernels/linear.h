@@ -22,12 +22,15 @@ enum class GradWrite { Accumulate, Overwrite };
 
 // dinp (N,C) (+)= dout @ weight as dinp_write says; accumulates (+=) into dweight (OC,C) and dbias (OC).
 // Any of the three may be nullptr to skip it. dout (N,OC) is the gradient of the loss w.r.t. out. weight_version
-// and weight_bf16 as for linear_forward.
+// and weight_bf16 as for linear_forward. dweight_squares (OC values, with dweight; nullptr: none): each row's sum of
+// squares of dweight as the call leaves it, as sum_of_squares (kernels/adam.h) sums a row, taken from the product's
+// blocks while they are in cache where the GEMM runs here (SgemmExtras::c_row_squares), else in a pass: the
+// gradient norm's share of this weight. Every backward below that writes a dweight takes it likewise.
 template <typename T>
 void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, int N,
                      int C, int OC, GradWrite dinp_write = GradWrite::Accumulate,
                      GemmPrecision precision = GemmPrecision::Fp32, uint64_t weight_version = 0,
-                     const uint16_t* weight_bf16 = nullptr);
+                     const uint16_t* weight_bf16 = nullptr, double* dweight_squares = nullptr);
 
 // For a model whose bf16 products take rounded operands (bf16_gemm_takes_rounded_operands()): dout (N,OC) rounded
 // to bf16 once for both of a linear layer's backward products (the input gradient's A, and the weight gradient's
@@ -44,9 +47,9 @@ void linear_forward_rounded_input(float* out, const uint16_t* inp, const float* 
 // (+)= dout @ weight (nullptr: skipped), dweight (OC,C) += dout^T @ inp; weight_bf16 as for linear_forward.
 void linear_backward_rounded_dout(float* dinp, float* dweight, const uint16_t* dout, const float* inp,
                                   const float* weight, int N, int C, int OC, GradWrite dinp_write,
-                                  const uint16_t* weight_bf16 = nullptr);
+                                  const uint16_t* weight_bf16 = nullptr, double* dweight_squares = nullptr);
 // dweight (OC,C) += dout^T @ inp, dout given rounded (rounded_for_backward), inp as floats or (inp_bf16) rounded.
 void linear_weight_backward_rounded(float* dweight, const uint16_t* dout, const float* inp, const uint16_t* inp_bf16,
-                                    int N, int C, int OC);
+                                    int N, int C, int OC, double* dweight_squares = nullptr);
 
 }  // namespace blocklab::kernels

@@ -170,7 +170,8 @@ void times_saved_derivative_block(void* context, int i0, int rows, int j0, int c
 // The backward with the derivative saved, where the bf16 products take rounded operands: dout rounded once for
 // both products (its column sums into dbias in the same pass).
 void gelu_linear_backward_rounded(float* dpre, float* dweight, float* dbias, const float* dout, const float* derivative,
-                                  const float* act, const float* weight, int N, int C, int OC) {
+                                  const float* act, const float* weight, int N, int C, int OC,
+                                  double* dweight_squares) {
   const uint16_t* d16 = nullptr;
   {
     BLOCKLAB_PROFILE("gelu_linear_backward");
@@ -180,7 +181,7 @@ void gelu_linear_backward_rounded(float* dpre, float* dweight, float* dbias, con
                                {.context = &block, .a_bf16 = d16, .on_product_block = times_saved_derivative_tile});
     BLOCKLAB_CHECK(done, "gelu_linear_backward: the bf16 GEMMs here do not take rounded operands");
   }
-  linear_weight_backward_rounded(dweight, d16, act, nullptr, N, C, OC);
+  linear_weight_backward_rounded(dweight, d16, act, nullptr, N, C, OC, dweight_squares);
 }
 }  // namespace
 
@@ -208,11 +209,12 @@ GeluSaved linear_gelu_forward(T* act, T* pre, const T* inp, const T* weight, con
 
 template <typename T>
 void gelu_linear_backward(T* dpre, T* dweight, T* dbias, const T* dout, const T* pre, const T* act, const T* weight,
-                          int N, int C, int OC, GemmPrecision precision, GeluForm form, GeluSaved saved) {
+                          int N, int C, int OC, GemmPrecision precision, GeluForm form, GeluSaved saved,
+                          double* dweight_squares) {
   const bool derivative_saved = saved == GeluSaved::Derivative;
   if constexpr (std::is_same_v<T, float>) {
     if (derivative_saved && precision == GemmPrecision::Bf16 && bf16_gemm_takes_rounded_operands()) {
-      gelu_linear_backward_rounded(dpre, dweight, dbias, dout, pre, act, weight, N, C, OC);
+      gelu_linear_backward_rounded(dpre, dweight, dbias, dout, pre, act, weight, N, C, OC, dweight_squares);
       return;
     }
     bool fused = false;
@@ -229,11 +231,13 @@ void gelu_linear_backward(T* dpre, T* dweight, T* dbias, const T* dout, const T*
     }
     if (fused) {
       // the weight and bias terms
-      linear_backward<T>(nullptr, dweight, dbias, dout, act, weight, N, C, OC, GradWrite::Accumulate, precision);
+      linear_backward<T>(nullptr, dweight, dbias, dout, act, weight, N, C, OC, GradWrite::Accumulate, precision, 0,
+                         nullptr, dweight_squares);
       return;
     }
   }
-  linear_backward<T>(dpre, dweight, dbias, dout, act, weight, N, C, OC, GradWrite::Overwrite, precision);
+  linear_backward<T>(dpre, dweight, dbias, dout, act, weight, N, C, OC, GradWrite::Overwrite, precision, 0, nullptr,
+                     dweight_squares);
   const long n = static_cast<long>(N) * C;
   if (derivative_saved) {
     BLOCKLAB_PROFILE("gelu_backward");
@@ -266,7 +270,8 @@ void linear_gelu_forward_rounded_act(uint16_t* act, float* pre, const float* inp
 
 void gelu_linear_backward_rounded_dpre(uint16_t* dpre, float* dpre_bias, float* dweight, float* dbias,
                                        const float* dout, const float* derivative, const uint16_t* act,
-                                       const float* weight, int N, int C, int OC, const uint16_t* weight_bf16) {
+                                       const float* weight, int N, int C, int OC, const uint16_t* weight_bf16,
+                                       double* dweight_squares) {
   const uint16_t* d16 = nullptr;
   {
     BLOCKLAB_PROFILE("gelu_linear_backward");
@@ -282,7 +287,7 @@ void gelu_linear_backward_rounded_dpre(uint16_t* dpre, float* dpre_bias, float* 
     BLOCKLAB_CHECK(done, "gelu_linear_backward_rounded_dpre: the bf16 GEMMs here do not take rounded operands");
     sums.add_to(dpre_bias);
   }
-  linear_weight_backward_rounded(dweight, d16, nullptr, act, N, C, OC);
+  linear_weight_backward_rounded(dweight, d16, nullptr, act, N, C, OC, dweight_squares);
 }
 
 template GeluSaved linear_gelu_forward<float>(float*, float*, const float*, const float*, const float*, int, int, int,
@@ -290,8 +295,8 @@ template GeluSaved linear_gelu_forward<float>(float*, float*, const float*, cons
 template GeluSaved linear_gelu_forward<double>(double*, double*, const double*, const double*, const double*, int, int,
                                                int, GemmPrecision, GeluForm, bool);
 template void gelu_linear_backward<float>(float*, float*, float*, const float*, const float*, const float*,
-                                          const float*, int, int, int, GemmPrecision, GeluForm, GeluSaved);
+                                          const float*, int, int, int, GemmPrecision, GeluForm, GeluSaved, double*);
 template void gelu_linear_backward<double>(double*, double*, double*, const double*, const double*, const double*,
-                                           const double*, int, int, int, GemmPrecision, GeluForm, GeluSaved);
+                                           const double*, int, int, int, GemmPrecision, GeluForm, GeluSaved, double*);
 
 }  // namespace blocklab::kernels

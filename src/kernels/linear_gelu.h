@@ -32,12 +32,13 @@ GeluSaved linear_gelu_forward(T* act, T* pre, const T* inp, const T* weight, con
 // Backward of out = gelu(pre) @ weight^T + bias (the second MLP layer applied to the GELU output), with
 // weight (OC,C), pre and act = gelu(pre) (N,C) from the forward, dout (N,OC):
 //   dpre (N,C) = (dout @ weight) * gelu'(pre), overwritten;  dweight += dout^T @ act;  dbias += sum_n dout.
+// dweight_squares: dweight's row sums of squares, as linear_backward takes them.
 // saved: what linear_gelu_forward returned (Derivative: `pre` holds gelu'(pre)). Either way dpre is the same,
 // bit for bit, on the fused path.
 template <typename T>
 void gelu_linear_backward(T* dpre, T* dweight, T* dbias, const T* dout, const T* pre, const T* act, const T* weight,
                           int N, int C, int OC, GemmPrecision precision = GemmPrecision::Fp32, GeluForm form = GeluForm::Erf,
-                          GeluSaved saved = GeluSaved::PreActivation);
+                          GeluSaved saved = GeluSaved::PreActivation, double* dweight_squares = nullptr);
 
 // The bf16 forms for a model whose bf16 products take rounded operands (bf16_gemm_takes_rounded_operands(); an error
 // elsewhere), where the MLP's hidden tensors are read only by products, which round them: they are kept rounded to
@@ -54,6 +55,6 @@ void linear_gelu_forward_rounded_act(uint16_t* act, float* pre, const float* inp
 void gelu_linear_backward_rounded_dpre(uint16_t* dpre, float* dpre_bias, float* dweight, float* dbias,
                                        const float* dout, const float* derivative, const uint16_t* act,
                                        const float* weight, int N, int C, int OC,
-                                       const uint16_t* weight_bf16 = nullptr);
+                                       const uint16_t* weight_bf16 = nullptr, double* dweight_squares = nullptr);
 
 }  // namespace blocklab::kernels

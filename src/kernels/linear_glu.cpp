@@ -149,7 +149,7 @@ void linear_glu_forward(T* act, T* pre, const T* inp, const T* weight, const T* 
 template <typename T>
 void glu_linear_backward(T* dpre, T* dweight, T* dbias, const T* dout, const T* pre, const T* act, const T* weight,
                          int N, int I, int OC, GluKind kind, GemmPrecision precision, const uint16_t* weight_bf16,
-                         T* dact) {
+                         T* dact, double* dweight_squares) {
   if constexpr (std::is_same_v<T, float>) {
     // dact (N,I) = dout (N,OC) @ weight (OC,I) into dpre's value half, each block turned into dvalue and dgate
     GluBlock block{dpre, pre, I, kind};
@@ -173,7 +173,7 @@ void glu_linear_backward(T* dpre, T* dweight, T* dbias, const T* dout, const T* 
                                    ldc, extras);
         BLOCKLAB_CHECK(done, "glu_linear_backward: the bf16 GEMMs here do not take rounded operands");
       }
-      if (dweight != nullptr) linear_weight_backward_rounded(dweight, d16, act, nullptr, N, I, OC);
+      if (dweight != nullptr) linear_weight_backward_rounded(dweight, d16, act, nullptr, N, I, OC, dweight_squares);
       return;
     }
     bool fused = false;
@@ -182,7 +182,8 @@ void glu_linear_backward(T* dpre, T* dweight, T* dbias, const T* dout, const T* 
       fused = sgemm_in(precision, false, false, N, I, OC, dout, OC, weight, I, 0.f, dpre, ldc, extras);
     }
     if (fused) {  // the weight and bias terms
-      linear_backward<T>(nullptr, dweight, dbias, dout, act, weight, N, I, OC, GradWrite::Accumulate, precision);
+      linear_backward<T>(nullptr, dweight, dbias, dout, act, weight, N, I, OC, GradWrite::Accumulate, precision, 0,
+                         nullptr, dweight_squares);
       return;
     }
   }
@@ -193,7 +194,7 @@ void glu_linear_backward(T* dpre, T* dweight, T* dbias, const T* dout, const T* 
     dact = room.data();
   }
   linear_backward<T>(dact, dweight, dbias, dout, act, weight, N, I, OC, GradWrite::Overwrite, precision, 0,
-                     weight_bf16);
+                     weight_bf16, dweight_squares);
   glu_backward(dpre, static_cast<const T*>(dact), pre, N, I, kind);
 }
 
@@ -219,7 +220,8 @@ void linear_glu_forward_rounded_act(uint16_t* act, float* pre, const float* inp,
 
 void glu_linear_backward_rounded_dpre(uint16_t* dpre, float* dpre_bias, float* dweight, float* dbias,
                                       const float* dout, const float* pre, const uint16_t* act, const float* weight,
-                                      int N, int I, int OC, GluKind kind, const uint16_t* weight_bf16) {
+                                      int N, int I, int OC, GluKind kind, const uint16_t* weight_bf16,
+                                      double* dweight_squares) {
   BLOCKLAB_CHECK(takes_product_tiles(GemmPrecision::Bf16),
                  "glu_linear_backward_rounded_dpre: the bf16 GEMMs here do not take rounded operands");
   const uint16_t* d16 = nullptr;
@@ -238,7 +240,7 @@ void glu_linear_backward_rounded_dpre(uint16_t* dpre, float* dpre_bias, float* d
     BLOCKLAB_CHECK(done, "glu_linear_backward_rounded_dpre: the bf16 GEMMs here do not take rounded operands");
     sums.add_to(dpre_bias);
   }
-  if (dweight != nullptr) linear_weight_backward_rounded(dweight, d16, nullptr, act, N, I, OC);
+  if (dweight != nullptr) linear_weight_backward_rounded(dweight, d16, nullptr, act, N, I, OC, dweight_squares);
 }
 
 template void linear_glu_forward<float>(float*, float*, const float*, const float*, const float*, int, int, int,
@@ -246,9 +248,10 @@ template void linear_glu_forward<float>(float*, float*, const float*, const floa
 template void linear_glu_forward<double>(double*, double*, const double*, const double*, const double*, int, int, int,
                                          GluKind, GemmPrecision, const uint16_t*);
 template void glu_linear_backward<float>(float*, float*, float*, const float*, const float*, const float*,
-                                         const float*, int, int, int, GluKind, GemmPrecision, const uint16_t*, float*);
+                                         const float*, int, int, int, GluKind, GemmPrecision, const uint16_t*, float*,
+                                         double*);
 template void glu_linear_backward<double>(double*, double*, double*, const double*, const double*, const double*,
                                           const double*, int, int, int, GluKind, GemmPrecision, const uint16_t*,
-                                          double*);
+                                          double*, double*);
 
 }  // namespace blocklab::kernels

@@ -25,11 +25,12 @@ void linear_glu_forward(T* act, T* pre, const T* inp, const T* weight, const T* 
 // Backward of out = act @ weight^T + bias with act = glu(pre), weight (OC,I), pre (N,2I) and act (N,I) from the
 // forward, dout (N,OC): dpre (N,2I) = the GLU's backward of dout @ weight, overwritten; dweight (OC,I) += dout^T @
 // act; dbias (OC) += sum_n dout (dweight, dbias: nullptr skips). dact: (N,I) room for dout @ weight where the
-// kernels run unfused (double, BLAS), nullptr: allocated then.
+// kernels run unfused (double, BLAS), nullptr: allocated then. dweight_squares: dweight's row sums of squares, as
+// linear_backward takes them.
 template <typename T>
 void glu_linear_backward(T* dpre, T* dweight, T* dbias, const T* dout, const T* pre, const T* act, const T* weight,
                          int N, int I, int OC, GluKind kind, GemmPrecision precision = GemmPrecision::Fp32,
-                         const uint16_t* weight_bf16 = nullptr, T* dact = nullptr);
+                         const uint16_t* weight_bf16 = nullptr, T* dact = nullptr, double* dweight_squares = nullptr);
 
 // The bf16 forms for a model whose bf16 products take rounded operands (bf16_gemm_takes_rounded_operands(); an error
 // elsewhere), as linear_gelu.h has them: the hidden tensors that only products read are kept rounded to bf16, dense,
@@ -45,6 +46,7 @@ void linear_glu_forward_rounded_act(uint16_t* act, float* pre, const float* inp,
 // glu_linear_backward gives them.
 void glu_linear_backward_rounded_dpre(uint16_t* dpre, float* dpre_bias, float* dweight, float* dbias,
                                       const float* dout, const float* pre, const uint16_t* act, const float* weight,
-                                      int N, int I, int OC, GluKind kind, const uint16_t* weight_bf16 = nullptr);
+                                      int N, int I, int OC, GluKind kind, const uint16_t* weight_bf16 = nullptr,
+                                      double* dweight_squares = nullptr);
 
 }  // namespace blocklab::kernels

@@ -512,12 +512,13 @@ void run(Kernel packed_kernel, Kernel direct_kernel, bool trans_a, bool trans_b,
          int lda, const float* B, int ldb, float beta, float* C, int ldc, const SgemmExtras& extras) {
   // Called inside a parallel region (one caller per thread), the product runs on the calling thread.
   const bool nested = omp_in_parallel() != 0;
-  const GemmPartition partition(M, N, MR, NR, nested ? 1 : omp_get_max_threads());
+  const GemmPartition partition(M, N, MR, NR, nested ? 1 : omp_get_max_threads(), extras.c_row_squares != nullptr);
 
 #pragma omp parallel if (!nested)
   {
     // Buffers per thread, grown once and reused: no allocation in steady state.
     static thread_local std::vector<float> a_storage, b_storage, sums_storage;
+    static thread_local std::vector<double> squares_storage;
     const ThreadRect rect = partition.rect(omp_get_thread_num(), omp_get_num_threads());
     const int q_lo = rect.q_lo, q_hi = rect.q_hi, i_begin = rect.i_begin, i_end = rect.i_end;
     if (!rect.empty()) {
@@ -532,6 +533,7 @@ void run(Kernel packed_kernel, Kernel direct_kernel, bool trans_a, bool trans_b,
       float* Ap = aligned_buffer(a_storage, static_cast<size_t>(kMc) * (kL2Blocks ? kCopyLd : kKc));
       float* Bp = aligned_buffer(b_storage, static_cast<size_t>((panels + n_blocks - 1) / n_blocks) * NR * kKc);
       const ThreadRowSums sums(extras, rect, sums_storage);
+      const ThreadRowSquares squares(extras, rect, N, squares_storage);
       // A not transposed (and no row sums wanted): full MR-row panels are read in place; only a last partial
       // panel is packed (zero-padded). With kL2Blocks, where a panel's rows would crowd L1 sets (more than 6 of a
       // set's 8 lines), all its rows are copied instead (copy_a).
@@ -607,9 +609,11 @@ void run(Kernel packed_kernel, Kernel direct_kernel, bool trans_a, bool trans_b,
               for (int q = qa; q < qb; ++q)
                 for (int p = 0; p < row_panels; ++p) tile(p, q);
             }
-            if (last_chunk && extras.on_block_done != nullptr) {
+            if (last_chunk) {
               const int j_begin = qa * NR, j_end = std::min(qb * NR, N);
-              extras.on_block_done(extras.context, i0, rows, j_begin, j_end - j_begin);
+              if (extras.on_block_done != nullptr)
+                extras.on_block_done(extras.context, i0, rows, j_begin, j_end - j_begin);
+              squares.add_block(C, ldc, i0, rows, j_begin, j_end - j_begin);
             }
           }
         }
@@ -668,6 +672,7 @@ bool sgemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int 
         for (int j = 0; j < N; ++j) c[j] += extras.bias[j];
     }
     if (extras.on_block_done != nullptr) extras.on_block_done(extras.context, 0, M, 0, N);
+    if (extras.c_row_squares != nullptr) row_sums_of_squares(C, M, N, ldc, extras.c_row_squares);
     return true;
   }
   // bench --profile: each call's time by shape

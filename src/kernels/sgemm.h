@@ -65,6 +65,11 @@ struct SgemmExtras {
   // AMX tiles' stores into a large C leave its memory traffic exposed; an epilogue that writes the outputs itself
   // overlaps them with its arithmetic (GELU's forward at the source model: 2.0 -> 1.4 ms a layer).
   void (*on_product_block)(void* context, const float* block, long ld, int i0, int rows, int j0, int cols) = nullptr;
+  // Not null (M values): c_row_squares[i] = the sum of squares of row i of C as the call leaves it, in
+  // sum_of_squares's order (kernels/adam.h: the same bits), taken from each finished block while it is in cache (after
+  // on_block_done): a weight gradient's share of the gradient's norm without a pass over it from memory. The threads
+  // then split C by rows only. Not with on_product_block.
+  double* c_row_squares = nullptr;
 };
 
 // Returns false (and does nothing) when no micro-kernel is available. One OpenMP parallel region per

@@ -378,7 +378,8 @@ void attention_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, c
   const GemmPrecision precision = gemm_precision(c);
   // out = proj_in Wo^T + bo, proj_in = y_gated or y
   linear_backward(s.d_y, g.proj.weight, g.proj.bias, dout, st.gate ? a.y_gated : a.y, w.proj.weight, N, d.Q, d.C,
-                  GradWrite::Overwrite, precision, 0, rounded_weight(in, w.proj.weight));
+                  GradWrite::Overwrite, precision, 0, rounded_weight(in, w.proj.weight),
+                  weight_squares(in, g.proj.weight));
   if (st.gate) sigmoid_gate_backward(s.d_gate, s.d_y, static_cast<const T*>(a.y), static_cast<const T*>(a.gate),
                                      static_cast<long>(N) * d.Q);
   // The projections' gradient rows (fused: [q | k | v] rows of s.d_qkv), and where the attention writes its q, k,
@@ -410,20 +411,25 @@ void attention_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, c
   if (st.head_norms) head_norms_backward(projected, s, g, dr, a, w, st, d);
   if (st.fused) {  // qkv = inp @ W^T + b
     linear_backward(dinp, g.qkv.weight, g.qkv.bias, static_cast<const T*>(s.d_qkv), inp, w.qkv.weight, N, d.C,
-                    d.Q + 2 * d.K, write, precision, 0, rounded_weight(in, w.qkv.weight));
+                    d.Q + 2 * d.K, write, precision, 0, rounded_weight(in, w.qkv.weight),
+                    weight_squares(in, g.qkv.weight));
   } else {  // q = inp Wq^T + bq;  k, v = kv_inp Wk^T + bk, kv_inp Wv^T + bv (kv_inp: the context for cross-attention)
     linear_backward(dinp, g.q.weight, g.q.bias, static_cast<const T*>(projected.q.p), inp, w.q.weight, N, d.C, d.Q,
-                    write, precision, 0, rounded_weight(in, w.q.weight));
+                    write, precision, 0, rounded_weight(in, w.q.weight),
+                    weight_squares(in, g.q.weight));
     T* d_kv_inp = st.cross ? s.d_context : dinp;
     const T* kv_inp = st.cross ? in.context : inp;
     linear_backward(d_kv_inp, g.k.weight, g.k.bias, static_cast<const T*>(projected.k.p), kv_inp, w.k.weight, Nk, d.C,
-                    d.K, GradWrite::Accumulate, precision, 0, rounded_weight(in, w.k.weight));
+                    d.K, GradWrite::Accumulate, precision, 0, rounded_weight(in, w.k.weight),
+                    weight_squares(in, g.k.weight));
     linear_backward(d_kv_inp, g.v.weight, g.v.bias, static_cast<const T*>(projected.v.p), kv_inp, w.v.weight, Nk, d.C,
-                    d.K, GradWrite::Accumulate, precision, 0, rounded_weight(in, w.v.weight));
+                    d.K, GradWrite::Accumulate, precision, 0, rounded_weight(in, w.v.weight),
+                    weight_squares(in, g.v.weight));
   }
   if (st.gate)  // z = inp Wg^T, after the projections (the first of which may overwrite dinp)
     linear_backward(dinp, g.gate.weight, static_cast<T*>(nullptr), static_cast<const T*>(s.d_gate), inp, w.gate.weight,
-                    N, d.C, d.Q, GradWrite::Accumulate, precision, 0, rounded_weight(in, w.gate.weight));
+                    N, d.C, d.Q, GradWrite::Accumulate, precision, 0, rounded_weight(in, w.gate.weight),
+                    weight_squares(in, g.gate.weight));
 }
 
 // F of the MLP sub-layer: inp (N,C) -> a.out (N,C).
@@ -513,24 +519,26 @@ void mlp_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, const M
     if constexpr (std::is_same_v<T, float>) {
       uint16_t* d_pre = reinterpret_cast<uint16_t*>(s.d_pre);
       const auto* act = reinterpret_cast<const uint16_t*>(a.act);
+      double* fc2_squares = weight_squares(in, g.fc2.weight);
       if (c.gated_mlp())
         glu_linear_backward_rounded_dpre(d_pre, g.fc1.bias, g.fc2.weight, g.fc2.bias, dout, a.pre, act, w.fc2.weight,
-                                         N, d.I, d.C, glu_kind(c.mlp), rounded_weight(in, w.fc2.weight));
+                                         N, d.I, d.C, glu_kind(c.mlp), rounded_weight(in, w.fc2.weight), fc2_squares);
       else
         gelu_linear_backward_rounded_dpre(d_pre, g.fc1.bias, g.fc2.weight, g.fc2.bias, dout, a.pre, act, w.fc2.weight,
-                                          N, d.I, d.C, rounded_weight(in, w.fc2.weight));
+                                          N, d.I, d.C, rounded_weight(in, w.fc2.weight), fc2_squares);
       linear_backward_rounded_dout(dinp, g.fc1.weight, d_pre, inp, w.fc1.weight, N, d.C, d.I_in, write,
-                                   rounded_weight(in, w.fc1.weight));
+                                   rounded_weight(in, w.fc1.weight), weight_squares(in, g.fc1.weight));
     }
     return;
   }
   if (c.mlp == MlpKind::Gelu || c.mlp == MlpKind::GeluTanh) {
     // d_pre from fc2 and GELU' in one pass
     gelu_linear_backward(s.d_pre, g.fc2.weight, g.fc2.bias, dout, a.pre, a.act, w.fc2.weight, N, d.I, d.C, precision,
-                         gelu_form(c.mlp), a.pre_saved);
+                         gelu_form(c.mlp), a.pre_saved, weight_squares(in, g.fc2.weight));
   } else {  // d_pre from fc2 and the GLU's backward in one pass
     glu_linear_backward(s.d_pre, g.fc2.weight, g.fc2.bias, dout, static_cast<const T*>(a.pre), a.act, w.fc2.weight, N,
-                        d.I, d.C, glu_kind(c.mlp), precision, rounded_weight(in, w.fc2.weight), s.d_act);
+                        d.I, d.C, glu_kind(c.mlp), precision, rounded_weight(in, w.fc2.weight), s.d_act,
+                        weight_squares(in, g.fc2.weight));
   }
   if (a.pre_raw != nullptr) {
     // pre = s_uv * pre_raw: d s_uv (stored) and d pre_raw
@@ -539,7 +547,7 @@ void mlp_backward_sublayer(T* dinp, GradWrite write, BlockScratch<T>& s, const M
                            d.I_in);
   }
   linear_backward(dinp, g.fc1.weight, g.fc1.bias, static_cast<const T*>(s.d_pre), inp, w.fc1.weight, N, d.C, d.I_in,
-                  write, precision, 0, rounded_weight(in, w.fc1.weight));
+                  write, precision, 0, rounded_weight(in, w.fc1.weight), weight_squares(in, g.fc1.weight));
 }
 
 // The learned per-block and per-sub-layer terms of a sub-layer's residual, as pointers (nullptr: absent).

@@ -15,6 +15,7 @@
 #include "kernels/bf16_gemm.h"
 #include "kernels/linear_gelu.h"
 #include "model/config.h"
+#include "model/grad_squares.h"
 #include "model/parameters.h"
 
 namespace blocklab {
@@ -170,6 +171,10 @@ struct BlockInputs {
   // params_base: the arena they mirror, element for element.
   const uint16_t* rounded_params = nullptr;
   const T* params_base = nullptr;
+  // The backward only: where the weight-gradient products leave their rows' sums of squares (model/grad_squares.h),
+  // for the gradient arena that starts at grads_base; nullptr: none taken.
+  GradSquares* grad_squares = nullptr;
+  const T* grads_base = nullptr;
 };
 
 // A weight of the arena as the bf16 products read it: its rounded copy where BlockInputs has one, else nullptr
@@ -177,6 +182,13 @@ struct BlockInputs {
 template <typename T>
 const uint16_t* rounded_weight(const BlockInputs<T>& in, const T* weight) {
   return in.rounded_params != nullptr && weight != nullptr ? in.rounded_params + (weight - in.params_base) : nullptr;
+}
+
+// Where a weight-gradient product that writes the last of `grad` in this backward leaves its rows' sums of squares
+// (kernels/linear.h: dweight_squares), or nullptr.
+template <typename T>
+double* weight_squares(const BlockInputs<T>& in, const T* grad) {
+  return in.grad_squares != nullptr && grad != nullptr ? in.grad_squares->rows_of(grad - in.grads_base) : nullptr;
 }
 
 // x (N,C) -> a.output (N,C); fills a. For a forward-only stack one BlockActs may serve every block in

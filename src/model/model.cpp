@@ -4,6 +4,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "kernels/adam.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/embedding.h"
 #include "kernels/linear.h"
@@ -104,7 +105,8 @@ const T* Activations<T>::stream(int index) const {
 }
 
 template <typename T>
-Model<T>::Model(const ModelConfig& config) : config_(config), table_((config.validate(), config)) {
+Model<T>::Model(const ModelConfig& config)
+    : config_(config), table_((config.validate(), config)), squares_(table_) {
   params_.assign(table_.total(), T(0));
   grads_.assign(table_.total(), T(0));
   w_ = bind_tensors(table_, config_, params_.data());
@@ -377,7 +379,7 @@ void Model<T>::head_loss(Activations<T>& acts, const T* x, HeadChunk c) const {
 }
 
 template <typename T>
-void Model<T>::head_backward(Activations<T>& acts, const T* x, HeadChunk c, T* d_top) {
+void Model<T>::head_backward(Activations<T>& acts, const T* x, HeadChunk c, T* d_top, bool last_chunk) {
   const int C = config_.width, V = config_.vocab;
   const T* d_logits = acts.d_logits_;
   if (config_.stream() == ResidualStream::Sphere) {  // logits = s_z * raw: d s_z (stored) and d raw
@@ -390,9 +392,12 @@ void Model<T>::head_backward(Activations<T>& acts, const T* x, HeadChunk c, T* d
   const int32_t* rows = acts.loss_rows_.data() + c.first;
   const bool consecutive = rows[c.rows - 1] - rows[0] == c.rows - 1;
   T* d_x = consecutive ? d_top + static_cast<long>(rows[0]) * C : acts.head_d_in_;
+  // the last chunk's product leaves the head weight's gradient as the backward leaves it (the tied embedding's rows
+  // then add the embedding's terms: backward_below_head sums those rows again), and takes its rows' squares
+  double* squares = last_chunk ? squares_.rows_of(g_.head_weight - grads_.data()) : nullptr;
   linear_backward(d_x, g_.head_weight, static_cast<T*>(nullptr), d_logits, x, static_cast<const T*>(w_.head_weight),
                   c.rows, C, V, GradWrite::Overwrite, gemm_precision(config_), acts.weights_version_,
-                  rounded(w_.head_weight));
+                  rounded(w_.head_weight), squares);
   if (!consecutive)
     for (int i = 0; i < c.rows; ++i)
       std::copy_n(acts.head_d_in_ + static_cast<long>(i) * C, C, d_top + static_cast<long>(rows[i]) * C);
@@ -560,6 +565,7 @@ T* Model<T>::begin_backward(Activations<T>& acts) {
   s.d_other = acts.d_other_;  // the blocks swap it with the stream's gradient: start from the same pair
   if (!grads_zero_) std::fill(grads_.begin(), grads_.end(), T(0));
   grads_zero_ = false;
+  squares_.forget();
   if (s.d_context != nullptr) zero(s.d_context, d.Nc() * config_.width);
   if (s.d_first_v != nullptr) zero(s.d_first_v, d.N() * d.K);
   zero(acts.d_stream_, NC);
@@ -580,7 +586,7 @@ void Model<T>::backward(Activations<T>& acts) {
     const HeadChunk c = head_chunk(acts, k);
     const T* x = head_chunk_input(acts, c);
     if (!acts.head_ready_) head_loss(acts, x, c);
-    head_backward(acts, x, c, d_top);
+    head_backward(acts, x, c, d_top, k == chunks - 1);
   }
   backward_below_head(acts);
 }
@@ -597,7 +603,7 @@ T Model<T>::forward_backward(Activations<T>& acts, const int32_t* inputs, const 
     const HeadChunk c = head_chunk(acts, k);
     const T* x = head_chunk_input(acts, c);
     head_loss(acts, x, c);
-    head_backward(acts, x, c, d_top);
+    head_backward(acts, x, c, d_top, k == chunks - 1);
   }
   acts.targets_ = targets;
   acts.mask_ = loss_mask;
@@ -611,7 +617,8 @@ template <typename T>
 void Model<T>::backward_below_head(Activations<T>& acts) {
   const BlockDims& d = acts.dims_;
   const int N = static_cast<int>(d.N()), C = config_.width;
-  const BlockInputs<T> in = block_inputs(acts);
+  BlockInputs<T> in = block_inputs(acts);
+  in.grad_squares = &squares_, in.grads_base = grads_.data();
   BlockScratch<T>& s = acts.scratch_;
   T* d_stream = acts.d_stream_;
   const T* h_top = acts.stream(config_.layers);
@@ -637,6 +644,11 @@ void Model<T>::backward_below_head(Activations<T>& acts) {
   }
   // x = tok_emb[inputs] + pos_emb[t]
   token_embedding_backward(g_.tok_emb, static_cast<const T*>(d_stream), acts.inputs_, N, C);
+  if (g_.head_weight == g_.tok_emb) {  // tied: the rows the embedding added to, summed again (a token once a position)
+    double* squares = squares_.rows_of(g_.tok_emb - grads_.data());
+    for (int n = 0; n < N; ++n)
+      squares[acts.inputs_[n]] = kernels::sum_of_squares(g_.tok_emb + static_cast<long>(acts.inputs_[n]) * C, C);
+  }
   if (g_.pos_emb != nullptr) position_embedding_backward(g_.pos_emb, static_cast<const T*>(d_stream), d.B, d.T, C);
 }
 

@@ -22,6 +22,7 @@
 
 #include "model/block.h"
 #include "model/config.h"
+#include "model/grad_squares.h"
 #include "model/hyper.h"
 #include "model/parameters.h"
 #include "util/rng.h"
@@ -125,11 +126,16 @@ class Model {
     return params_;
   }
   std::span<const T> params() const { return params_; }
-  // Mutable access: the caller may write them, so the next backward clears them first (see grads_were_zeroed).
+  // Mutable access: the caller may write them, so the next backward clears them first (see grads_were_zeroed), and
+  // grad_norm() sums all of them again.
   std::span<T> grads() {
     grads_zero_ = false;
+    squares_.forget();
     return grads_;
   }
+  // The L2 norm of grads() in the order model/grad_squares.h fixes (the same bits for any thread count and level):
+  // the rows the last backward's weight-gradient products summed while in cache are taken from there, the rest read.
+  double grad_norm() { return squares_.norm(std::span<const T>(grads_)); }
   std::span<const T> grads() const { return grads_; }
   // One named tensor of the parameter / gradient arena.
   std::span<T> param(std::string_view name);
@@ -214,7 +220,7 @@ class Model {
   // The chunk's logits, losses (into acts.losses_) and the loss's gradient with respect to the logits.
   void head_loss(Activations<T>& acts, const T* x, HeadChunk c) const;
   // The chunk's head backward: adds into the head's gradients, writes d top into d_top's counted rows.
-  void head_backward(Activations<T>& acts, const T* x, HeadChunk c, T* d_top);
+  void head_backward(Activations<T>& acts, const T* x, HeadChunk c, T* d_top, bool last_chunk);
   T mean_loss(const Activations<T>& acts) const;
   // backward()'s first steps: clears the gradients and the buffers the blocks add into; returns where the head's
   // input gradient goes (zeroed).
@@ -230,6 +236,7 @@ class Model {
   ParameterTable table_;
   std::vector<T> params_, grads_;
   bool grads_zero_ = false;  // grads_ known to be all zero (grads_were_zeroed)
+  GradSquares squares_;      // the gradient's row sums of squares for grad_norm()
   std::vector<uint16_t> rounded_;  // params_ rounded to bf16 (rounded_params_to_write)
   bool rounded_valid_ = false;     // rounded_ holds the current params_
   // A weight of the arena as the bf16 products read it: its rounded copy where it is current, else nullptr.

@@ -31,7 +31,6 @@ Trainer::Trainer(const RunConfig& config, ShardExchange* exchange, std::shared_p
       task_(make_task_stream(config, data_seed(config.seed), std::move(tokens))),
       schedule_(config.make_schedule()) {
   model_.init_weights(config.seed);
-  norm_partials_.assign(global_norm_chunks(model_.grads().size()), 0.0);
   const int ranks = exchange != nullptr ? exchange->size() : 1;
   if (config.micro_shards > 1 || ranks > 1) {
     // Each node of the tree carries a shard's gradient and, in its last float, the shard's loss.
@@ -78,7 +77,7 @@ StepResult Trainer::step() {
   }
   if (std::find(inject_steps_.begin(), inject_steps_.end(), r.step) != inject_steps_.end())
     model_.grads()[inject_offset_] = std::numeric_limits<float>::quiet_NaN();
-  r.grad_norm = global_norm<float>(model_.grads(), norm_partials_);
+  r.grad_norm = model_.grad_norm();
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
     r.nonfinite = true;
     r.lr = schedule_.at(r.step);

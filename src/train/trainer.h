@@ -119,7 +119,6 @@ class Trainer {
   ShardExchange* exchange_ = nullptr;
   Model<float> model_;
   Activations<float> acts_;
-  std::vector<double> norm_partials_;  // global_norm's work space, sized once
   std::unique_ptr<Optimizer<float>> optimizer_;  // config.optimizer.kind's
   TaskStream task_;
   Batch batch_, eval_batch_;
