@@ -462,8 +462,9 @@ TEST_P(WholeModel, GradNormTakenInTheBackwardIsTheNormOfEveryRow) {
   ModelConfig config = GetParam().config;
   const int B = 4;
   CopyTask task(config.vocab, 3, 11);
-  Batch batch;
+  Batch batch, other;
   task.next(batch, B);
+  task.next(other, B);
   const int32_t *inputs = batch.inputs.data(), *targets = batch.targets.data();
   const uint8_t* mask = batch.loss_mask.data();
   const auto plain_norm = [](auto grads) {
@@ -493,6 +494,11 @@ TEST_P(WholeModel, GradNormTakenInTheBackwardIsTheNormOfEveryRow) {
         model.backward(acts);
         EXPECT_EQ(model.grad_norm(), taken) << where << ": forward, backward";
         norms.push_back(taken);
+        // another batch: no row's sum is left from the one before
+        model.forward_backward(acts, other.inputs.data(), other.targets.data(), other.loss_mask.data());
+        const double next = model.grad_norm();
+        model.grads();
+        EXPECT_EQ(next, model.grad_norm()) << where << ": the next batch";
       }
       EXPECT_EQ(norms[0], norms[1]) << rows << " rows per chunk: 1 and 2 threads differ";
     }

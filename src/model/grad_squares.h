@@ -8,7 +8,8 @@
 // The backward's weight-gradient products take their rows' sums from each finished block of the product while it is
 // in cache (kernels::SgemmExtras::c_row_squares) into rows_of(): norm() then sums only the other rows, reading them
 // from memory, which gives the same bits as summing every row there. At GPT-2 size that pass read all 124M gradient
-// values (about 50 ms a step at one thread on an AMX Xeon); now it reads the biases, norms and embeddings.
+// values (about 45 ms a step at one thread on an AMX Xeon); now it reads biases, norms and learned positions (the
+// model sums the token embedding's rows of its inputs; an untied embedding's other rows are zero).
 #include <span>
 #include <unordered_map>
 #include <vector>

@@ -644,8 +644,11 @@ void Model<T>::backward_below_head(Activations<T>& acts) {
   }
   // x = tok_emb[inputs] + pos_emb[t]
   token_embedding_backward(g_.tok_emb, static_cast<const T*>(d_stream), acts.inputs_, N, C);
-  if (g_.head_weight == g_.tok_emb) {  // tied: the rows the embedding added to, summed again (a token once a position)
+  {
+    // the gradient norm's rows of the token embedding: those of the inputs summed here (a token once a position);
+    // tied, the head's last product summed every row before; untied, every other row is zero, as the backward began
     double* squares = squares_.rows_of(g_.tok_emb - grads_.data());
+    if (g_.head_weight != g_.tok_emb) std::fill_n(squares, config_.vocab, 0.0);
     for (int n = 0; n < N; ++n)
       squares[acts.inputs_[n]] = kernels::sum_of_squares(g_.tok_emb + static_cast<long>(acts.inputs_[n]) * C, C);
   }
