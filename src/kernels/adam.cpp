@@ -112,10 +112,8 @@ void add_squares_rows(double* lanes, const T* x, long ldx, int rows, long n, lon
   for (; r + kRows <= rows; r += kRows) {
     double* l = lanes + static_cast<long>(r) * kLanes;
     const T* xr = x + r * ldx;
-    for (int q = 0; q < kRows; ++q)
-      for (long i = 0; i < head; ++i)
-        l[q * kLanes + (first_col + i) % kLanes] +=
-            static_cast<double>(xr[q * ldx + i]) * static_cast<double>(xr[q * ldx + i]);
+    if (head > 0)  // the columns before lane 0, and after the last whole 16, as add_squares takes them
+      for (int q = 0; q < kRows; ++q) add_squares(l + q * kLanes, xr + q * ldx, head, first_col);
     bool done = false;
 #if defined(__x86_64__)
     if constexpr (std::is_same_v<T, float>)
@@ -139,9 +137,8 @@ void add_squares_rows(double* lanes, const T* x, long ldx, int rows, long n, lon
         }
       for (int q = 0; q < kRows; ++q) simd::store(l + q * kLanes, lo[q]), simd::store(l + q * kLanes + 8, hi[q]);
     });
-    for (int q = 0; q < kRows; ++q)
-      for (long i = body; i < n; ++i)
-        l[q * kLanes + (i - body)] += static_cast<double>(xr[q * ldx + i]) * static_cast<double>(xr[q * ldx + i]);
+    if (body < n)
+      for (int q = 0; q < kRows; ++q) add_squares(l + q * kLanes, xr + q * ldx + body, n - body, first_col + body);
   }
   for (; r < rows; ++r) add_squares(lanes + static_cast<long>(r) * kLanes, x + r * ldx, n, first_col);
 }
@@ -178,10 +175,10 @@ template void adam_update<double>(double*, double*, double*, double*, long, cons
 template double sum_of_squares<float>(const float*, long);
 template double sum_of_squares<double>(const double*, long);
 template void add_squares<float>(double*, const float*, long, long);
+template void add_squares<double>(double*, const double*, long, long);
 template void add_squares_rows<float>(double*, const float*, long, int, long, long);
 template void add_squares_rows<double>(double*, const double*, long, int, long, long);
 template void row_sums_of_squares<float>(const float*, long, long, long, double*, bool);
 template void row_sums_of_squares<double>(const double*, long, long, long, double*, bool);
-template void add_squares<double>(double*, const double*, long, long);
 
 }  // namespace blocklab::kernels
