@@ -25,9 +25,9 @@ BLOCKLAB_ALWAYS_INLINE void adam_chunk(T* __restrict p, T* __restrict g, T* __re
   const T b1 = c.beta1, b2 = c.beta2, one_minus_b1 = T(1) - c.beta1, one_minus_b2 = T(1) - c.beta2;
   const T step_size = c.step_size, inv_sqrt_bc2 = c.inv_sqrt_bc2, eps = c.eps, decay = c.decay;
   // The four arrays stream from memory once a step. Asking for their lines 2 KiB ahead, a block of 1 KiB at a time
-  // (the block loop itself vectorised as before): GPT-2's 124M parameters 163 -> 154 ms at one thread and 99 -> 93
-  // at two on an AMX Xeon (a harness, medians of 14 alternating calls); the hardware prefetcher alone keeps too few
-  // lines in flight for four streams. The same arithmetic and bits.
+  // (the element loop within each block vectorised as before): GPT-2's 124M parameters 163 -> 154 ms at one thread
+  // and 99 -> 93 at two on an AMX Xeon (a harness, medians of 14 alternating calls); the hardware prefetcher alone
+  // keeps too few lines in flight for four streams. The same arithmetic and bits.
   constexpr long kBlock = 1024 / sizeof(T), kAhead = 2048 / sizeof(T), kLine = 64 / sizeof(T);
   for (long i0 = 0; i0 < n; i0 += kBlock) {
     for (long l = 0; l < kBlock; l += kLine) {  // past n too: a prefetch never faults
